@@ -1,0 +1,97 @@
+// Package database opens connection pools, creates the database when it is
+// missing, applies the migrations and translates driver errors once, at the edge.
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DBTX is what query functions take, so that they run alike on a pool and
+// inside a transaction owned by the caller.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Connect opens a pool and checks that the database answers.
+func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}
+
+// EnsureDatabase creates the database named in url when it does not exist,
+// connecting to the server's postgres database to do so.
+func EnsureDatabase(ctx context.Context, url string) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	name := cfg.Database
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to server: %w", err)
+	}
+	defer conn.Close(ctx)
+
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	if err != nil && !IsCode(err, "42P04") { // duplicate_database: created meanwhile
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// IsCode reports whether err is a Postgres error with the given SQLSTATE.
+func IsCode(err error, sqlstate string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == sqlstate
+}
+
+// IsUniqueViolation reports whether err is a unique_violation (23505).
+func IsUniqueViolation(err error) bool { return IsCode(err, "23505") }
+
+// IsUnavailable reports whether err says the database could not be reached
+// (a failed connection, a broken socket, a server shutting down), so that the
+// statement was not executed and the request may be retried.
+func IsUnavailable(err error) bool {
+	var (
+		connectErr *pgconn.ConnectError
+		netErr     net.Error
+		pgErr      *pgconn.PgError
+	)
+	switch {
+	case errors.As(err, &connectErr), errors.As(err, &netErr):
+		return true
+	case errors.As(err, &pgErr):
+		// admin_shutdown, cannot_connect_now and the connection_exception class.
+		return pgErr.Code == "57P01" || pgErr.Code == "57P03" || strings.HasPrefix(pgErr.Code, "08")
+	}
+	return false
+}

@@ -1,0 +1,266 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// startProcessor runs the fake processor with cfg on a fresh database and
+// returns its URL.
+func startProcessor(t *testing.T, cfg processor.Config) string {
+	t.Helper()
+	db := testdb.New(t)
+	proc, err := processor.New(db.Pool, slog.New(slog.NewTextHandler(t.Output(), nil)), cfg)
+	if err != nil {
+		t.Fatalf("new processor: %v", err)
+	}
+	srv := httptest.NewServer(proc)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// chargeReq is a charge request of 1500 USD with the given key and method.
+func chargeReq(key, method string) payments.ChargeRequest {
+	return payments.ChargeRequest{
+		IdempotencyKey: key,
+		PaymentID:      "pay_" + key,
+		Amount:         1500,
+		Currency:       "USD",
+		PaymentMethod:  method,
+		Description:    "gateway test",
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestCharge(t *testing.T) {
+	t.Parallel()
+	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+
+	tests := []struct {
+		name        string
+		method      string
+		wantOK      bool
+		wantFailure string
+	}{
+		{"Visa", "pm_card_visa", true, ""},
+		{"Mastercard", "pm_card_mastercard", true, ""},
+		{"Declined", "pm_card_declined", false, "card_declined"},
+		{"InsufficientFunds", "pm_card_insufficient_funds", false, "insufficient_funds"},
+		{"InvalidMethod", "pm_nope", false, "invalid_payment_method"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			req := chargeReq("charge-"+tt.name, tt.method)
+			got, err := client.Charge(ctx, req)
+			if err != nil {
+				t.Fatalf("a definite outcome is not an error: %v", err)
+			}
+			if got.Succeeded != tt.wantOK || got.FailureCode != tt.wantFailure || got.ID == "" {
+				t.Fatalf("charge = %+v", got)
+			}
+			if !tt.wantOK && got.FailureMessage == "" {
+				t.Errorf("decline without a message: %+v", got)
+			}
+
+			// A retry with the same key is the same charge.
+			again, err := client.Charge(ctx, req)
+			if err != nil || again != got {
+				t.Errorf("retry = %+v, %v; want %+v", again, err, got)
+			}
+			obj, err := client.GetCharge(ctx, got.ID)
+			if err != nil {
+				t.Fatalf("get charge: %v", err)
+			}
+			if obj.IdempotencyKey != req.IdempotencyKey || obj.PaymentID != req.PaymentID || obj.Amount != req.Amount ||
+				obj.Succeeded() != tt.wantOK || obj.FailureCode != tt.wantFailure {
+				t.Errorf("charge object = %+v", obj)
+			}
+		})
+	}
+}
+
+func TestChargeErrors(t *testing.T) {
+	t.Parallel()
+	url := startProcessor(t, processor.Config{})
+	client := gateway.New(url, 5*time.Second)
+	ctx := context.Background()
+
+	t.Run("ProcessingErrorIsUnknown", func(t *testing.T) {
+		t.Parallel()
+		_, err := client.Charge(ctx, chargeReq("err-processing", "pm_card_processing_error"))
+		if !errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Fatalf("err = %v, want ErrProcessorUnknown", err)
+		}
+		var apiErr *gateway.APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusInternalServerError || apiErr.Type != "api_error" {
+			t.Errorf("api error = %+v", apiErr)
+		}
+	})
+	t.Run("KeyReusedIsDefinite", func(t *testing.T) {
+		t.Parallel()
+		req := chargeReq("err-reused", "pm_card_visa")
+		if _, err := client.Charge(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		req.Amount++
+		_, err := client.Charge(ctx, req)
+		var apiErr *gateway.APIError
+		switch {
+		case err == nil:
+			t.Fatal("no error")
+		case errors.Is(err, payments.ErrProcessorUnknown):
+			t.Fatalf("a 400 is definite, got %v", err)
+		case !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Code != "idempotency_key_reused":
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("ConnectionRefusedIsUnknown", func(t *testing.T) {
+		t.Parallel()
+		closed := httptest.NewServer(http.NotFoundHandler())
+		closed.Close()
+		_, err := gateway.New(closed.URL, time.Second).Charge(ctx, chargeReq("err-refused", "pm_card_visa"))
+		if !errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Errorf("err = %v, want ErrProcessorUnknown", err)
+		}
+	})
+}
+
+func TestChargeTimeout(t *testing.T) {
+	t.Parallel()
+	url := startProcessor(t, processor.Config{TimeoutHang: time.Hour})
+	ctx := context.Background()
+	req := chargeReq("timeout", "pm_card_timeout")
+
+	_, err := gateway.New(url, 300*time.Millisecond).Charge(ctx, req)
+	if !errors.Is(err, payments.ErrProcessorUnknown) {
+		t.Fatalf("err = %v, want ErrProcessorUnknown", err)
+	}
+
+	// The caller could not know, but the processor charged exactly once.
+	client := gateway.New(url, 5*time.Second)
+	var list []gateway.ChargeObject
+	waitFor(t, "the charge", func() bool {
+		list, err = client.ChargesByIdempotencyKey(ctx, req.IdempotencyKey)
+		return err == nil && len(list) > 0
+	})
+	if len(list) != 1 || !list[0].Succeeded() {
+		t.Fatalf("charges under key = %+v", list)
+	}
+	got, err := client.Charge(ctx, req)
+	if err != nil || got.ID != list[0].ID || !got.Succeeded {
+		t.Errorf("retry = %+v, %v; want charge %s", got, err, list[0].ID)
+	}
+	if list, err := client.ChargesByIdempotencyKey(ctx, req.IdempotencyKey); err != nil || len(list) != 1 {
+		t.Errorf("after retry: %d charges, %v", len(list), err)
+	}
+}
+
+func TestChargeChaos(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name       string
+		chaos      processor.Chaos
+		wantCharge bool
+	}{
+		{"Fail", processor.Chaos{FailRate: 1}, false},
+		{"Drop", processor.Chaos{DropRate: 1}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			client := gateway.New(startProcessor(t, processor.Config{Chaos: tt.chaos}), 5*time.Second)
+			ctx := context.Background()
+			req := chargeReq("chaos", "pm_card_visa")
+
+			_, err := client.Charge(ctx, req)
+			if !errors.Is(err, payments.ErrProcessorUnknown) {
+				t.Fatalf("err = %v, want ErrProcessorUnknown", err)
+			}
+			list, err := client.ChargesByIdempotencyKey(ctx, req.IdempotencyKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(list) == 1; got != tt.wantCharge || len(list) > 1 {
+				t.Fatalf("charges under key = %+v", list)
+			}
+			if !tt.wantCharge {
+				return
+			}
+			// A dropped answer is replayed to the retry.
+			got, err := client.Charge(ctx, req)
+			if err != nil || got.ID != list[0].ID {
+				t.Errorf("retry = %+v, %v; want charge %s", got, err, list[0].ID)
+			}
+		})
+	}
+}
+
+func TestLookups(t *testing.T) {
+	t.Parallel()
+	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	ctx := context.Background()
+
+	declined, err := client.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "look-1", PaymentID: "pay_look", Amount: 10, Currency: "USD", PaymentMethod: "pm_card_declined"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := client.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "look-2", PaymentID: "pay_look", Amount: 10, Currency: "USD", PaymentMethod: "pm_card_visa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("ByPayment", func(t *testing.T) {
+		t.Parallel()
+		list, err := client.ChargesByPayment(ctx, "pay_look")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 2 || list[0].ID != declined.ID || list[1].ID != ok.ID {
+			t.Errorf("list = %+v", list)
+		}
+	})
+	t.Run("ByKeyNone", func(t *testing.T) {
+		t.Parallel()
+		list, err := client.ChargesByIdempotencyKey(ctx, "never-used")
+		if err != nil || list == nil || len(list) != 0 {
+			t.Errorf("list = %#v, %v; want empty", list, err)
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		t.Parallel()
+		_, err := client.GetCharge(ctx, "ch_missing")
+		if !errors.Is(err, gateway.ErrNotFound) || errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Errorf("err = %v, want ErrNotFound", err)
+		}
+	})
+}

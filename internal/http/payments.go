@@ -1,0 +1,115 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/payments"
+)
+
+// createPayment handles POST /v1/payments.
+func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
+	key, err := keyHeader(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var np payments.NewPayment
+	body, err := readJSON(w, r, &np)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := idempotencyRequest(r, key, body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	lease, err := s.Payments.Create(r.Context(), req, np)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tenant := tenantID(r)
+	s.respondIdempotent(w, r, lease, func(ctx context.Context, id string) (any, string, error) {
+		p, err := s.Payments.Get(ctx, tenant, id)
+		return p, paymentLocation(id), err
+	})
+}
+
+// getPayment handles GET /v1/payments/{id}.
+func (s *Server) getPayment(w http.ResponseWriter, r *http.Request) {
+	p, err := s.Payments.Get(r.Context(), tenantID(r), chi.URLParam(r, "id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// list is the envelope of every list endpoint.
+type list[T any] struct {
+	Object  string `json:"object"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
+}
+
+// listPayments handles GET /v1/payments?limit=&starting_after=.
+func (s *Server) listPayments(w http.ResponseWriter, r *http.Request) {
+	limit, err := listLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, more, err := s.Payments.List(r.Context(), tenantID(r), limit, r.URL.Query().Get("starting_after"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[payments.Payment]{Object: "list", Data: data, HasMore: more})
+}
+
+// listLimit reads ?limit=, 1 to 100, default 10.
+func listLimit(r *http.Request) (int, error) {
+	raw := r.URL.Query().Get("limit")
+	if raw == "" {
+		return 10, nil
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > 100 {
+		return 0, &invalidRequestError{detail: "limit must be an integer from 1 to 100."}
+	}
+	return n, nil
+}
+
+func paymentLocation(id string) string { return "/v1/payments/" + id }
+
+// PaymentResponse is the final response of a payment, stored on its key by
+// the phase that finishes it: 201 with the payment when it succeeded, else a
+// 402 problem (502 when the processor could not charge) carrying the payment.
+func PaymentResponse(p payments.Payment) idempotency.Response {
+	header := map[string]string{"Location": paymentLocation(p.ID)}
+	if p.Status == payments.StatusSucceeded {
+		header["Content-Type"] = "application/json"
+		return idempotency.Response{Status: http.StatusCreated, Header: header, Body: encode(p)}
+	}
+	code, detail := "payment_failed", "The payment failed."
+	if p.FailureCode != nil {
+		code = *p.FailureCode
+	}
+	if p.FailureMessage != nil {
+		detail = *p.FailureMessage
+	}
+	status, title := http.StatusPaymentRequired, "Payment declined"
+	if code == payments.FailureProcessorError {
+		status, title = http.StatusBadGateway, "Processor error"
+	}
+	problem := newProblem(status, code, title, detail)
+	problem.Payment = &p
+	header["Content-Type"] = "application/problem+json"
+	return idempotency.Response{Status: status, Header: header, Body: encode(problem)}
+}

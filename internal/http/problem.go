@@ -1,0 +1,134 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/tenants"
+)
+
+// ProblemTypeBase prefixes every problem's code to make its type URI.
+const ProblemTypeBase = "https://payments.example/problems/"
+
+// Problem is an RFC 9457 problem detail with the stable code clients branch on.
+type Problem struct {
+	Type    string                `json:"type"`
+	Title   string                `json:"title"`
+	Status  int                   `json:"status"`
+	Detail  string                `json:"detail,omitempty"`
+	Code    string                `json:"code"`
+	Errors  []payments.FieldError `json:"errors,omitempty"`
+	Payment *payments.Payment     `json:"payment,omitempty"`
+}
+
+func newProblem(status int, code, title, detail string) Problem {
+	return Problem{Type: ProblemTypeBase + code, Title: title, Status: status, Detail: detail, Code: code}
+}
+
+// Errors of the HTTP layer itself; the domain's come from its packages.
+var (
+	errKeyMissing       = errors.New("this request needs an Idempotency-Key header")
+	errTooLarge         = errors.New("the request body is larger than 64 KiB")
+	errMediaType        = errors.New("the request body must be application/json")
+	errRouteNotFound    = errors.New("no such endpoint")
+	errMethodNotAllowed = errors.New("method not allowed on this endpoint")
+)
+
+// invalidRequestError is a body that is not the JSON the endpoint takes.
+type invalidRequestError struct{ detail string }
+
+func (e *invalidRequestError) Error() string { return e.detail }
+
+// errorTable maps each error a handler may return to its status, code and
+// title: the one place where that decision is made.
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+	title  string
+}{
+	{tenants.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key"},
+	{errKeyMissing, http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required"},
+	{idempotency.ErrKeyInvalid, http.StatusBadRequest, "idempotency_key_invalid", "Invalid Idempotency-Key"},
+	{idempotency.ErrKeyInUse, http.StatusConflict, "idempotency_key_in_use", "Idempotency key in use"},
+	{idempotency.ErrKeyMismatch, http.StatusUnprocessableEntity, "idempotency_key_mismatch", "Idempotency key reused with a different request"},
+	{idempotency.ErrNotFound, http.StatusNotFound, "not_found", "Not found"},
+	{payments.ErrNotFound, http.StatusNotFound, "not_found", "Not found"},
+	{errRouteNotFound, http.StatusNotFound, "not_found", "Not found"},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed"},
+	{errTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large"},
+	{errMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type"},
+}
+
+// writeError answers with the problem err maps to. An error it does not know
+// becomes a generic 500, logged with the request id; nothing internal leaks.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		validation *payments.ValidationError
+		invalid    *invalidRequestError
+	)
+	switch {
+	case errors.As(err, &validation):
+		p := newProblem(http.StatusBadRequest, "invalid_request", "Invalid request", "The request body has invalid fields.")
+		p.Errors = validation.Fields
+		writeProblem(w, p)
+		return
+	case errors.As(err, &invalid):
+		writeProblem(w, newProblem(http.StatusBadRequest, "invalid_request", "Invalid request", invalid.detail))
+		return
+	case database.IsUnavailable(err):
+		s.Logger.Warn("database unavailable", "request_id", middleware.GetReqID(r.Context()), "err", err)
+		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
+		writeProblem(w, newProblem(http.StatusServiceUnavailable, "service_unavailable", "Service unavailable",
+			"The database cannot be reached; nothing was executed. Retry with the same Idempotency-Key."))
+		return
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client went away; there is no one to answer.
+		return
+	}
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			if e.status == http.StatusConflict {
+				w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
+			}
+			if e.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="payments"`)
+			}
+			writeProblem(w, newProblem(e.status, e.code, e.title, err.Error()))
+			return
+		}
+	}
+	s.Logger.Error("internal error", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
+		"path", r.URL.Path, "err", err)
+	writeProblem(w, newProblem(http.StatusInternalServerError, "internal_error", "Internal server error",
+		"An unexpected error occurred. It has been logged with the request id "+middleware.GetReqID(r.Context())+"."))
+}
+
+func writeProblem(w http.ResponseWriter, p Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(p.Status)
+	w.Write(encode(p)) //nolint:errcheck
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(encode(v)) //nolint:errcheck
+}
+
+// encode is the one JSON encoding of every body, stored or not.
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only values of this package's own types are encoded
+	}
+	return append(b, '\n')
+}

@@ -1,0 +1,141 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/example/payments/internal/idempotency"
+)
+
+// keyHeader returns the request's idempotency key. It runs before the body
+// is read: the order is authenticate, parse key, parse body, reserve.
+func keyHeader(r *http.Request) (string, error) {
+	values := r.Header.Values("Idempotency-Key")
+	switch len(values) {
+	case 0:
+		return "", errKeyMissing
+	case 1:
+		return idempotency.ParseKey(values[0])
+	default:
+		return "", fmt.Errorf("%w: send the header once", idempotency.ErrKeyInvalid)
+	}
+}
+
+// idempotencyRequest fingerprints the request under key, once its body has
+// been decoded and validated.
+func idempotencyRequest(r *http.Request, key string, body []byte) (idempotency.Request, error) {
+	fp, err := idempotency.Fingerprint(r.Method, r.URL.Path, body)
+	if err != nil {
+		return idempotency.Request{}, &invalidRequestError{detail: "The request body is not valid JSON."}
+	}
+	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Fingerprint: fp}, nil
+}
+
+// readJSON reads a JSON object body of at most MaxBodyBytes into dst. Field
+// names must match exactly, unknown fields are rejected, and a value of the
+// wrong type names its field. It returns the raw body for fingerprinting.
+func readJSON(w http.ResponseWriter, r *http.Request, dst any) ([]byte, error) {
+	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mediaType != "application/json" {
+		return nil, errMediaType
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, errTooLarge
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+
+	// Decoding into a map first makes names exact: encoding/json alone would
+	// let "AMOUNT" fill amount.
+	var fields map[string]json.RawMessage
+	if err := strictDecode(body, &fields); err != nil || fields == nil {
+		return nil, &invalidRequestError{detail: "The request body must be a JSON object."}
+	}
+	known := jsonFields(dst)
+	for name := range fields {
+		if !known[name] {
+			return nil, &invalidRequestError{detail: fmt.Sprintf("Unknown field %q.", name)}
+		}
+	}
+	if err := strictDecode(body, dst); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, &invalidRequestError{detail: fmt.Sprintf("Field %q must be %s.", typeErr.Field, describeType(typeErr.Type))}
+		}
+		return nil, &invalidRequestError{detail: "The request body is not valid JSON."}
+	}
+	return body, nil
+}
+
+func strictDecode(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// jsonFields lists the JSON names of a struct's fields.
+func jsonFields(v any) map[string]bool {
+	t := reflect.TypeOf(v).Elem()
+	names := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names[name] = true
+		}
+	}
+	return names
+}
+
+func describeType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Map:
+		return "an object of strings"
+	default:
+		return "of type " + t.String()
+	}
+}
+
+// preferredWait reads RFC 7240 Prefer: respond-async asks for no wait at all,
+// wait=N for N seconds (capped at MaxWait); anything else gets DefaultWait.
+func (s *Server) preferredWait(r *http.Request) time.Duration {
+	wait := s.DefaultWait
+	for _, header := range r.Header.Values("Prefer") {
+		for pref := range strings.SplitSeq(header, ",") {
+			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "respond-async":
+				return 0
+			case "wait":
+				if n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`)); err == nil && n >= 0 {
+					wait = time.Duration(n) * time.Second
+				}
+			}
+		}
+	}
+	return min(wait, s.MaxWait)
+}

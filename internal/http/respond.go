@@ -1,0 +1,60 @@
+package http
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/example/payments/internal/idempotency"
+)
+
+// current loads the resource a key created, as it stands, with its location.
+type current func(ctx context.Context, id string) (body any, location string, err error)
+
+// respondIdempotent answers a request that holds lease. A finished key is
+// answered with its stored response. Otherwise the request waits for the
+// operation to finish, as long as Prefer allows, gives up the key's lock, and
+// answers with the final response or with 202 and the resource as it stands.
+func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease idempotency.Lease, load current) {
+	ctx := r.Context()
+	key := lease.Key
+	if !key.Finished() {
+		waited, err := s.Keys.Wait(ctx, key.ID, s.preferredWait(r))
+		// The lock goes before the answer, so an immediate retry is not refused.
+		if relErr := s.Keys.Release(context.WithoutCancel(ctx), lease); relErr != nil {
+			s.Logger.Error("release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		key = waited
+	}
+	if key.Finished() {
+		writeStored(w, *key.Response, !lease.Created)
+		return
+	}
+	body, location, err := load(ctx, key.Resource.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Location", location)
+	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
+	writeJSON(w, http.StatusAccepted, body)
+}
+
+// writeStored writes a stored final response exactly as it was stored. A
+// request that did not create the key gets it as a replay.
+func writeStored(w http.ResponseWriter, resp idempotency.Response, replayed bool) {
+	for name, value := range resp.Header {
+		w.Header().Set(name, value)
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(resp.Status)
+	w.Write(resp.Body) //nolint:errcheck
+}

@@ -1,0 +1,99 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Next is where a phase leaves its key: at a later recovery point, or
+// finished with the response that every replay returns.
+type Next struct {
+	point    string
+	response *Response
+}
+
+// AdvanceTo leaves the key at the recovery point named.
+func AdvanceTo(point string) Next { return Next{point: point} }
+
+// Finish leaves the key finished with resp as its final response.
+func Finish(resp Response) Next { return Next{point: RecoveryFinished, response: &resp} }
+
+// Phase is one atomic phase. It runs inside tx, may perform at most one
+// foreign side effect (which must itself be idempotent), and returns where
+// the key goes next. Its writes commit together with that move, or not at all.
+type Phase func(ctx context.Context, tx pgx.Tx, key Key) (Next, error)
+
+const advanceKey = `
+UPDATE idempotency_keys SET recovery_point = $3, updated_at = $4
+WHERE id = $1 AND recovery_point = $2`
+
+const finishKey = `
+UPDATE idempotency_keys
+SET recovery_point = 'finished', response_status = $3, response_headers = $4, response_body = $5,
+	updated_at = $6, finished_at = $6, expires_at = $7
+WHERE id = $1 AND recovery_point = $2`
+
+// notifyFinished wakes the requests waiting on the key; Postgres delivers the
+// notification only when the transaction commits.
+const notifyFinished = `SELECT pg_notify('` + finishedChannel + `', $1::text)`
+
+// RunPhase runs phase when the key is at recovery point from, and commits its
+// writes together with the move to the point it returns. A key found at any
+// other point is returned as it is, so a job that finds its key past a point
+// skips that phase. If another runner moves the key first, this run's writes
+// are rolled back. It returns the key as it stands afterwards.
+func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Phase) (Key, error) {
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return Key{}, fmt.Errorf("begin phase: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+
+	key, err := s.GetByID(ctx, tx, keyID)
+	if err != nil {
+		return Key{}, err
+	}
+	if key.RecoveryPoint != from {
+		return key, nil
+	}
+	next, err := phase(ctx, tx, key)
+	if err != nil {
+		return Key{}, fmt.Errorf("phase %s: %w", from, err)
+	}
+
+	now := s.now()
+	var tag interface{ RowsAffected() int64 }
+	if next.response != nil {
+		header, err := json.Marshal(next.response.Header)
+		if err != nil {
+			return Key{}, fmt.Errorf("encode headers: %w", err)
+		}
+		tag, err = tx.Exec(ctx, finishKey, keyID, from, next.response.Status, header, next.response.Body, now, now.Add(s.Retention))
+		if err != nil {
+			return Key{}, fmt.Errorf("finish key: %w", err)
+		}
+		if _, err := tx.Exec(ctx, notifyFinished, strconv.FormatInt(keyID, 10)); err != nil {
+			return Key{}, fmt.Errorf("notify finished: %w", err)
+		}
+	} else {
+		if tag, err = tx.Exec(ctx, advanceKey, keyID, from, next.point, now); err != nil {
+			return Key{}, fmt.Errorf("advance key: %w", err)
+		}
+	}
+	if tag.RowsAffected() == 0 {
+		// Another runner moved the key while this phase ran: its result stands.
+		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+			return Key{}, fmt.Errorf("rollback: %w", err)
+		}
+		return s.GetByID(ctx, s.DB, keyID)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Key{}, fmt.Errorf("commit phase %s: %w", from, err)
+	}
+	return s.GetByID(ctx, s.DB, keyID)
+}

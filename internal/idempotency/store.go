@@ -1,0 +1,273 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/internal/database"
+)
+
+// The recovery points every operation shares; an operation names its own
+// points in between (a payment's charge_created, a refund's refund_created).
+const (
+	RecoveryStarted  = "started"
+	RecoveryFinished = "finished"
+)
+
+var (
+	// ErrKeyInUse reports that another request holds the key's lock now.
+	ErrKeyInUse = errors.New("idempotency key in use")
+	// ErrKeyMismatch reports a key reused with another method, path or body.
+	ErrKeyMismatch = errors.New("idempotency key reused with a different request")
+	// ErrNotFound reports that no such key exists for the tenant.
+	ErrNotFound = errors.New("idempotency key not found")
+)
+
+// Request is one attempt at an operation under a key.
+type Request struct {
+	TenantID    string
+	Key         string
+	Method      string
+	Path        string
+	Fingerprint []byte
+}
+
+// Response is a final response, stored once and replayed byte for byte.
+type Response struct {
+	Status int
+	// Header holds the headers that are replayed, such as Content-Type and Location.
+	Header map[string]string
+	Body   []byte
+}
+
+// Resource names what an operation created, such as a payment.
+type Resource struct {
+	Type string
+	ID   string
+}
+
+// Key is a stored idempotency key and the state of its operation.
+type Key struct {
+	ID            int64
+	TenantID      string
+	Key           string
+	Method        string
+	Path          string
+	Fingerprint   []byte
+	RecoveryPoint string
+	LockedAt      *time.Time
+	Resource      Resource
+	// Response is set once the key is finished.
+	Response   *Response
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt *time.Time
+	ExpiresAt  *time.Time
+}
+
+// Finished reports whether the key's operation has its final response.
+func (k Key) Finished() bool { return k.RecoveryPoint == RecoveryFinished }
+
+// Lease is the outcome of Acquire. Unless the key is already finished, the
+// caller holds its lock and must Release it.
+type Lease struct {
+	Key Key
+	// Created is true when this request created the key and ran its first phase.
+	Created bool
+	// held is true when this request took the key's lock.
+	held bool
+}
+
+// FirstPhase runs in the transaction that inserts a new key, as the atomic
+// phase that leaves the key at RecoveryStarted, and returns what it created.
+type FirstPhase func(ctx context.Context, tx pgx.Tx, keyID int64) (Resource, error)
+
+// Store keeps idempotency keys in Postgres.
+type Store struct {
+	DB *pgxpool.Pool
+	// Now is the clock that stamps keys and decides when a lock is stale.
+	Now func() time.Time
+	// LockTimeout is the age past which a held lock is stale and may be taken over.
+	LockTimeout time.Duration
+	// Retention is how long a finished key is kept before it may be reaped.
+	Retention time.Duration
+	// Notifications, when set, wakes Wait as soon as a key finishes.
+	Notifications *Listener
+	// PollInterval is how often Wait looks at the key without a notification.
+	PollInterval time.Duration
+}
+
+func (s *Store) now() time.Time {
+	// Postgres keeps microseconds; a lock is compared by its exact timestamp.
+	return s.Now().UTC().Truncate(time.Microsecond)
+}
+
+const keyColumns = `id, tenant_id, key, request_method, request_path, request_fingerprint, recovery_point,
+	locked_at, resource_type, resource_id, response_status, response_headers, response_body,
+	created_at, updated_at, finished_at, expires_at`
+
+// reserveKey inserts a new key, or takes the lock on an existing one when it is
+// unfinished, was made by the same request and is not locked (or its lock is
+// stale). It is the whole reservation: one statement on the unique index.
+const reserveKey = `
+INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
+	recovery_point, locked_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, 'started', $6, $6, $6)
+ON CONFLICT (tenant_id, key) DO UPDATE SET locked_at = EXCLUDED.locked_at
+WHERE idempotency_keys.request_fingerprint = EXCLUDED.request_fingerprint
+	AND idempotency_keys.recovery_point <> 'finished'
+	AND (idempotency_keys.locked_at IS NULL OR idempotency_keys.locked_at < $7)
+RETURNING ` + keyColumns + `, xmax = 0 AS inserted`
+
+const setResource = `UPDATE idempotency_keys SET resource_type = $2, resource_id = $3 WHERE id = $1`
+
+// Acquire reserves req's key. A new key is inserted with first run in the same
+// transaction. An existing key is returned as it is when finished (to replay),
+// or with its lock taken when unfinished (to wait for it again). A key held by
+// another request gives ErrKeyInUse, a different request ErrKeyMismatch.
+func (s *Store) Acquire(ctx context.Context, req Request, first FirstPhase) (Lease, error) {
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return Lease{}, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+
+	now := s.now()
+	var inserted bool
+	key, err := scanKey(tx.QueryRow(ctx, reserveKey, req.TenantID, req.Key, req.Method, req.Path,
+		req.Fingerprint, now, now.Add(-s.LockTimeout)), &inserted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The key exists and may not be taken; say why.
+		if err := tx.Rollback(ctx); err != nil {
+			return Lease{}, fmt.Errorf("rollback: %w", err)
+		}
+		return s.refused(ctx, req)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("reserve key: %w", err)
+	}
+
+	if inserted {
+		res, err := first(ctx, tx, key.ID)
+		if err != nil {
+			return Lease{}, err
+		}
+		if _, err := tx.Exec(ctx, setResource, key.ID, res.Type, res.ID); err != nil {
+			return Lease{}, fmt.Errorf("set resource: %w", err)
+		}
+		key.Resource = res
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Lease{}, fmt.Errorf("commit reservation: %w", err)
+	}
+	return Lease{Key: key, Created: inserted, held: true}, nil
+}
+
+// refused explains why reserveKey took nothing: the key belongs to another
+// request, is finished (replay it), or is locked by a live request.
+func (s *Store) refused(ctx context.Context, req Request) (Lease, error) {
+	key, err := s.Get(ctx, req.TenantID, req.Key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Reaped between the two statements: only possible once the key was
+		// finished and expired, so a new attempt is a new request.
+		return Lease{}, ErrKeyInUse
+	case err != nil:
+		return Lease{}, err
+	case string(key.Fingerprint) != string(req.Fingerprint):
+		return Lease{}, ErrKeyMismatch
+	case key.Finished():
+		return Lease{Key: key}, nil
+	default:
+		return Lease{}, ErrKeyInUse
+	}
+}
+
+const releaseLock = `UPDATE idempotency_keys SET locked_at = NULL WHERE id = $1 AND locked_at = $2`
+
+// Release gives up the lock that lease holds, unless a later request has
+// already taken it over as stale.
+func (s *Store) Release(ctx context.Context, lease Lease) error {
+	if !lease.held {
+		return nil
+	}
+	if _, err := s.DB.Exec(ctx, releaseLock, lease.Key.ID, *lease.Key.LockedAt); err != nil {
+		return fmt.Errorf("release key lock: %w", err)
+	}
+	return nil
+}
+
+const getKey = `SELECT ` + keyColumns + `, false FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
+
+// Get returns the tenant's key, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, tenantID, key string) (Key, error) {
+	k, err := scanKey(s.DB.QueryRow(ctx, getKey, tenantID, key), nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, ErrNotFound
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("get key: %w", err)
+	}
+	return k, nil
+}
+
+const getKeyByID = `SELECT ` + keyColumns + `, false FROM idempotency_keys WHERE id = $1`
+
+// GetByID returns the key with the given id, or ErrNotFound.
+func (s *Store) GetByID(ctx context.Context, db database.DBTX, id int64) (Key, error) {
+	k, err := scanKey(db.QueryRow(ctx, getKeyByID, id), nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, ErrNotFound
+	}
+	if err != nil {
+		return Key{}, fmt.Errorf("get key %d: %w", id, err)
+	}
+	return k, nil
+}
+
+func scanKey(row pgx.Row, inserted *bool) (Key, error) {
+	var (
+		k                        Key
+		resType, resID           *string
+		status                   *int
+		header                   []byte
+		body                     []byte
+		discard                  bool
+		lockedAt, finished, exps *time.Time
+	)
+	if inserted == nil {
+		inserted = &discard
+	}
+	err := row.Scan(&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.RecoveryPoint,
+		&lockedAt, &resType, &resID, &status, &header, &body,
+		&k.CreatedAt, &k.UpdatedAt, &finished, &exps, inserted)
+	if err != nil {
+		return Key{}, err
+	}
+	k.LockedAt, k.FinishedAt, k.ExpiresAt = utc(lockedAt), utc(finished), utc(exps)
+	k.CreatedAt, k.UpdatedAt = k.CreatedAt.UTC(), k.UpdatedAt.UTC()
+	if resType != nil && resID != nil {
+		k.Resource = Resource{Type: *resType, ID: *resID}
+	}
+	if status != nil {
+		k.Response = &Response{Status: *status, Body: body}
+		if err := json.Unmarshal(header, &k.Response.Header); err != nil {
+			return Key{}, fmt.Errorf("decode stored headers: %w", err)
+		}
+	}
+	return k, nil
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

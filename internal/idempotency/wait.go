@@ -1,0 +1,42 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// Wait returns the key once it is finished, or as it stands when timeout
+// passes first. A notification from the Listener wakes it at once; polling
+// every PollInterval covers notifications lost with a connection.
+func (s *Store) Wait(ctx context.Context, keyID int64, timeout time.Duration) (Key, error) {
+	var wake <-chan struct{}
+	if s.Notifications != nil {
+		ch, unsubscribe := s.Notifications.subscribe(keyID)
+		defer unsubscribe()
+		wake = ch
+	}
+	poll := s.PollInterval
+	if poll <= 0 {
+		poll = time.Second
+	}
+	ticker := time.NewTicker(poll)
+	defer ticker.Stop()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+
+	for {
+		// Subscribed before looking, so a finish between the two is not missed.
+		key, err := s.GetByID(ctx, s.DB, keyID)
+		if err != nil || key.Finished() {
+			return key, err
+		}
+		select {
+		case <-wake:
+		case <-ticker.C:
+		case <-deadline.C:
+			return s.GetByID(ctx, s.DB, keyID)
+		case <-ctx.Done():
+			return Key{}, ctx.Err()
+		}
+	}
+}

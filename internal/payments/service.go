@@ -1,0 +1,127 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+)
+
+// JobQueue stages follow-up work inside the caller's transaction, so that the
+// job exists exactly when the rows that need it do (a transactional outbox).
+type JobQueue interface {
+	EnqueueCharge(ctx context.Context, tx pgx.Tx, paymentID string) error
+}
+
+// Service creates and reads payments.
+type Service struct {
+	DB   database.DBTX
+	Keys *idempotency.Store
+	Jobs JobQueue
+	Now  func() time.Time
+}
+
+// ResourceType names payments as the resource of an idempotency key.
+const ResourceType = "payment"
+
+const insertPayment = `
+INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
+	metadata, status, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`
+
+// Create validates np and then reserves req's key. For a new key, the first
+// phase writes the key, the payment and its charge job in one transaction.
+// The lease says what the key holds; unless it is finished, the caller holds
+// the key's lock and must release it.
+func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPayment) (idempotency.Lease, error) {
+	if err := np.Validate(); err != nil {
+		return idempotency.Lease{}, err
+	}
+	return s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, error) {
+		id := newID("pay_")
+		metadata := np.Metadata
+		if metadata == nil {
+			metadata = map[string]string{}
+		}
+		now := s.Now().UTC().Truncate(time.Microsecond)
+		_, err := tx.Exec(ctx, insertPayment, id, req.TenantID, keyID, *np.Amount, strings.ToUpper(np.Currency),
+			np.PaymentMethod, np.Description, metadata, StatusProcessing, now)
+		if err != nil {
+			return idempotency.Resource{}, fmt.Errorf("insert payment: %w", err)
+		}
+		if err := s.Jobs.EnqueueCharge(ctx, tx, id); err != nil {
+			return idempotency.Resource{}, fmt.Errorf("enqueue charge: %w", err)
+		}
+		return idempotency.Resource{Type: ResourceType, ID: id}, nil
+	})
+}
+
+const paymentColumns = `id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
+	metadata, status, failure_code, failure_message, processor_charge_id, amount_refunded, created_at, updated_at`
+
+const getPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = $1 AND id = $2`
+
+// Get returns the tenant's payment, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, tenantID, id string) (Payment, error) {
+	return scanPayment(s.DB.QueryRow(ctx, getPayment, tenantID, id))
+}
+
+const listPayments = `
+SELECT ` + paymentColumns + ` FROM payments
+WHERE tenant_id = $1
+	AND ($2::text IS NULL OR (created_at, id) < (SELECT created_at, id FROM payments WHERE tenant_id = $1 AND id = $2))
+ORDER BY created_at DESC, id DESC
+LIMIT $3`
+
+// List returns up to limit of the tenant's payments, newest first, starting
+// after the payment startingAfter when it is not empty, and whether more follow.
+func (s *Service) List(ctx context.Context, tenantID string, limit int, startingAfter string) ([]Payment, bool, error) {
+	var after *string
+	if startingAfter != "" {
+		if _, err := s.Get(ctx, tenantID, startingAfter); err != nil {
+			return nil, false, err
+		}
+		after = &startingAfter
+	}
+	rows, err := s.DB.Query(ctx, listPayments, tenantID, after, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list payments: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payment, error) { return scanPayment(row) })
+	if err != nil {
+		return nil, false, fmt.Errorf("list payments: %w", err)
+	}
+	if len(list) > limit {
+		return list[:limit], true, nil
+	}
+	return list, false, nil
+}
+
+func scanPayment(row pgx.Row) (Payment, error) {
+	var (
+		p        Payment
+		metadata []byte
+	)
+	err := row.Scan(&p.ID, &p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Description,
+		&metadata, &p.Status, &p.FailureCode, &p.FailureMessage, &p.ProcessorChargeID, &p.AmountRefunded,
+		&p.CreatedAt, &p.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, ErrNotFound
+	}
+	if err != nil {
+		return Payment{}, fmt.Errorf("scan payment: %w", err)
+	}
+	if err := json.Unmarshal(metadata, &p.Metadata); err != nil {
+		return Payment{}, fmt.Errorf("decode metadata: %w", err)
+	}
+	p.Object = "payment"
+	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	return p, nil
+}

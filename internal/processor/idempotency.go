@@ -1,0 +1,234 @@
+package processor
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+)
+
+// execTimeout bounds the transaction of one POST. The transaction does not
+// follow the request's context: once the processor starts charging it
+// finishes, whether or not the caller is still there, as a card network does.
+const execTimeout = 30 * time.Second
+
+// maxKeyLength is the longest Idempotency-Key accepted.
+const maxKeyLength = 255
+
+// outcome is the answer of an operation run under an idempotency key. The
+// status and body are stored and replayed; hang is not.
+type outcome struct {
+	status int
+	body   []byte
+	// hang withholds a fresh answer until the caller gives up or the hang
+	// limit passes (pm_card_timeout).
+	hang bool
+}
+
+// execFunc performs an operation inside the transaction that reserved its
+// key. An outcome of 5xx, or an error, rolls everything back.
+type execFunc func(ctx context.Context, tx pgx.Tx, key string) (outcome, error)
+
+// idempotent runs exec at most once per Idempotency-Key and answers with its
+// outcome, or with the stored outcome of an earlier request with the same key
+// and the same params. params must be the validated, normalised request, so
+// its JSON is the request's fingerprint.
+//
+// Everything happens in one transaction: the key row is inserted, exec runs
+// and the outcome is stored, then the transaction commits. A concurrent
+// request with the same key blocks on the key's unique index until the first
+// commits, then reads its outcome; if the first rolls back, the second runs.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, params any, exec execFunc) {
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case key == "":
+		writeError(w, http.StatusBadRequest, invalid("idempotency_key_missing", "The Idempotency-Key header is required."))
+		return
+	case len(key) > maxKeyLength:
+		writeError(w, http.StatusBadRequest, invalid("idempotency_key_invalid", "The Idempotency-Key header is longer than 255 characters."))
+		return
+	}
+	w.Header().Set("Idempotency-Key", key)
+	if s.chance(s.cfg.Chaos.FailRate) {
+		s.logger.WarnContext(r.Context(), "chaos: failing before charging", "request_id", middleware.GetReqID(r.Context()))
+		writeError(w, http.StatusInternalServerError, apiError{Type: typeAPI, Code: "chaos_failure", Message: "Injected failure; nothing was charged."})
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), execTimeout)
+	defer cancel()
+	out, replayed, err := s.runOnce(ctx, key, r.URL.Path, fingerprint(r.URL.Path, params), exec)
+	switch {
+	case errors.Is(err, errKeyReused):
+		writeError(w, http.StatusBadRequest, apiError{Type: typeIdempotency, Code: "idempotency_key_reused",
+			Message: "Keys for idempotent requests can only be used with the same parameters they were first used with."})
+		return
+	case err != nil:
+		s.logger.ErrorContext(r.Context(), "idempotent request failed", "request_id", middleware.GetReqID(r.Context()), "err", err)
+		writeError(w, http.StatusInternalServerError, internalError)
+		return
+	}
+
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeRaw(w, out.status, out.body)
+		return
+	}
+	// Only a committed outcome is dropped: the caller then cannot tell
+	// whether anything happened, which is the point.
+	if out.status < 500 && s.chance(s.cfg.Chaos.DropRate) {
+		s.logger.WarnContext(r.Context(), "chaos: dropping the response", "request_id", middleware.GetReqID(r.Context()))
+		panic(http.ErrAbortHandler)
+	}
+	if out.hang && !s.hang(r.Context()) {
+		return
+	}
+	writeRaw(w, out.status, out.body)
+}
+
+// errKeyReused reports a key used before with different parameters.
+var errKeyReused = errors.New("idempotency key reused with different parameters")
+
+// runOnce reserves key and runs exec, or returns the outcome stored under key
+// with replayed set.
+func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec execFunc) (out outcome, replayed bool, err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return outcome{}, false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+
+	now := s.now()
+	reserved, err := reserveKey(ctx, tx, key, path, fp, now, now.Add(s.cfg.KeyRetention))
+	if err != nil {
+		return outcome{}, false, err
+	}
+	if !reserved {
+		stored, err := getKey(ctx, tx, key)
+		if err != nil {
+			return outcome{}, false, err
+		}
+		if stored.path != path || !bytes.Equal(stored.fingerprint, fp) {
+			return outcome{}, false, errKeyReused
+		}
+		if stored.status == nil {
+			// Unreachable: a key row commits together with its response.
+			return outcome{}, false, fmt.Errorf("key %q has no stored response", key)
+		}
+		return outcome{status: *stored.status, body: stored.body}, true, nil
+	}
+
+	out, err = exec(ctx, tx, key)
+	if err != nil {
+		return outcome{}, false, err
+	}
+	if out.status >= 500 {
+		// Not stored: the rollback frees the key for a retry.
+		return out, false, nil
+	}
+	if err := saveResponse(ctx, tx, key, out.status, out.body); err != nil {
+		return outcome{}, false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return outcome{}, false, fmt.Errorf("commit: %w", err)
+	}
+	return out, false, nil
+}
+
+// hang waits until the caller gives up, the hang limit passes or the server
+// closes. It reports whether an answer should still be written.
+func (s *Server) hang(ctx context.Context) bool {
+	t := time.NewTimer(s.cfg.TimeoutHang)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-s.closed:
+		return true
+	}
+}
+
+// fingerprint identifies a request's path and parameters. params is encoded
+// from a struct, so field order and whitespace in the request do not matter.
+func fingerprint(path string, params any) []byte {
+	h := sha256.New()
+	h.Write([]byte(path))
+	h.Write([]byte{0})
+	h.Write(marshal(params))
+	return h.Sum(nil)
+}
+
+// reserveKeySQL inserts a key, or takes over one that has expired. The
+// conflicting row of a concurrent, uncommitted insert makes it wait.
+const reserveKeySQL = `
+INSERT INTO processor.idempotency_keys (key, request_path, request_fingerprint, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (key) DO UPDATE
+SET request_path        = excluded.request_path,
+    request_fingerprint = excluded.request_fingerprint,
+    response_status     = NULL,
+    response_body       = NULL,
+    created_at          = excluded.created_at,
+    expires_at          = excluded.expires_at
+WHERE processor.idempotency_keys.expires_at <= excluded.created_at
+RETURNING key`
+
+// reserveKey reports whether this transaction now owns key: it inserted it,
+// or replaced an expired row.
+func reserveKey(ctx context.Context, db database.DBTX, key, path string, fp []byte, now, expires time.Time) (bool, error) {
+	var k string
+	err := db.QueryRow(ctx, reserveKeySQL, key, path, fp, now, expires).Scan(&k)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reserve key: %w", err)
+	}
+	return true, nil
+}
+
+// storedKey is a key row as a replay needs it.
+type storedKey struct {
+	path        string
+	fingerprint []byte
+	status      *int
+	body        []byte
+}
+
+const getKeySQL = `
+SELECT request_path, request_fingerprint, response_status, response_body
+FROM processor.idempotency_keys
+WHERE key = $1`
+
+// getKey reads a committed key row.
+func getKey(ctx context.Context, db database.DBTX, key string) (storedKey, error) {
+	var k storedKey
+	err := db.QueryRow(ctx, getKeySQL, key).Scan(&k.path, &k.fingerprint, &k.status, &k.body)
+	if err != nil {
+		return storedKey{}, fmt.Errorf("get key: %w", err)
+	}
+	return k, nil
+}
+
+const saveResponseSQL = `
+UPDATE processor.idempotency_keys
+SET response_status = $2, response_body = $3
+WHERE key = $1`
+
+// saveResponse stores the outcome to replay under key.
+func saveResponse(ctx context.Context, db database.DBTX, key string, status int, body []byte) error {
+	if _, err := db.Exec(ctx, saveResponseSQL, key, status, body); err != nil {
+		return fmt.Errorf("save response: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package processor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+)
+
+// errNotFound reports a charge that does not exist.
+var errNotFound = errors.New("not found")
+
+// Charge statuses.
+const (
+	statusSucceeded = "succeeded"
+	statusFailed    = "failed"
+)
+
+// charge is a row of processor.charges and the charge object of the API.
+// Optional members are null in JSON when absent.
+type charge struct {
+	ID             string    `json:"id"`
+	Object         string    `json:"object"`
+	Amount         int64     `json:"amount"`
+	Currency       string    `json:"currency"`
+	PaymentMethod  string    `json:"payment_method"`
+	PaymentID      *string   `json:"payment_id"`
+	Description    *string   `json:"description"`
+	Status         string    `json:"status"`
+	FailureCode    *string   `json:"failure_code"`
+	FailureMessage *string   `json:"failure_message"`
+	AmountRefunded int64     `json:"amount_refunded"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// refund is a row of processor.refunds and the refund object of the API.
+type refund struct {
+	ID             string    `json:"id"`
+	Object         string    `json:"object"`
+	Charge         string    `json:"charge"`
+	Amount         int64     `json:"amount"`
+	Status         string    `json:"status"`
+	IdempotencyKey string    `json:"-"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// newID returns prefix followed by 24 random hex digits.
+func newID(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // never fails, per crypto/rand
+	return prefix + hex.EncodeToString(b)
+}
+
+// optional maps "" to SQL NULL and JSON null.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+const insertChargeSQL = `
+INSERT INTO processor.charges (id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+// insertCharge records a charge.
+func insertCharge(ctx context.Context, db database.DBTX, c charge) error {
+	_, err := db.Exec(ctx, insertChargeSQL, c.ID, c.IdempotencyKey, c.PaymentID, c.Amount, c.Currency,
+		c.PaymentMethod, c.Description, c.Status, c.FailureCode, c.FailureMessage, c.AmountRefunded, c.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert charge: %w", err)
+	}
+	return nil
+}
+
+// scanCharge reads the columns every charge query selects, in their order.
+func scanCharge(row pgx.Row) (charge, error) {
+	c := charge{Object: "charge"}
+	err := row.Scan(&c.ID, &c.IdempotencyKey, &c.PaymentID, &c.Amount, &c.Currency, &c.PaymentMethod,
+		&c.Description, &c.Status, &c.FailureCode, &c.FailureMessage, &c.AmountRefunded, &c.CreatedAt)
+	c.CreatedAt = c.CreatedAt.UTC()
+	return c, err
+}
+
+const getChargeSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE id = $1`
+
+// getCharge reads one charge, or returns errNotFound.
+func getCharge(ctx context.Context, db database.DBTX, id string) (charge, error) {
+	c, err := scanCharge(db.QueryRow(ctx, getChargeSQL, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return charge{}, errNotFound
+	case err != nil:
+		return charge{}, fmt.Errorf("get charge: %w", err)
+	}
+	return c, nil
+}
+
+const getChargeForUpdateSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE id = $1
+FOR UPDATE`
+
+// getChargeForUpdate reads and locks one charge, so that concurrent refunds
+// of it are serialised, or returns errNotFound.
+func getChargeForUpdate(ctx context.Context, db database.DBTX, id string) (charge, error) {
+	c, err := scanCharge(db.QueryRow(ctx, getChargeForUpdateSQL, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return charge{}, errNotFound
+	case err != nil:
+		return charge{}, fmt.Errorf("get charge for update: %w", err)
+	}
+	return c, nil
+}
+
+const listChargesByKeySQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE idempotency_key = $1
+ORDER BY created_at, id`
+
+// listChargesByKey returns the charges made under an idempotency key, oldest
+// first. There is at most one unless the key expired and was used again.
+func listChargesByKey(ctx context.Context, db database.DBTX, key string) ([]charge, error) {
+	rows, err := db.Query(ctx, listChargesByKeySQL, key)
+	if err != nil {
+		return nil, fmt.Errorf("list charges by key: %w", err)
+	}
+	return collectCharges(rows)
+}
+
+const listChargesByPaymentSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE payment_id = $1
+ORDER BY created_at, id`
+
+// listChargesByPayment returns the charges referencing a payment, oldest first.
+func listChargesByPayment(ctx context.Context, db database.DBTX, paymentID string) ([]charge, error) {
+	rows, err := db.Query(ctx, listChargesByPaymentSQL, paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("list charges by payment: %w", err)
+	}
+	return collectCharges(rows)
+}
+
+// collectCharges scans rows into a non-nil slice, so that an empty list is
+// encoded as [] rather than null.
+func collectCharges(rows pgx.Rows) ([]charge, error) {
+	defer rows.Close()
+	list := []charge{}
+	for rows.Next() {
+		c, err := scanCharge(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan charge: %w", err)
+		}
+		list = append(list, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list charges: %w", err)
+	}
+	return list, nil
+}
+
+const insertRefundSQL = `
+INSERT INTO processor.refunds (id, charge_id, amount, status, idempotency_key, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+const addRefundedSQL = `
+UPDATE processor.charges
+SET amount_refunded = amount_refunded + $2
+WHERE id = $1`
+
+// insertRefund records a refund and adds its amount to the charge's
+// amount_refunded. The caller holds the charge's row lock.
+func insertRefund(ctx context.Context, db database.DBTX, r refund) error {
+	if _, err := db.Exec(ctx, insertRefundSQL, r.ID, r.Charge, r.Amount, r.Status, r.IdempotencyKey, r.CreatedAt); err != nil {
+		return fmt.Errorf("insert refund: %w", err)
+	}
+	if _, err := db.Exec(ctx, addRefundedSQL, r.Charge, r.Amount); err != nil {
+		return fmt.Errorf("add refunded amount: %w", err)
+	}
+	return nil
+}

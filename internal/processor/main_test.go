@@ -1,0 +1,197 @@
+package processor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is one test's processor: its own database and HTTP server.
+type env struct {
+	t      *testing.T
+	db     *testdb.DB
+	proc   *processor.Server
+	server *httptest.Server
+}
+
+// newEnv starts a processor with cfg on a fresh database.
+func newEnv(t *testing.T, cfg processor.Config) *env {
+	t.Helper()
+	db := testdb.New(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	proc, err := processor.New(db.Pool, logger, cfg)
+	if err != nil {
+		t.Fatalf("new processor: %v", err)
+	}
+	server := httptest.NewServer(proc)
+	t.Cleanup(server.Close)
+	return &env{t: t, db: db, proc: proc, server: server}
+}
+
+// response is an answer read in full.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// post sends a POST with an Idempotency-Key (none when key is empty).
+func (e *env) post(path, key, body string) response {
+	e.t.Helper()
+	resp, err := e.postCtx(context.Background(), path, key, body)
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// postCtx is post that returns the transport error instead of failing.
+func (e *env) postCtx(ctx context.Context, path, key, body string) (response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.server.URL+path, bytes.NewBufferString(body))
+	if err != nil {
+		return response{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return e.do(req)
+}
+
+// get sends a GET.
+func (e *env) get(path string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.server.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := e.do(req)
+	if err != nil {
+		e.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp
+}
+
+func (e *env) do(req *http.Request) (response, error) {
+	resp, err := e.server.Client().Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// count runs a count(*) query against the test database.
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count: %v", err)
+	}
+	return n
+}
+
+// chargesUnder counts the ledger's charges under an idempotency key.
+func (e *env) chargesUnder(key string) int {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM processor.charges WHERE idempotency_key = $1`, key)
+}
+
+// keyRows counts the processor's idempotency key rows for key.
+func (e *env) keyRows(key string) int {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM processor.idempotency_keys WHERE key = $1`, key)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// chargeJSON is the charge object as tests read it.
+type chargeJSON struct {
+	ID             string  `json:"id"`
+	Object         string  `json:"object"`
+	Amount         int64   `json:"amount"`
+	Currency       string  `json:"currency"`
+	PaymentMethod  string  `json:"payment_method"`
+	PaymentID      *string `json:"payment_id"`
+	Description    *string `json:"description"`
+	Status         string  `json:"status"`
+	FailureCode    *string `json:"failure_code"`
+	FailureMessage *string `json:"failure_message"`
+	AmountRefunded int64   `json:"amount_refunded"`
+	IdempotencyKey string  `json:"idempotency_key"`
+	CreatedAt      string  `json:"created_at"`
+}
+
+// errorJSON is the error member of an error answer.
+type errorJSON struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Charge  string `json:"charge"`
+}
+
+// decode unmarshals an answer's body into v.
+func decode[T any](t *testing.T, r response) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decode %T from %s: %v", v, r.body, err)
+	}
+	return v
+}
+
+// decodeError reads an error answer.
+func decodeError(t *testing.T, r response) errorJSON {
+	t.Helper()
+	return decode[struct {
+		Error errorJSON `json:"error"`
+	}](t, r).Error
+}
+
+// clock is a settable clock for expiry tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

@@ -1,0 +1,193 @@
+// Package processor is a fake, Stripe-like card processor: a JSON HTTP API
+// with its own durable ledger in the Postgres schema "processor" and its own
+// idempotency keys. Test payment methods choose the outcome (pm_card_visa
+// succeeds, pm_card_declined is declined, pm_card_timeout charges and then
+// does not answer), and a Chaos configuration injects 5xx answers, dropped
+// responses and latency, so that the service's retries and reconciliation can
+// be exercised against something that behaves like a real card network.
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const (
+	// DefaultTimeoutHang is how long a pm_card_timeout charge holds its
+	// response when the caller does not give up first.
+	DefaultTimeoutHang = 60 * time.Second
+	// DefaultKeyRetention is how long an idempotency key is remembered.
+	DefaultKeyRetention = 7 * 24 * time.Hour
+)
+
+// Chaos injects faults into the POST endpoints. The zero value injects none.
+type Chaos struct {
+	// FailRate is the probability, from 0 to 1, of answering 500 before
+	// anything is charged or stored.
+	FailRate float64
+	// DropRate is the probability, from 0 to 1, of committing a new result
+	// and then aborting the connection instead of answering.
+	DropRate float64
+	// Latency is added before every /v1 request is handled.
+	Latency time.Duration
+	// Rand returns a number in [0, 1) and must be safe for concurrent use.
+	// Nil means math/rand/v2.Float64; tests pass their own to be
+	// deterministic.
+	Rand func() float64
+}
+
+// Config configures a Server. The zero value is usable.
+type Config struct {
+	// Chaos is the fault injection; none by default.
+	Chaos Chaos
+	// TimeoutHang bounds how long a pm_card_timeout charge withholds its
+	// response; zero means DefaultTimeoutHang.
+	TimeoutHang time.Duration
+	// KeyRetention is how long an idempotency key is remembered; an expired
+	// key is treated as absent. Zero means DefaultKeyRetention.
+	KeyRetention time.Duration
+	// Now is the clock deciding timestamps and key expiry; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the processor's HTTP API. It implements http.Handler.
+type Server struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+	cfg    Config
+	router chi.Router
+
+	// closed releases requests held by pm_card_timeout when the server stops.
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// New returns a Server keeping its ledger in pool, which must be migrated.
+// It fails when cfg is out of range.
+func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
+	if err := validate(&cfg); err != nil {
+		return nil, err
+	}
+	s := &Server{pool: pool, logger: logger, cfg: cfg, closed: make(chan struct{})}
+
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, middleware.RealIP, s.accessLog, middleware.Recoverer)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(s.latency)
+		r.Post("/charges", s.handleCreateCharge)
+		r.Get("/charges", s.handleListCharges)
+		r.Get("/charges/{id}", s.handleGetCharge)
+		r.Post("/refunds", s.handleCreateRefund)
+	})
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, apiError{Type: typeInvalidRequest, Code: "resource_missing", Message: "Unrecognized request URL."})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, apiError{Type: typeInvalidRequest, Code: "method_not_allowed", Message: "Method not allowed for this URL."})
+	})
+	s.router = r
+	return s, nil
+}
+
+// validate fills in defaults and rejects settings out of range.
+func validate(cfg *Config) error {
+	c := &cfg.Chaos
+	switch {
+	case c.FailRate < 0 || c.FailRate > 1:
+		return fmt.Errorf("chaos fail rate %v is not between 0 and 1", c.FailRate)
+	case c.DropRate < 0 || c.DropRate > 1:
+		return fmt.Errorf("chaos drop rate %v is not between 0 and 1", c.DropRate)
+	case c.Latency < 0:
+		return errors.New("chaos latency is negative")
+	case cfg.TimeoutHang < 0:
+		return errors.New("timeout hang is negative")
+	case cfg.KeyRetention < 0:
+		return errors.New("key retention is negative")
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	if cfg.TimeoutHang == 0 {
+		cfg.TimeoutHang = DefaultTimeoutHang
+	}
+	if cfg.KeyRetention == 0 {
+		cfg.KeyRetention = DefaultKeyRetention
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return nil
+}
+
+// ServeHTTP routes a request to its handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.router.ServeHTTP(w, r)
+}
+
+// Close releases the requests that pm_card_timeout is holding, so that a
+// graceful shutdown need not wait out the hang limit. They answer at once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+// now is the configured clock, in UTC and truncated to what Postgres stores,
+// so that a charge reads back exactly as it was first answered.
+func (s *Server) now() time.Time {
+	return s.cfg.Now().UTC().Truncate(time.Microsecond)
+}
+
+// chance reports true with probability rate. It draws only when the rate is
+// set, so an injected Rand sees a predictable sequence.
+func (s *Server) chance(rate float64) bool {
+	return rate > 0 && s.cfg.Chaos.Rand() < rate
+}
+
+// latency delays every request by the configured chaos latency.
+func (s *Server) latency(next http.Handler) http.Handler {
+	d := s.cfg.Chaos.Latency
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			next.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	})
+}
+
+// accessLog writes one line per request. It logs from a defer so that a
+// response aborted on purpose (status 0) is logged too.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		start := time.Now()
+		defer func() {
+			s.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+				slog.String("request_id", middleware.GetReqID(r.Context())),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.String("idempotency_key", r.Header.Get("Idempotency-Key")),
+				slog.Int("status", ww.Status()),
+				slog.Int("bytes", ww.BytesWritten()),
+				slog.Duration("duration", time.Since(start)),
+			)
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}

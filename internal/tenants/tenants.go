@@ -1,0 +1,80 @@
+// Package tenants authenticates API keys. A key is stored only as its SHA-256
+// hash and belongs to exactly one tenant.
+package tenants
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+)
+
+// ErrUnauthorized reports a missing or unknown API key.
+var ErrUnauthorized = errors.New("unauthorized")
+
+// Store looks tenants up by API key.
+type Store struct {
+	DB database.DBTX
+}
+
+const tenantByKeyHash = `SELECT tenant_id FROM api_keys WHERE key_hash = $1`
+
+// Authenticate returns the id of the tenant that owns apiKey.
+func (s *Store) Authenticate(ctx context.Context, apiKey string) (string, error) {
+	if apiKey == "" {
+		return "", ErrUnauthorized
+	}
+	var tenantID string
+	err := s.DB.QueryRow(ctx, tenantByKeyHash, hash(apiKey)).Scan(&tenantID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrUnauthorized
+	}
+	if err != nil {
+		return "", fmt.Errorf("authenticate: %w", err)
+	}
+	return tenantID, nil
+}
+
+const insertTenant = `INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`
+
+const insertAPIKey = `INSERT INTO api_keys (key_hash, tenant_id) VALUES ($1, $2) ON CONFLICT (key_hash) DO NOTHING`
+
+// Create adds a tenant with one API key; creating it again changes nothing.
+func (s *Store) Create(ctx context.Context, id, name, apiKey string) error {
+	if _, err := s.DB.Exec(ctx, insertTenant, id, name); err != nil {
+		return fmt.Errorf("create tenant %s: %w", id, err)
+	}
+	if _, err := s.DB.Exec(ctx, insertAPIKey, hash(apiKey), id); err != nil {
+		return fmt.Errorf("create api key for %s: %w", id, err)
+	}
+	return nil
+}
+
+// Demo is a development tenant that the seed creates, with its API key.
+type Demo struct{ ID, Name, APIKey string }
+
+// Demos are the two tenants of the curl walkthrough. They exist only where the
+// seed was run, which is refused outside development.
+var Demos = []Demo{
+	{ID: "ten_acme", Name: "Acme", APIKey: "sk_test_acme"},
+	{ID: "ten_globex", Name: "Globex", APIKey: "sk_test_globex"},
+}
+
+// SeedDemos creates the demo tenants.
+func (s *Store) SeedDemos(ctx context.Context) error {
+	for _, d := range Demos {
+		if err := s.Create(ctx, d.ID, d.Name, d.APIKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hash(apiKey string) []byte {
+	sum := sha256.Sum256([]byte(apiKey))
+	return sum[:]
+}
