@@ -47,10 +47,7 @@ var (
 // New creates a database for t from the migrated template and drops it when t ends.
 func New(t testing.TB) *DB {
 	t.Helper()
-	setupOnce.Do(func() { serverURL, template, setupErr = setup() })
-	if setupErr != nil {
-		t.Fatalf("test database: %v", setupErr)
-	}
+	mustSetup(t)
 	ctx := context.Background()
 
 	name := "test_" + randomHex(8)
@@ -62,17 +59,7 @@ func New(t testing.TB) *DB {
 	if err := createFromTemplate(ctx, admin, name, template); err != nil {
 		t.Fatalf("clone template: %v", err)
 	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), serverURL)
-		if err != nil {
-			t.Errorf("connect admin for cleanup: %v", err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop %s: %v", name, err)
-		}
-	})
+	t.Cleanup(func() { drop(t, name) })
 
 	dbURL := withDatabase(serverURL, name)
 	pool, err := database.Connect(ctx, dbURL)
@@ -81,6 +68,29 @@ func New(t testing.TB) *DB {
 	}
 	t.Cleanup(pool.Close)
 	return &DB{URL: dbURL, Pool: pool}
+}
+
+// mustSetup finds the server and builds the template once per test binary.
+func mustSetup(t testing.TB) {
+	t.Helper()
+	setupOnce.Do(func() { serverURL, template, setupErr = setup() })
+	if setupErr != nil {
+		t.Fatalf("test database: %v", setupErr)
+	}
+}
+
+// drop removes a test database, closing any connection still open to it.
+func drop(t testing.TB, name string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		t.Errorf("connect admin for cleanup: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Errorf("drop %s: %v", name, err)
+	}
 }
 
 // createFromTemplate clones the template, retrying while another session is
@@ -224,4 +234,15 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// NewEmpty returns the URL of a database that does not exist yet on the
+// test server, for tests of the commands that create and migrate it. It is
+// dropped when t ends.
+func NewEmpty(t testing.TB) string {
+	t.Helper()
+	mustSetup(t)
+	name := "test_" + randomHex(8)
+	t.Cleanup(func() { drop(t, name) })
+	return withDatabase(serverURL, name)
 }

@@ -1,0 +1,218 @@
+// Package e2e starts the real api, worker and processor binaries against a
+// fresh database and drives them over HTTP, as a newcomer would with curl.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// binDir holds the binaries built once for all tests.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "payments-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", dir, "./cmd/api", "./cmd/worker", "./cmd/processor")
+	build.Dir = ".."
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build binaries:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// process is a running binary.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+// start runs a binary with env added to the test's environment. It is
+// killed when the test ends, and its output is shown if the test failed.
+func start(t *testing.T, name string, env []string, args ...string) *process {
+	t.Helper()
+	p := &process{name: name, out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(filepath.Join(binDir, name), args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("--- %s output ---\n%s", name, p.out.String())
+		}
+	})
+	return p
+}
+
+// run runs a binary to completion and fails the test if it fails.
+func run(t *testing.T, name string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *process) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal %s: %v", p.name, err)
+	}
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("%s exited with %v after SIGTERM\n%s", p.name, err, p.out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop after SIGTERM", p.name)
+	}
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitHealthy polls url until it answers 200.
+func waitHealthy(t *testing.T, url string, p *process) {
+	t.Helper()
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := client.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, res.Body) //nolint:errcheck
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited (%v) before %s was healthy\n%s", p.name, err, url, p.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not healthy in time\n%s", url, p.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stack is the three binaries running against one database.
+type stack struct {
+	api, worker, processor *process
+	apiURL, processorURL   string
+}
+
+// startStack migrates and seeds databaseURL with the api binary's commands,
+// then starts the processor, the worker and the API on free ports.
+func startStack(t *testing.T, databaseURL string) *stack {
+	t.Helper()
+	db := "DATABASE_URL=" + databaseURL
+	run(t, "api", []string{db}, "migrate")
+	run(t, "api", []string{db, "APP_ENV=development"}, "seed")
+
+	procAddr, apiAddr := freeAddr(t), freeAddr(t)
+	s := &stack{apiURL: "http://" + apiAddr, processorURL: "http://" + procAddr}
+	s.processor = start(t, "processor", []string{db, "PROCESSOR_ADDR=" + procAddr})
+	waitHealthy(t, s.processorURL+"/healthz", s.processor)
+	s.worker = start(t, "worker", []string{db, "PROCESSOR_URL=" + s.processorURL, "WORKER_POLL_INTERVAL=200ms"})
+	s.api = start(t, "api", []string{db, "API_ADDR=" + apiAddr})
+	waitHealthy(t, s.apiURL+"/readyz", s.api)
+	return s
+}
+
+// do sends a request to base+path and returns status, headers and body.
+func do(t *testing.T, method, url, apiKey, idemKey, body string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, b
+}

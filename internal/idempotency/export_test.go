@@ -1,0 +1,8 @@
+package idempotency
+
+// Waiting returns how many waiters are subscribed to key id.
+func (l *Listener) Waiting(id int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.waiters[id])
+}

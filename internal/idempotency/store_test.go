@@ -1,0 +1,273 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newStore returns a store on a fresh database with one tenant, and a clock
+// that moves when the test says so.
+func newStore(t *testing.T) (*idempotency.Store, *atomic.Int64) {
+	t.Helper()
+	db := testdb.New(t)
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO tenants (id, name) VALUES ('ten_1', 'One')`); err != nil {
+		t.Fatal(err)
+	}
+	offset := new(atomic.Int64)
+	return &idempotency.Store{
+		DB:          db.Pool,
+		Now:         func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
+		LockTimeout: time.Minute,
+		Retention:   24 * time.Hour,
+	}, offset
+}
+
+func request(t *testing.T, key, path, body string) idempotency.Request {
+	t.Helper()
+	fp, err := idempotency.Fingerprint("POST", path, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idempotency.Request{TenantID: "ten_1", Key: key, Method: "POST", Path: path, Fingerprint: fp}
+}
+
+func noop(context.Context, pgx.Tx, int64) (idempotency.Resource, error) {
+	return idempotency.Resource{Type: "thing", ID: "thing_1"}, nil
+}
+
+func TestAcquire(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Lifecycle", func(t *testing.T) {
+		t.Parallel()
+		s, clock := newStore(t)
+		ctx := context.Background()
+		req := request(t, "k", "/v1/things", `{"a":1}`)
+
+		lease, err := s.Acquire(ctx, req, noop)
+		if err != nil || !lease.Created || lease.Key.RecoveryPoint != idempotency.RecoveryStarted || lease.Key.Resource.ID != "thing_1" {
+			t.Fatalf("first Acquire = %+v, %v", lease, err)
+		}
+		if _, err := s.Acquire(ctx, req, noop); !errors.Is(err, idempotency.ErrKeyInUse) {
+			t.Fatalf("while held: %v, want ErrKeyInUse", err)
+		}
+		if _, err := s.Acquire(ctx, request(t, "k", "/v1/other", `{"a":1}`), noop); !errors.Is(err, idempotency.ErrKeyMismatch) {
+			t.Fatalf("other path: %v, want ErrKeyMismatch", err)
+		}
+		if _, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{"a":2}`), noop); !errors.Is(err, idempotency.ErrKeyMismatch) {
+			t.Fatalf("other body: %v, want ErrKeyMismatch", err)
+		}
+
+		// A lock older than the timeout is stale and taken over.
+		clock.Add(int64(2 * time.Minute))
+		stale, err := s.Acquire(ctx, req, noop)
+		if err != nil || stale.Created {
+			t.Fatalf("stale takeover = %+v, %v", stale, err)
+		}
+		// The first holder's release must not free the new holder's lock.
+		if err := s.Release(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Acquire(ctx, req, noop); !errors.Is(err, idempotency.ErrKeyInUse) {
+			t.Fatalf("after the old holder released: %v, want ErrKeyInUse", err)
+		}
+		if err := s.Release(ctx, stale); err != nil {
+			t.Fatal(err)
+		}
+		again, err := s.Acquire(ctx, req, noop)
+		if err != nil || again.Created || again.Key.ID != lease.Key.ID {
+			t.Fatalf("after release = %+v, %v", again, err)
+		}
+	})
+
+	t.Run("FailedFirstPhaseLeavesNoKey", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		ctx := context.Background()
+		boom := errors.New("boom")
+		_, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), func(context.Context, pgx.Tx, int64) (idempotency.Resource, error) {
+			return idempotency.Resource{}, boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("err = %v", err)
+		}
+		if _, err := s.Get(ctx, "ten_1", "k"); !errors.Is(err, idempotency.ErrNotFound) {
+			t.Fatalf("key after failed phase: %v", err)
+		}
+	})
+
+	t.Run("FinishedKeyIsReplayedWithoutLock", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		ctx := context.Background()
+		req := request(t, "k", "/v1/things", `{}`)
+		lease, err := s.Acquire(ctx, req, noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finish(t, s, lease.Key.ID, idempotency.RecoveryStarted)
+		replay, err := s.Acquire(ctx, req, noop)
+		if err != nil || !replay.Key.Finished() || string(replay.Key.Response.Body) != `{"done":true}` || replay.Key.Response.Header["Location"] != "/v1/things/1" {
+			t.Fatalf("replay = %+v, %v", replay, err)
+		}
+	})
+}
+
+func finish(t *testing.T, s *idempotency.Store, keyID int64, from string) idempotency.Key {
+	t.Helper()
+	key, err := s.RunPhase(context.Background(), keyID, from, func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+		return idempotency.Finish(idempotency.Response{Status: 201, Header: map[string]string{"Location": "/v1/things/1"}, Body: []byte(`{"done":true}`)}), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func TestRunPhase(t *testing.T) {
+	t.Parallel()
+
+	t.Run("SkipsPhasesAlreadyPassed", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		ctx := context.Background()
+		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := 0
+		advance := func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+			ran++
+			return idempotency.AdvanceTo("charge_created"), nil
+		}
+		for range 2 {
+			key, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, advance)
+			if err != nil || key.RecoveryPoint != "charge_created" {
+				t.Fatalf("RunPhase = %+v, %v", key, err)
+			}
+		}
+		if ran != 1 {
+			t.Fatalf("phase ran %d times, want 1", ran)
+		}
+		if key := finish(t, s, lease.Key.ID, "charge_created"); !key.Finished() || key.ExpiresAt == nil || key.FinishedAt == nil {
+			t.Fatalf("finished key = %+v", key)
+		}
+	})
+
+	t.Run("FailedPhaseRollsBack", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		ctx := context.Background()
+		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+			if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_2', 'Two')`); err != nil {
+				return idempotency.Next{}, err
+			}
+			return idempotency.Next{}, errors.New("processor unreachable")
+		})
+		if err == nil {
+			t.Fatal("no error from a failed phase")
+		}
+		key, _ := s.GetByID(ctx, s.DB, lease.Key.ID)
+		var n int
+		_ = s.DB.QueryRow(ctx, `SELECT count(*) FROM tenants WHERE id = 'ten_2'`).Scan(&n)
+		if key.RecoveryPoint != idempotency.RecoveryStarted || n != 0 {
+			t.Fatalf("after a failed phase: point %s, rows %d", key.RecoveryPoint, n)
+		}
+	})
+
+	t.Run("ConcurrentRunnersCommitOnce", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		ctx := context.Background()
+		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				_, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+					// Each runner's write stands for its recorded side effect.
+					_, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ($1, 'runner')`, "ten_runner_"+string(rune('a'+i)))
+					return idempotency.AdvanceTo("charge_created"), err
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		var n int
+		if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM tenants WHERE name = 'runner'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("%d runners committed, want 1", n)
+		}
+	})
+}
+
+// TestWaitIsWokenByNotify proves that a finish wakes a waiter through
+// LISTEN/NOTIFY: polling is set to an hour, so only the notification can.
+func TestWaitIsWokenByNotify(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	listener := idempotency.NewListener(s.DB, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	var wg sync.WaitGroup
+	wg.Go(func() { listener.Run(ctx) })
+	t.Cleanup(wg.Wait)
+	t.Cleanup(cancel)
+	s.Notifications = listener
+	s.PollInterval = time.Hour
+
+	lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan idempotency.Key)
+	go func() {
+		key, err := s.Wait(ctx, lease.Key.ID, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		waiting <- key
+	}()
+	// Finish only once the waiter is subscribed, so it is the notification
+	// (or the re-check after LISTEN connects) that must wake it.
+	deadline := time.Now().Add(10 * time.Second)
+	for listener.Waiting(lease.Key.ID) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("waiter never subscribed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	finish(t, s, lease.Key.ID, idempotency.RecoveryStarted)
+	select {
+	case key := <-waiting:
+		if !key.Finished() {
+			t.Fatalf("woken with an unfinished key: %+v", key)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("waiter was not woken by the notification")
+	}
+}
