@@ -58,7 +58,7 @@ func main() {
 
 // run reads its configuration from the environment and runs until ctx ends.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	logger := serve.NewLogger(stdout).With("process", "api")
+	logger := serve.NewLogger(stdout, slog.LevelInfo).With("process", "api")
 	var cfg config
 	if err := envconfig.Process("", &cfg); err != nil {
 		return err
@@ -102,12 +102,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 // serveAPI wires the API together and serves until ctx ends.
 func serveAPI(ctx context.Context, cfg config, logger *slog.Logger) error {
+	riverLogger := logger.With("component", "river")
 	pool, err := database.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	inserter, err := outbox.NewInserter(pool, logger)
+	inserter, err := outbox.NewInserter(pool, riverLogger)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -45,7 +46,7 @@ func main() {
 		return
 	}
 	if err != nil {
-		serve.NewLogger(os.Stderr).Error("processor failed", "err", err)
+		serve.NewLogger(os.Stderr, slog.LevelInfo).Error("processor failed", "err", err)
 		os.Exit(1)
 	}
 }
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("configuration: %w", err)
 	}
 
-	logger := serve.NewLogger(stdout)
+	logger := serve.NewLogger(stdout, slog.LevelInfo)
 	serve.LogConfig(logger, &cfg)
 
 	pool, err := database.Connect(ctx, cfg.DatabaseURL)

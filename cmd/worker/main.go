@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -57,7 +58,9 @@ func main() {
 // ends; then it stops fetching, lets running jobs finish within
 // SHUTDOWN_TIMEOUT, and cancels what is left.
 func run(ctx context.Context, stdout io.Writer) error {
-	logger := serve.NewLogger(stdout).With("process", "worker")
+	logger := serve.NewLogger(stdout, slog.LevelInfo).With("process", "worker")
+	// River reports every few seconds at info level; keep its warnings only.
+	riverLogger := serve.NewLogger(stdout, slog.LevelWarn).With("process", "worker", "component", "river")
 	var cfg config
 	if err := envconfig.Process("", &cfg); err != nil {
 		return err
@@ -80,7 +83,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 		Render:    httpapi.PaymentResponse,
 		Now:       time.Now,
 	}
-	client, err := outbox.NewWorker(pool, logger, outbox.WorkerConfig{
+	client, err := outbox.NewWorker(pool, riverLogger, outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
 		JobTimeout:        cfg.JobTimeout,
 		FetchPollInterval: cfg.FetchPollInterval,

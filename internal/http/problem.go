@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5/middleware"
 
@@ -54,18 +55,24 @@ var errorTable = []struct {
 	status int
 	code   string
 	title  string
+	// detail, when set, replaces the error's own text.
+	detail string
 }{
-	{tenants.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key"},
-	{errKeyMissing, http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required"},
-	{idempotency.ErrKeyInvalid, http.StatusBadRequest, "idempotency_key_invalid", "Invalid Idempotency-Key"},
-	{idempotency.ErrKeyInUse, http.StatusConflict, "idempotency_key_in_use", "Idempotency key in use"},
-	{idempotency.ErrKeyMismatch, http.StatusUnprocessableEntity, "idempotency_key_mismatch", "Idempotency key reused with a different request"},
-	{idempotency.ErrNotFound, http.StatusNotFound, "not_found", "Not found"},
-	{payments.ErrNotFound, http.StatusNotFound, "not_found", "Not found"},
-	{errRouteNotFound, http.StatusNotFound, "not_found", "Not found"},
-	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed"},
-	{errTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large"},
-	{errMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type"},
+	{tenants.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key",
+		"Send your API key as Authorization: Bearer <key>."},
+	{errKeyMissing, http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required",
+		"Send a unique Idempotency-Key header, such as a UUID, with every POST, and the same one when you retry it."},
+	{idempotency.ErrKeyInvalid, http.StatusBadRequest, "idempotency_key_invalid", "Invalid Idempotency-Key", ""},
+	{idempotency.ErrKeyInUse, http.StatusConflict, "idempotency_key_in_use", "Idempotency key in use",
+		"Another request with this Idempotency-Key is in progress. Retry after the time in Retry-After."},
+	{idempotency.ErrKeyMismatch, http.StatusUnprocessableEntity, "idempotency_key_mismatch", "Idempotency key reused with a different request",
+		"This Idempotency-Key was first used with a different method, path or body. Use a new key for a new request."},
+	{idempotency.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such idempotency key."},
+	{payments.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such payment."},
+	{errRouteNotFound, http.StatusNotFound, "not_found", "Not found", ""},
+	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", ""},
+	{errTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large", ""},
+	{errMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
 }
 
 // writeError answers with the problem err maps to. An error it does not know
@@ -102,7 +109,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			if e.status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="payments"`)
 			}
-			writeProblem(w, newProblem(e.status, e.code, e.title, err.Error()))
+			detail := e.detail
+			if detail == "" {
+				detail = upperFirst(err.Error()) + "."
+			}
+			writeProblem(w, newProblem(e.status, e.code, e.title, detail))
 			return
 		}
 	}
@@ -110,6 +121,13 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		"path", r.URL.Path, "err", err)
 	writeProblem(w, newProblem(http.StatusInternalServerError, "internal_error", "Internal server error",
 		"An unexpected error occurred. It has been logged with the request id "+middleware.GetReqID(r.Context())+"."))
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 func writeProblem(w http.ResponseWriter, p Problem) {

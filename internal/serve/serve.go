@@ -16,9 +16,9 @@ import (
 	"time"
 )
 
-// NewLogger returns a JSON logger writing to w.
-func NewLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, nil))
+// NewLogger returns a JSON logger writing records of level and above to w.
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // LogConfig logs every field of the configuration struct cfg. A field tagged

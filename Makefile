@@ -1,0 +1,35 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/payments?sslmode=disable
+export DATABASE_URL
+
+GO ?= go
+
+.PHONY: run test build migrate seed vet clean
+
+## run: build, migrate, seed the demo tenants, then run processor, worker and API until Ctrl-C
+run: migrate seed
+	./scripts/run.sh
+
+## test: every test, under the race detector, against the Postgres at TEST_DATABASE_URL (default: local)
+test:
+	$(GO) test -race -count=1 ./...
+
+## build: the three binaries into bin/
+build:
+	$(GO) build -o bin/ ./cmd/api ./cmd/worker ./cmd/processor
+
+## migrate: create the database if missing and apply every migration (goose, then River's)
+migrate: build
+	./bin/api migrate
+
+## seed: create the demo tenants sk_test_acme and sk_test_globex (development only)
+seed: build
+	APP_ENV=development ./bin/api seed
+
+## vet: gofmt and go vet
+vet:
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin/

@@ -1,0 +1,114 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// The statuses of a payment or a refund.
+const (
+	StatusProcessing = "processing"
+	StatusSucceeded  = "succeeded"
+	StatusFailed     = "failed"
+)
+
+// Payment is a payment as the API shows it.
+type Payment struct {
+	ID                string            `json:"id"`
+	Object            string            `json:"object"`
+	Amount            int64             `json:"amount"`
+	Currency          string            `json:"currency"`
+	PaymentMethod     string            `json:"payment_method"`
+	Description       *string           `json:"description"`
+	Metadata          map[string]string `json:"metadata"`
+	Status            string            `json:"status"`
+	FailureCode       *string           `json:"failure_code"`
+	FailureMessage    *string           `json:"failure_message"`
+	ProcessorChargeID *string           `json:"processor_charge_id"`
+	AmountRefunded    int64             `json:"amount_refunded"`
+	CreatedAt         time.Time         `json:"created_at"`
+	UpdatedAt         time.Time         `json:"updated_at"`
+}
+
+// CreatePaymentParams is the body of a new payment. Amount is in minor units
+// (cents); Currency is an ISO 4217 code; PaymentMethod is a processor token
+// such as pm_card_visa. Description and Metadata are optional and left out of
+// the request when empty.
+type CreatePaymentParams struct {
+	Amount        int64             `json:"amount"`
+	Currency      string            `json:"currency"`
+	PaymentMethod string            `json:"payment_method"`
+	Description   *string           `json:"description,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+}
+
+// PaymentList is one page of payments, newest first. HasMore reports whether
+// older payments follow; ask for them with the last ID as startingAfter.
+type PaymentList struct {
+	Object  string    `json:"object"`
+	Data    []Payment `json:"data"`
+	HasMore bool      `json:"has_more"`
+}
+
+// CreatePayment creates a payment under idempotencyKey, or under a random key
+// generated once for this call when idempotencyKey is "", and retries with
+// that same key until the answer is final or the attempts run out.
+//
+// A payment that succeeded comes back with a nil error. A declined payment
+// comes back together with an *Error whose IsDeclined reports true; so does a
+// payment the processor could not charge (502 processor_error). A payment
+// still processing when the attempts run out comes back with a nil error and
+// resp.StatusCode 202: it is accepted, and GetPayment tells how it ends. Any
+// other error means the outcome is unknown or nothing was done; calling again
+// with resp.IdempotencyKey is always safe.
+//
+// The Response is never nil, so the key used is always known.
+func (c *Client) CreatePayment(ctx context.Context, idempotencyKey string, p CreatePaymentParams) (*Payment, *Response, error) {
+	if idempotencyKey == "" {
+		idempotencyKey = NewIdempotencyKey()
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, &Response{IdempotencyKey: idempotencyKey}, fmt.Errorf("encode payment: %w", err)
+	}
+	pay, resp, err := send[Payment](ctx, c, http.MethodPost, "/v1/payments", idempotencyKey, body)
+	if apiErr, ok := errors.AsType[*Error](err); ok && pay == nil && apiErr.Payment != nil {
+		// A final failure carries the failed payment: the caller gets both.
+		pay = apiErr.Payment
+	}
+	return pay, resp, err
+}
+
+// GetPayment returns the payment with the given id, as it stands now.
+func (c *Client) GetPayment(ctx context.Context, id string) (*Payment, error) {
+	if id == "" {
+		return nil, errors.New("get payment: empty id")
+	}
+	p, _, err := send[Payment](ctx, c, http.MethodGet, "/v1/payments/"+url.PathEscape(id), "", nil)
+	return p, err
+}
+
+// ListPayments returns a page of payments, newest first. A limit of 0 takes
+// the server's default page size; startingAfter, when not "", is the id of the
+// last payment of the previous page.
+func (c *Client) ListPayments(ctx context.Context, limit int, startingAfter string) (*PaymentList, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if startingAfter != "" {
+		q.Set("starting_after", startingAfter)
+	}
+	path := "/v1/payments"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	l, _, err := send[PaymentList](ctx, c, http.MethodGet, path, "", nil)
+	return l, err
+}

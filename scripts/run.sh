@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs the processor, the worker and the API together in the foreground, each
+# line of their logs prefixed with its name, until Ctrl-C (or until one of them
+# exits), and then stops all three gracefully.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+pids=()
+
+# prefixed NAME CMD...: start CMD in the background with its output prefixed.
+# The prefixer ignores Ctrl-C so that it still prints the shutdown logs.
+prefixed() {
+	local name=$1
+	shift
+	"$@" > >(trap '' INT TERM; exec sed -u "s/^/[$name] /") 2>&1 &
+	pids+=($!)
+}
+
+stop() {
+	trap - INT TERM EXIT
+	kill -TERM "${pids[@]}" 2>/dev/null
+	wait "${pids[@]}" 2>/dev/null
+}
+trap stop INT TERM EXIT
+
+prefixed processor ./bin/processor
+prefixed worker ./bin/worker
+prefixed api ./bin/api
+echo "[run] API on ${API_ADDR:-:8080}, processor on ${PROCESSOR_ADDR:-:8090}; Ctrl-C stops all three"
+
+# Return as soon as any of them exits; the trap stops the others.
+wait -n "${pids[@]}"
