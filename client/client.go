@@ -42,8 +42,9 @@ type Client struct {
 	sleep       func(ctx context.Context, d time.Duration) error
 	wait        int // seconds for Prefer: wait; negative sends no Prefer
 
-	// int64N draws the jitter; tests replace it to make backoff exact.
-	int64N func(n int64) int64
+	// jitter draws a wait from [0, ceiling); tests replace it to make
+	// backoff exact.
+	jitter func(ceiling time.Duration) time.Duration
 }
 
 // Option configures a Client.
@@ -66,7 +67,7 @@ func WithMaxAttempts(n int) Option {
 }
 
 // WithBackoff sets the backoff used when the server sends no Retry-After: the
-// wait before retry n is drawn at random from zero to base·2ⁿ⁻¹, capped at
+// wait before retry n is drawn at random from zero up to base·2ⁿ⁻¹, capped at
 // maxDelay (exponential backoff with full jitter).
 func WithBackoff(base, maxDelay time.Duration) Option {
 	return func(c *Client) {
@@ -105,7 +106,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 		backoffMax:  DefaultBackoffMax,
 		sleep:       sleepCtx,
 		wait:        -1,
-		int64N:      rand.Int64N,
+		jitter:      rand.N[time.Duration],
 	}
 	for _, opt := range opts {
 		opt(c)
@@ -148,14 +149,26 @@ func send[T any](ctx context.Context, c *Client, method, path, key string, body 
 	op := method + " " + path
 	resp := &Response{IdempotencyKey: key}
 	target := c.baseURL + path
-	if _, err := url.Parse(target); err != nil {
+	// A wrong base URL fails every attempt alike: say so at once.
+	if u, err := url.Parse(target); err != nil {
 		return nil, resp, fmt.Errorf("%s: %w", op, err)
+	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, resp, fmt.Errorf("%s: base URL %q is not an http or https URL", op, c.baseURL)
 	}
 	var (
 		accepted     *T // the resource as the last 202 showed it
 		acceptedResp Response
 		lastErr      error
 	)
+	// last is the Response to return when the call stops unfinished: the
+	// last 202 when there was one, since the operation is known to run.
+	last := func() *Response {
+		if accepted == nil {
+			return resp
+		}
+		acceptedResp.Attempts = resp.Attempts
+		return &acceptedResp
+	}
 	for attempt := 1; ; attempt++ {
 		resp.Attempts = attempt
 		r, err := c.try(ctx, method, target, key, body)
@@ -165,7 +178,7 @@ func send[T any](ctx context.Context, c *Client, method, path, key string, body 
 		)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return accepted, pick(accepted != nil, &acceptedResp, resp), fmt.Errorf("%s: %w", op, err)
+			return accepted, last(), fmt.Errorf("%s: %w", op, err)
 		case err != nil:
 			// No answer, or a cut-off one: the request may or may not have
 			// run, which the same key makes safe to find out by retrying.
@@ -202,14 +215,13 @@ func send[T any](ctx context.Context, c *Client, method, path, key string, body 
 			retryAfter = c.backoff(attempt)
 		}
 		if err := c.sleep(ctx, retryAfter); err != nil {
-			return accepted, pick(accepted != nil, &acceptedResp, resp), fmt.Errorf("%s: wait to retry: %w", op, err)
+			return accepted, last(), fmt.Errorf("%s: wait to retry: %w", op, err)
 		}
 	}
 	if accepted != nil {
 		// The operation was accepted and is running; it is not an error
 		// that it has not finished yet.
-		acceptedResp.Attempts = resp.Attempts
-		return accepted, &acceptedResp, nil
+		return accepted, last(), nil
 	}
 	return nil, resp, fmt.Errorf("%s: gave up after %d attempts: %w", op, resp.Attempts, lastErr)
 }
@@ -263,11 +275,4 @@ func decode[T any](body []byte) (*T, error) {
 		return nil, fmt.Errorf("decode response: %w", err)
 	}
 	return v, nil
-}
-
-func pick[T any](cond bool, a, b T) T {
-	if cond {
-		return a
-	}
-	return b
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,14 +87,14 @@ func (s *sleeps) all() []time.Duration {
 	return append([]time.Duration(nil), s.d...)
 }
 
-// newTestClient returns a Client of f that records its waits, with jitter
-// that always draws the top of the range, so backoff is exact.
+// newTestClient returns a Client of f that records its waits, without
+// jitter: backoff waits its whole ceiling.
 func newTestClient(t *testing.T, f *fakeAPI, opts ...Option) (*Client, *sleeps) {
 	t.Helper()
 	s := &sleeps{}
 	opts = append([]Option{WithHTTPClient(f.srv.Client()), WithSleep(s.sleep)}, opts...)
 	c := New(f.srv.URL+"/", "sk_test_acme", opts...)
-	c.int64N = func(n int64) int64 { return n - 1 }
+	c.jitter = func(ceiling time.Duration) time.Duration { return ceiling }
 	return c, s
 }
 

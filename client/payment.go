@@ -61,12 +61,14 @@ type PaymentList struct {
 // that same key until the answer is final or the attempts run out.
 //
 // A payment that succeeded comes back with a nil error. A declined payment
-// comes back together with an *Error whose IsDeclined reports true; so does a
-// payment the processor could not charge (502 processor_error). A payment
-// still processing when the attempts run out comes back with a nil error and
-// resp.StatusCode 202: it is accepted, and GetPayment tells how it ends. Any
-// other error means the outcome is unknown or nothing was done; calling again
-// with resp.IdempotencyKey is always safe.
+// comes back together with an *Error whose IsDeclined reports true, and a
+// payment the processor could not charge together with a 502 *Error of code
+// processor_error: both are final. A payment still processing when the
+// attempts run out comes back with a nil error and resp.StatusCode 202: it is
+// accepted, and GetPayment tells how it ends; if ctx ends while such a
+// payment is waited for, it comes back with ctx's error. Any other error
+// means the outcome is unknown or nothing was done, and calling again with
+// resp.IdempotencyKey is always safe.
 //
 // The Response is never nil, so the key used is always known.
 func (c *Client) CreatePayment(ctx context.Context, idempotencyKey string, p CreatePaymentParams) (*Payment, *Response, error) {

@@ -22,8 +22,8 @@ func NewIdempotencyKey() string {
 }
 
 // backoff returns the wait before retry n (1 for the first retry): a random
-// duration from zero to min(backoffMax, backoffBase·2ⁿ⁻¹), "full jitter", so
-// that many clients failing together do not retry together.
+// duration from zero up to min(backoffMax, backoffBase·2ⁿ⁻¹), "full jitter",
+// so that many clients failing together do not retry together.
 func (c *Client) backoff(n int) time.Duration {
 	ceiling := c.backoffBase
 	for i := 1; i < n; i++ {
@@ -38,7 +38,7 @@ func (c *Client) backoff(n int) time.Duration {
 	if ceiling <= 0 {
 		return 0
 	}
-	return time.Duration(c.int64N(int64(ceiling) + 1))
+	return c.jitter(ceiling)
 }
 
 // parseRetryAfter reads a Retry-After header, in seconds or as an HTTP date,
