@@ -56,11 +56,15 @@ CREATE TABLE payments (
     failure_message     text,
     processor_charge_id text,
     amount_refunded     bigint NOT NULL DEFAULT 0 CHECK (amount_refunded BETWEEN 0 AND amount),
+    -- Set when the worker could not learn the charge's outcome within its
+    -- retry budget, or found the payment stuck: the reconciler settles it.
+    reconcile_since     timestamptz,
     created_at          timestamptz NOT NULL,
     updated_at          timestamptz NOT NULL
 );
 
 CREATE INDEX payments_tenant_created ON payments (tenant_id, created_at DESC, id DESC);
+CREATE INDEX payments_to_reconcile ON payments (reconcile_since) WHERE reconcile_since IS NOT NULL;
 
 -- Immutable events staged by the phase that finishes an operation.
 CREATE TABLE events (

@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
@@ -34,6 +37,7 @@ type config struct {
 	MaxWait         time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s"`
 	LockTimeout     time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s"`
 	RetryAfter      time.Duration `envconfig:"RETRY_AFTER" default:"1s"`
+	CrashPoint      string        `envconfig:"CRASH_POINT"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s"`
 }
 
@@ -120,16 +124,28 @@ func serveAPI(ctx context.Context, cfg config, logger *slog.Logger) error {
 	defer cancel() // before Wait: stops the listener when the server fails too
 	wg.Go(func() { listener.Run(ctx) })
 
+	crashAt, err := crash.Hook(cfg.CrashPoint, cfg.AppEnv, payments.CrashAfterFirstPhase)
+	if err != nil {
+		return err
+	}
+	if crashAt != nil {
+		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint)
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	keys := &idempotency.Store{DB: pool, Now: time.Now, LockTimeout: cfg.LockTimeout, Notifications: listener}
 	api := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: pool},
-		Payments:    &payments.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Now: time.Now},
+		Payments:    &payments.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Now: time.Now, Crash: crashAt},
 		Keys:        keys,
 		Logger:      logger,
 		Ready:       pool.Ping,
 		DefaultWait: cfg.DefaultWait,
 		MaxWait:     cfg.MaxWait,
 		RetryAfter:  cfg.RetryAfter,
+		Registry:    registry,
 	}
 	srv := &serve.Server{
 		Addr:            cfg.Addr,

@@ -1,5 +1,6 @@
 // Command worker runs the River jobs that drive payments through their
-// phases, calling the card processor over HTTP.
+// phases, calling the card processor over HTTP, and the periodic reconciler
+// and key reaper. It serves its metrics on METRICS_ADDR.
 package main
 
 import (
@@ -7,13 +8,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
@@ -25,22 +32,52 @@ import (
 
 // config is read from the environment; see the README for each variable.
 type config struct {
-	DatabaseURL       string        `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable"`
-	ProcessorURL      string        `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090"`
-	ProcessorTimeout  time.Duration `envconfig:"PROCESSOR_TIMEOUT" default:"10s"`
-	Concurrency       int           `envconfig:"WORKER_CONCURRENCY" default:"10"`
-	JobTimeout        time.Duration `envconfig:"JOB_TIMEOUT" default:"60s"`
-	FetchPollInterval time.Duration `envconfig:"WORKER_POLL_INTERVAL" default:"1s"`
-	KeyRetention      time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h"`
-	ShutdownTimeout   time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
+	DatabaseURL           string        `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable"`
+	AppEnv                string        `envconfig:"APP_ENV" default:"production"`
+	MetricsAddr           string        `envconfig:"METRICS_ADDR" default:":9091"`
+	ProcessorURL          string        `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090"`
+	ProcessorTimeout      time.Duration `envconfig:"PROCESSOR_TIMEOUT" default:"10s"`
+	ProcessorKeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h"`
+	Concurrency           int           `envconfig:"WORKER_CONCURRENCY" default:"10"`
+	JobTimeout            time.Duration `envconfig:"JOB_TIMEOUT" default:"60s"`
+	FetchPollInterval     time.Duration `envconfig:"WORKER_POLL_INTERVAL" default:"1s"`
+	MaxAttempts           int           `envconfig:"CHARGE_MAX_ATTEMPTS" default:"10"`
+	RetryBaseDelay        time.Duration `envconfig:"RETRY_BASE_DELAY" default:"1s"`
+	RetryMaxDelay         time.Duration `envconfig:"RETRY_MAX_DELAY" default:"1m"`
+	ChargeDeadline        time.Duration `envconfig:"CHARGE_DEADLINE" default:"1h"`
+	ReconcileInterval     time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m"`
+	ReconcileWindow       time.Duration `envconfig:"RECONCILE_WINDOW" default:"24h"`
+	StuckAfter            time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"5m"`
+	ReconcileBatch        int           `envconfig:"RECONCILE_BATCH" default:"100"`
+	KeyRetention          time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h"`
+	ReapInterval          time.Duration `envconfig:"REAP_INTERVAL" default:"10m"`
+	ReapBatch             int           `envconfig:"REAP_BATCH" default:"1000"`
+	CrashPoint            string        `envconfig:"CRASH_POINT"`
+	ShutdownTimeout       time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s"`
 }
 
+func (c config) backoff() outbox.Backoff {
+	return outbox.Backoff{Base: c.RetryBaseDelay, Max: c.RetryMaxDelay}
+}
+
+// validate refuses settings under which a payment could be charged twice or
+// left behind, naming the setting to change.
 func (c config) validate() error {
-	if c.JobTimeout <= c.ProcessorTimeout {
+	horizon := c.backoff().Horizon(c.MaxAttempts, c.JobTimeout)
+	switch {
+	case c.JobTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("JOB_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a job is cancelled mid-call", c.JobTimeout, c.ProcessorTimeout)
-	}
-	if c.Concurrency < 1 {
-		return fmt.Errorf("WORKER_CONCURRENCY (%d) must be at least 1", c.Concurrency)
+	case c.Concurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
+		return fmt.Errorf("WORKER_CONCURRENCY, CHARGE_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
+		return fmt.Errorf("RETRY_BASE_DELAY (%s) must be positive and at most RETRY_MAX_DELAY (%s)", c.RetryBaseDelay, c.RetryMaxDelay)
+	case c.StuckAfter <= c.JobTimeout:
+		return fmt.Errorf("RECONCILE_STUCK_AFTER (%s) must exceed JOB_TIMEOUT (%s), or running jobs look stuck", c.StuckAfter, c.JobTimeout)
+	case c.ChargeDeadline < horizon:
+		return fmt.Errorf("CHARGE_DEADLINE (%s) must be at least the charge job's retry horizon (%s, from CHARGE_MAX_ATTEMPTS, RETRY_*_DELAY and JOB_TIMEOUT), so the reconciler has the last word", c.ChargeDeadline, horizon)
+	case c.ProcessorKeyRetention <= c.ChargeDeadline+c.JobTimeout+c.KeyRetention:
+		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed CHARGE_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
+			c.ProcessorKeyRetention, c.ChargeDeadline+c.JobTimeout+c.KeyRetention)
 	}
 	return nil
 }
@@ -68,7 +105,14 @@ func run(ctx context.Context, stdout io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
+	crashAt, err := crash.Hook(cfg.CrashPoint, cfg.AppEnv, payments.CrashAfterProcessorResponse, payments.CrashAfterChargeCreated)
+	if err != nil {
+		return err
+	}
 	serve.LogConfig(logger, cfg)
+	if crashAt != nil {
+		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint)
+	}
 
 	pool, err := database.Connect(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -76,21 +120,57 @@ func run(ctx context.Context, stdout io.Writer) error {
 	}
 	defer pool.Close()
 
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	discrepancies := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payments_reconciler_discrepancies_total",
+		Help: "Processor charges that the payments do not account for, by kind.",
+	}, []string{"kind"})
+	registry.MustRegister(discrepancies)
+
+	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
+	keys := &idempotency.Store{DB: pool, Now: time.Now, Retention: cfg.KeyRetention}
 	charger := &payments.Charger{
-		DB:        pool,
-		Keys:      &idempotency.Store{DB: pool, Now: time.Now, Retention: cfg.KeyRetention},
-		Processor: gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout),
-		Render:    httpapi.PaymentResponse,
-		Now:       time.Now,
+		DB: pool, Keys: keys, Processor: gw, Render: httpapi.PaymentResponse, Now: time.Now,
+		ChargeDeadline: cfg.ChargeDeadline, Crash: crashAt,
 	}
 	client, err := outbox.NewWorker(pool, riverLogger, outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
 		JobTimeout:        cfg.JobTimeout,
+		MaxAttempts:       cfg.MaxAttempts,
+		Backoff:           cfg.backoff(),
 		FetchPollInterval: cfg.FetchPollInterval,
-	}, charger)
+		ReconcileInterval: cfg.ReconcileInterval,
+		ReapInterval:      cfg.ReapInterval,
+	}, outbox.Deps{
+		Charger: charger,
+		Reconciler: &payments.Reconciler{
+			Charger: charger, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
+			BatchSize: cfg.ReconcileBatch, OnDiscrepancy: func(kind string) { discrepancies.WithLabelValues(kind).Inc() },
+		},
+		Sweeper:   &outbox.Sweeper{DB: pool, Now: time.Now, StuckAfter: cfg.StuckAfter},
+		Keys:      keys,
+		ReapBatch: cfg.ReapBatch,
+		Logger:    logger,
+	})
 	if err != nil {
 		return err
 	}
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
+	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMetrics()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		srv := &serve.Server{Addr: cfg.MetricsAddr, Handler: mux, Logger: logger, WriteTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second}
+		if err := srv.Run(metricsCtx); err != nil {
+			logger.Error("metrics server", "err", err)
+		}
+	})
+
 	// Cancelling Start's context would cancel running jobs at once; the
 	// signal starts a graceful Stop below instead.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
@@ -100,6 +180,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 	<-ctx.Done()
 
 	logger.Info("shutting down: finishing running jobs")
+	defer stopMetrics()
 	soft, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := client.Stop(soft); err != nil {

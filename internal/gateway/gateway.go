@@ -154,6 +154,41 @@ func (c *Client) ChargesByPayment(ctx context.Context, paymentID string) ([]Char
 	return list, nil
 }
 
+// ChargesCreatedAfter lists up to a page of charges made after t, oldest first.
+func (c *Client) ChargesCreatedAfter(ctx context.Context, t time.Time) ([]ChargeObject, error) {
+	list, err := c.list(ctx, url.Values{"created_after": {t.UTC().Format(time.RFC3339Nano)}})
+	if err != nil {
+		return nil, fmt.Errorf("charges created after: %w", err)
+	}
+	return list, nil
+}
+
+// FindCharge asks the processor for the charge made under key. It implements
+// payments.Processor: found is false only when the processor confirms that
+// no request with that key was ever executed.
+func (c *Client) FindCharge(ctx context.Context, key string) (payments.Charge, bool, error) {
+	list, err := c.ChargesByIdempotencyKey(ctx, key)
+	if err != nil || len(list) == 0 {
+		return payments.Charge{}, false, err
+	}
+	ch := list[len(list)-1]
+	return payments.Charge{ID: ch.ID, Succeeded: ch.Succeeded(), FailureCode: ch.FailureCode, FailureMessage: ch.FailureMessage}, true, nil
+}
+
+// RecentCharges implements payments.Processor with ChargesCreatedAfter.
+func (c *Client) RecentCharges(ctx context.Context, since time.Time) ([]payments.LedgerCharge, error) {
+	list, err := c.ChargesCreatedAfter(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]payments.LedgerCharge, len(list))
+	for i, ch := range list {
+		out[i] = payments.LedgerCharge{ID: ch.ID, PaymentID: ch.PaymentID, IdempotencyKey: ch.IdempotencyKey,
+			Succeeded: ch.Succeeded(), Amount: ch.Amount, CreatedAt: ch.CreatedAt}
+	}
+	return out, nil
+}
+
 // GetCharge returns one charge, or an error wrapping ErrNotFound.
 func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error) {
 	status, resp, err := c.do(ctx, http.MethodGet, "/v1/charges/"+url.PathEscape(id), "", nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/stacktest"
 )
 
 const visa = `{"amount": 1999, "currency": "USD", "payment_method": "pm_card_visa", "description": "T-shirt", "metadata": {"order": "42"}}`
@@ -47,10 +48,10 @@ func TestCreatePayment(t *testing.T) {
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		s.startWorker()
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
 
-		first := s.pay(acme, "order-42", visa)
+		first := s.Pay(acme, "order-42", visa)
 		if first.Status != http.StatusCreated {
 			t.Fatalf("status = %d, body %s", first.Status, first.Body)
 		}
@@ -67,37 +68,48 @@ func TestCreatePayment(t *testing.T) {
 		if first.Header.Get("Idempotent-Replayed") != "" {
 			t.Error("first response marked as replayed")
 		}
-		if n := s.chargesAtProcessor(p.ID); n != 1 {
+		if n := s.ChargesAtProcessor(p.ID); n != 1 {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
 
 		// The same body with other key order and spacing is the same request.
-		replay := s.pay(acme, "order-42", `{"payment_method":"pm_card_visa","metadata":{"order":"42"},"description":"T-shirt","currency":"USD","amount":1999}`)
+		replay := s.Pay(acme, "order-42", `{"payment_method":"pm_card_visa","metadata":{"order":"42"},"description":"T-shirt","currency":"USD","amount":1999}`)
 		if replay.Status != http.StatusCreated || !bytes.Equal(replay.Body, first.Body) {
 			t.Fatalf("replay = %d %s, want the first response %s", replay.Status, replay.Body, first.Body)
 		}
 		if replay.Header.Get("Idempotent-Replayed") != "true" || replay.Header.Get("Location") != first.Header.Get("Location") {
 			t.Errorf("replay headers = %v", replay.Header)
 		}
-		if n := s.chargesAtProcessor(p.ID); n != 1 {
+		if n := s.ChargesAtProcessor(p.ID); n != 1 {
 			t.Fatalf("processor charges after replay = %d, want 1", n)
 		}
-		if n := s.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
+		if n := s.Count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
 			t.Errorf("events = %d, want 1", n)
 		}
 
-		got := s.request(http.MethodGet, "/v1/payments/"+p.ID, acme, "")
+		got := s.Request(http.MethodGet, "/v1/payments/"+p.ID, acme, "")
 		if got.Status != http.StatusOK || decodePayment(t, got.Body).Status != payments.StatusSucceeded {
 			t.Errorf("GET = %d %s", got.Status, got.Body)
+		}
+
+		metrics := string(s.Request(http.MethodGet, "/metrics", "", "").Body)
+		for _, want := range []string{
+			`payments_http_requests_total{method="POST",route="/v1/payments",status="201"} 2`,
+			`payments_http_requests_total{method="GET",route="/v1/payments/{id}",status="200"} 1`,
+			`payments_idempotent_replays_total 1`,
+		} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("metrics lack %s:\n%s", want, metrics)
+			}
 		}
 	})
 
 	t.Run("QuotedKeyIsTheBareKey", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		s.startWorker()
-		first := s.pay(acme, `"abc-123"`, visa)
-		replay := s.pay(acme, `abc-123`, visa)
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
+		first := s.Pay(acme, `"abc-123"`, visa)
+		replay := s.Pay(acme, `abc-123`, visa)
 		if first.Status != http.StatusCreated || replay.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(first.Body, replay.Body) {
 			t.Fatalf("first %d, replay %d %v", first.Status, replay.Status, replay.Header)
 		}
@@ -105,14 +117,14 @@ func TestCreatePayment(t *testing.T) {
 
 	t.Run("Declined", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		s.startWorker()
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
 		for _, tc := range []struct{ method, code string }{
 			{"pm_card_declined", "card_declined"},
 			{"pm_card_insufficient_funds", "insufficient_funds"},
 		} {
 			body := fmt.Sprintf(`{"amount": 500, "currency": "EUR", "payment_method": %q}`, tc.method)
-			first := s.pay(acme, tc.method, body)
+			first := s.Pay(acme, tc.method, body)
 			if first.Status != http.StatusPaymentRequired || first.Header.Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("%s: status = %d %s", tc.method, first.Status, first.Body)
 			}
@@ -121,11 +133,11 @@ func TestCreatePayment(t *testing.T) {
 			if problem["code"] != tc.code || p.Status != payments.StatusFailed || p.FailureCode == nil || *p.FailureCode != tc.code {
 				t.Fatalf("%s: problem = %s", tc.method, first.Body)
 			}
-			replay := s.pay(acme, tc.method, body)
+			replay := s.Pay(acme, tc.method, body)
 			if replay.Status != http.StatusPaymentRequired || !bytes.Equal(replay.Body, first.Body) || replay.Header.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("%s: replay = %d %s", tc.method, replay.Status, replay.Body)
 			}
-			if n := s.chargesAtProcessor(p.ID); n != 1 {
+			if n := s.ChargesAtProcessor(p.ID); n != 1 {
 				t.Fatalf("%s: processor charges = %d, want 1", tc.method, n)
 			}
 		}
@@ -133,26 +145,26 @@ func TestCreatePayment(t *testing.T) {
 
 	t.Run("ErrKeyMismatch", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		s.startWorker()
-		if res := s.pay(acme, "k1", visa); res.Status != http.StatusCreated {
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
+		if res := s.Pay(acme, "k1", visa); res.Status != http.StatusCreated {
 			t.Fatalf("status = %d", res.Status)
 		}
-		res := s.pay(acme, "k1", strings.Replace(visa, "1999", "2000", 1))
+		res := s.Pay(acme, "k1", strings.Replace(visa, "1999", "2000", 1))
 		if res.Status != http.StatusUnprocessableEntity || decodeProblem(t, res.Body)["code"] != "idempotency_key_mismatch" {
 			t.Fatalf("other amount: %d %s", res.Status, res.Body)
 		}
-		if n := s.count(`SELECT count(*) FROM payments`); n != 1 {
+		if n := s.Count(`SELECT count(*) FROM payments`); n != 1 {
 			t.Fatalf("payments = %d, want 1", n)
 		}
 	})
 
 	t.Run("TenantsAreIsolated", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		s.startWorker()
-		a := s.pay(acme, "shared-key", visa)
-		g := s.pay(globex, "shared-key", visa)
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
+		a := s.Pay(acme, "shared-key", visa)
+		g := s.Pay(globex, "shared-key", visa)
 		if a.Status != http.StatusCreated || g.Status != http.StatusCreated || g.Header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("acme %d, globex %d %v", a.Status, g.Status, g.Header)
 		}
@@ -160,18 +172,18 @@ func TestCreatePayment(t *testing.T) {
 		if pa.ID == pg.ID {
 			t.Fatal("two tenants got one payment")
 		}
-		if res := s.request(http.MethodGet, "/v1/payments/"+pa.ID, globex, ""); res.Status != http.StatusNotFound {
+		if res := s.Request(http.MethodGet, "/v1/payments/"+pa.ID, globex, ""); res.Status != http.StatusNotFound {
 			t.Errorf("globex reads acme's payment: %d", res.Status)
 		}
-		if res := s.request(http.MethodGet, "/v1/idempotency-keys/shared-key", globex, ""); res.Status != http.StatusOK ||
+		if res := s.Request(http.MethodGet, "/v1/idempotency-keys/shared-key", globex, ""); res.Status != http.StatusOK ||
 			!strings.Contains(string(res.Body), pg.ID) || strings.Contains(string(res.Body), pa.ID) {
 			t.Errorf("globex's key shows %s", res.Body)
 		}
-		list := s.request(http.MethodGet, "/v1/payments", globex, "")
+		list := s.Request(http.MethodGet, "/v1/payments", globex, "")
 		if !strings.Contains(string(list.Body), pg.ID) || strings.Contains(string(list.Body), pa.ID) {
 			t.Errorf("globex's list = %s", list.Body)
 		}
-		if n := s.chargesAtProcessor(pa.ID) + s.chargesAtProcessor(pg.ID); n != 2 {
+		if n := s.ChargesAtProcessor(pa.ID) + s.ChargesAtProcessor(pg.ID); n != 2 {
 			t.Errorf("processor charges = %d, want 2", n)
 		}
 	})
@@ -182,7 +194,7 @@ func TestCreatePayment(t *testing.T) {
 // can be used again with a corrected request.
 func TestRejectedRequestsChangeNothing(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
+	s := stacktest.New(t, stacktest.Options{})
 	long := strings.Repeat("k", idempotency.MaxKeyLength+1)
 	for _, tc := range []struct {
 		name    string
@@ -213,7 +225,7 @@ func TestRejectedRequestsChangeNothing(t *testing.T) {
 		{"ErrDescription", acme, []string{"Idempotency-Key", "k"}, `{"amount": 1, "currency": "USD", "payment_method": "pm_card_visa", "description": "` + strings.Repeat("é", 1001) + `"}`, 400, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := s.request(http.MethodPost, "/v1/payments", tc.apiKey, tc.body, tc.headers...)
+			res := s.Request(http.MethodPost, "/v1/payments", tc.apiKey, tc.body, tc.headers...)
 			if res.Status != tc.status {
 				t.Fatalf("status = %d, want %d: %s", res.Status, tc.status, res.Body)
 			}
@@ -226,17 +238,17 @@ func TestRejectedRequestsChangeNothing(t *testing.T) {
 		})
 	}
 	for _, table := range []string{"idempotency_keys", "payments", "river_job"} {
-		if n := s.count(`SELECT count(*) FROM ` + table); n != 0 {
+		if n := s.Count(`SELECT count(*) FROM ` + table); n != 0 {
 			t.Errorf("%s has %d rows after rejected requests", table, n)
 		}
 	}
 
 	// The key stayed free: the corrected request goes through.
-	s.startWorker()
-	if res := s.pay(acme, "k", visa); res.Status != http.StatusCreated || res.Header.Get("Idempotent-Replayed") != "" {
+	s.StartWorker()
+	if res := s.Pay(acme, "k", visa); res.Status != http.StatusCreated || res.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("corrected request: %d %s", res.Status, res.Body)
 	}
-	if res := s.request(http.MethodGet, "/v1/payments/pay_unknown", acme, ""); res.Status != http.StatusNotFound {
+	if res := s.Request(http.MethodGet, "/v1/payments/pay_unknown", acme, ""); res.Status != http.StatusNotFound {
 		t.Errorf("unknown payment: %d", res.Status)
 	}
 }
@@ -244,17 +256,17 @@ func TestRejectedRequestsChangeNothing(t *testing.T) {
 // TestConcurrentDuplicates sends one new key 50 times at once.
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	s := newStack(t)
-	s.startWorker()
+	s := stacktest.New(t, stacktest.Options{})
+	s.StartWorker()
 
 	const n = 50
-	responses := make([]response, n)
+	responses := make([]stacktest.Response, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			responses[i] = s.pay(acme, "race", visa)
+			responses[i] = s.Pay(acme, "race", visa)
 		})
 	}
 	close(start)
@@ -285,10 +297,10 @@ func TestConcurrentDuplicates(t *testing.T) {
 	if created == 0 {
 		t.Fatal("no request got the final response")
 	}
-	if got := s.count(`SELECT count(*) FROM payments`); got != 1 {
+	if got := s.Count(`SELECT count(*) FROM payments`); got != 1 {
 		t.Fatalf("payments = %d, want 1", got)
 	}
-	if got := s.chargesAtProcessor(decodePayment(t, final).ID); got != 1 {
+	if got := s.ChargesAtProcessor(decodePayment(t, final).ID); got != 1 {
 		t.Fatalf("processor charges = %d, want 1", got)
 	}
 }
@@ -300,8 +312,8 @@ func TestResume(t *testing.T) {
 
 	t.Run("FromStarted", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		res := s.pay(acme, "resume-started", visa, "Prefer", "respond-async")
+		s := stacktest.New(t, stacktest.Options{})
+		res := s.Pay(acme, "resume-started", visa, "Prefer", "respond-async")
 		if res.Status != http.StatusAccepted || res.Header.Get("Retry-After") == "" {
 			t.Fatalf("status = %d %v %s", res.Status, res.Header, res.Body)
 		}
@@ -309,86 +321,86 @@ func TestResume(t *testing.T) {
 		if p.Status != payments.StatusProcessing || res.Header.Get("Location") != "/v1/payments/"+p.ID {
 			t.Fatalf("202 body %s, Location %q", res.Body, res.Header.Get("Location"))
 		}
-		if point := s.recoveryPoint("ten_acme", "resume-started"); point != "started" {
+		if point := s.RecoveryPoint("ten_acme", "resume-started"); point != "started" {
 			t.Fatalf("recovery point = %q", point)
 		}
-		if n := s.count(`SELECT count(*) FROM river_job WHERE state = 'available'`); n != 1 {
+		if n := s.Count(`SELECT count(*) FROM river_job WHERE state = 'available'`); n != 1 {
 			t.Fatalf("pending jobs = %d, want 1", n)
 		}
-		if n := s.chargesAtProcessor(p.ID); n != 0 {
+		if n := s.ChargesAtProcessor(p.ID); n != 0 {
 			t.Fatalf("charged before the worker ran: %d", n)
 		}
 
-		s.startWorker()
-		final := s.pay(acme, "resume-started", visa)
+		s.StartWorker()
+		final := s.Pay(acme, "resume-started", visa)
 		if final.Status != http.StatusCreated || final.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry = %d %s", final.Status, final.Body)
 		}
-		if n := s.chargesAtProcessor(p.ID); n != 1 {
+		if n := s.ChargesAtProcessor(p.ID); n != 1 {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
 	})
 
 	t.Run("FromChargeCreated", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		res := s.pay(acme, "resume-charged", visa, "Prefer", "respond-async")
+		s := stacktest.New(t, stacktest.Options{})
+		res := s.Pay(acme, "resume-charged", visa, "Prefer", "respond-async")
 		p := decodePayment(t, res.Body)
-		if err := s.charger.CreateCharge(context.Background(), p.ID); err != nil {
+		if err := s.Charger.CreateCharge(context.Background(), p.ID); err != nil {
 			t.Fatal(err)
 		}
-		if point := s.recoveryPoint("ten_acme", "resume-charged"); point != payments.RecoveryChargeCreated {
+		if point := s.RecoveryPoint("ten_acme", "resume-charged"); point != payments.RecoveryChargeCreated {
 			t.Fatalf("recovery point = %q", point)
 		}
-		if n := s.chargesAtProcessor(p.ID); n != 1 {
+		if n := s.ChargesAtProcessor(p.ID); n != 1 {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
 		// Running the phase again finds the key past it and calls nothing.
-		if err := s.charger.CreateCharge(context.Background(), p.ID); err != nil {
+		if err := s.Charger.CreateCharge(context.Background(), p.ID); err != nil {
 			t.Fatal(err)
 		}
 
-		s.startWorker()
-		waitFor(t, "the key to finish", func() bool { return s.recoveryPoint("ten_acme", "resume-charged") == "finished" })
-		final := s.pay(acme, "resume-charged", visa)
+		s.StartWorker()
+		stacktest.WaitFor(t, "the key to finish", func() bool { return s.RecoveryPoint("ten_acme", "resume-charged") == "finished" })
+		final := s.Pay(acme, "resume-charged", visa)
 		if final.Status != http.StatusCreated || decodePayment(t, final.Body).Status != payments.StatusSucceeded {
 			t.Fatalf("retry = %d %s", final.Status, final.Body)
 		}
-		if n := s.chargesAtProcessor(p.ID); n != 1 {
+		if n := s.ChargesAtProcessor(p.ID); n != 1 {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
-		if n := s.count(`SELECT count(*) FROM river_job WHERE state = 'completed'`); n != 1 {
+		if n := s.Count(`SELECT count(*) FROM river_job WHERE state = 'completed'`); n != 1 {
 			t.Errorf("completed jobs = %d, want 1", n)
 		}
 	})
 
 	t.Run("StaleLockIsTakenOver", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t)
-		res := s.pay(acme, "stale", visa, "Prefer", "respond-async")
+		s := stacktest.New(t, stacktest.Options{})
+		res := s.Pay(acme, "stale", visa, "Prefer", "respond-async")
 		if res.Status != http.StatusAccepted {
 			t.Fatalf("status = %d", res.Status)
 		}
 		// An API process that died while waiting leaves its lock behind.
-		if _, err := s.db.Pool.Exec(context.Background(),
-			`UPDATE idempotency_keys SET locked_at = $1 WHERE key = 'stale'`, s.clock.Now()); err != nil {
+		if _, err := s.DB.Pool.Exec(context.Background(),
+			`UPDATE idempotency_keys SET locked_at = $1 WHERE key = 'stale'`, s.Clock.Now()); err != nil {
 			t.Fatal(err)
 		}
-		held := s.pay(acme, "stale", visa, "Prefer", "respond-async")
+		held := s.Pay(acme, "stale", visa, "Prefer", "respond-async")
 		if held.Status != http.StatusConflict || held.Header.Get("Retry-After") == "" {
 			t.Fatalf("while locked: %d %s", held.Status, held.Body)
 		}
 
-		s.clock.Advance(lockTimeout + time.Second)
-		s.startWorker()
-		final := s.pay(acme, "stale", visa)
+		s.Clock.Advance(stacktest.LockTimeout + time.Second)
+		s.StartWorker()
+		final := s.Pay(acme, "stale", visa)
 		if final.Status != http.StatusCreated {
 			t.Fatalf("after the lock went stale: %d %s", final.Status, final.Body)
 		}
-		if n := s.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'stale' AND locked_at IS NULL`); n != 1 {
+		if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE key = 'stale' AND locked_at IS NULL`); n != 1 {
 			t.Errorf("the taken-over lock was not released")
 		}
-		if n := s.chargesAtProcessor(decodePayment(t, final.Body).ID); n != 1 {
+		if n := s.ChargesAtProcessor(decodePayment(t, final.Body).ID); n != 1 {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
 	})

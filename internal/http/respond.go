@@ -33,6 +33,9 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 		key = waited
 	}
 	if key.Finished() {
+		if !lease.Created && s.metrics != nil {
+			s.metrics.replays.Inc()
+		}
 		writeStored(w, *key.Response, !lease.Created)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
@@ -35,12 +36,20 @@ type Server struct {
 	MaxWait     time.Duration
 	// RetryAfter is what 202, 409 and 503 responses suggest in Retry-After.
 	RetryAfter time.Duration
+	// Registry, when set, gets the API's metrics and is served on /metrics.
+	Registry *prometheus.Registry
+
+	metrics *metrics
 }
 
 // Handler returns the routed API with its middleware.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, middleware.RealIP, s.accessLog, middleware.Recoverer, echoIdempotencyKey)
+	if s.Registry != nil {
+		s.metrics = newMetrics(s.Registry)
+		r.Method(http.MethodGet, "/metrics", metricsHandler(s.Registry))
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errRouteNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errMethodNotAllowed) })
 
@@ -98,6 +107,9 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		ww.Header().Set("X-Request-Id", middleware.GetReqID(r.Context()))
 		next.ServeHTTP(ww, r)
+		if s.metrics != nil {
+			s.metrics.observe(r, ww.Status(), time.Since(start))
+		}
 		s.Logger.Info("request", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
 			"path", r.URL.Path, "status", ww.Status(), "bytes", ww.BytesWritten(), "duration", time.Since(start))
 	})

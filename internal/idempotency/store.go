@@ -271,3 +271,28 @@ func utc(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+const reapKeys = `
+DELETE FROM idempotency_keys WHERE id IN (
+	SELECT id FROM idempotency_keys
+	WHERE recovery_point = 'finished' AND expires_at < $1
+	ORDER BY expires_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED)`
+
+// Reap deletes finished keys past their expiry, batch keys per statement,
+// until none is left. Unfinished keys are never reaped, and what a key
+// created outlives it. It returns how many keys it deleted.
+func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
+	total := 0
+	for {
+		tag, err := s.DB.Exec(ctx, reapKeys, s.now(), batch)
+		if err != nil {
+			return total, fmt.Errorf("reap keys: %w", err)
+		}
+		total += int(tag.RowsAffected())
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
+}

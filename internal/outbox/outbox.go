@@ -1,29 +1,26 @@
 // Package outbox is the transactional outbox on River: jobs are inserted with
 // InsertTx in the same transaction as the business rows that need them, and
-// River's workers run them against the payments phases.
+// River's workers run them against the payments phases. It also runs the
+// periodic reconciler and key reaper, which River's leader election keeps to
+// one run at a time across worker replicas.
 package outbox
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
-
-// ChargeArgs is the job that drives a payment through its phases.
-type ChargeArgs struct {
-	PaymentID string `json:"payment_id"`
-}
-
-// Kind names the job in River's tables.
-func (ChargeArgs) Kind() string { return "charge_payment" }
 
 // Queue inserts jobs in the caller's transaction. It implements payments.JobQueue.
 type Queue struct {
@@ -43,20 +40,41 @@ func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx]
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
 }
 
-// ChargeWorker runs charge jobs.
-type ChargeWorker struct {
-	river.WorkerDefaults[ChargeArgs]
-	Charger *payments.Charger
+// Backoff is the retry policy of failed jobs: exponential from Base, capped
+// at Max, with equal jitter so that retries after an outage spread out.
+type Backoff struct {
+	Base, Max time.Duration
 }
 
-// Work runs the payment's remaining phases; the last one completes the job in
-// its own transaction. An error leaves the job to River's retries, which
-// resume from the recovery point the key reached.
-func (w *ChargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) error {
-	return w.Charger.Process(ctx, job.Args.PaymentID, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+// NextRetry implements river.ClientRetryPolicy.
+func (b Backoff) NextRetry(job *rivertype.JobRow) time.Time {
+	return time.Now().Add(b.Delay(job.Attempt))
+}
+
+// Delay is the wait after the attempt-th failed attempt: the ceiling with
+// up to half of it taken off at random.
+func (b Backoff) Delay(attempt int) time.Duration {
+	d := b.ceiling(attempt)
+	return d/2 + rand.N(d/2+1)
+}
+
+// Horizon is the longest time a job can spend between its first attempt and
+// its last: every delay at its ceiling, plus every attempt at its timeout.
+func (b Backoff) Horizon(attempts int, jobTimeout time.Duration) time.Duration {
+	total := time.Duration(attempts) * jobTimeout
+	for a := 1; a < attempts; a++ {
+		total += b.ceiling(a)
+	}
+	return total
+}
+
+// ceiling is Base doubled for each attempt after the first, capped at Max.
+func (b Backoff) ceiling(attempt int) time.Duration {
+	shift := max(attempt-1, 0)
+	if shift >= 32 || b.Base<<shift >= b.Max {
+		return b.Max
+	}
+	return b.Base << shift
 }
 
 // WorkerConfig tunes the River client that runs jobs.
@@ -65,22 +83,62 @@ type WorkerConfig struct {
 	MaxWorkers int
 	// JobTimeout bounds one attempt of a job.
 	JobTimeout time.Duration
+	// MaxAttempts is the retry budget of a charge: after it, the payment goes
+	// to the reconciler.
+	MaxAttempts int
+	// Backoff spaces the attempts.
+	Backoff Backoff
 	// FetchPollInterval is how often the queue is polled when no notification
 	// says that a job is waiting.
 	FetchPollInterval time.Duration
+	// ReconcileInterval and ReapInterval schedule the periodic jobs; zero
+	// leaves a job out.
+	ReconcileInterval time.Duration
+	ReapInterval      time.Duration
 }
 
-// NewWorker returns a River client that runs charge jobs with charger.
-func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, charger *payments.Charger) (*river.Client[pgx.Tx], error) {
+// Deps are what the jobs run against.
+type Deps struct {
+	Charger    *payments.Charger
+	Reconciler *payments.Reconciler
+	Sweeper    *Sweeper
+	Keys       *idempotency.Store
+	// ReapBatch is how many keys one delete statement reaps.
+	ReapBatch int
+	Logger    *slog.Logger
+}
+
+// NewWorker returns a River client that runs the charge jobs and the
+// periodic reconciler and reaper.
+func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps Deps) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &ChargeWorker{Charger: charger}); err != nil {
+	if err := river.AddWorkerSafely(workers, &ChargeWorker{Charger: deps.Charger, MaxAttempts: cfg.MaxAttempts}); err != nil {
 		return nil, err
+	}
+	var periodic []*river.PeriodicJob
+	if cfg.ReconcileInterval > 0 {
+		if err := river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: deps.Reconciler, Sweeper: deps.Sweeper, Logger: deps.Logger}); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	if cfg.ReapInterval > 0 {
+		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Batch: deps.ReapBatch, Logger: deps.Logger}); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReapInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:            logger,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
 		Workers:           workers,
+		PeriodicJobs:      periodic,
 		JobTimeout:        cfg.JobTimeout,
+		RetryPolicy:       cfg.Backoff,
 		FetchPollInterval: cfg.FetchPollInterval,
 	})
 }

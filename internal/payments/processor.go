@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrProcessorUnknown reports a processor call whose outcome is not known: a
@@ -15,6 +16,22 @@ type Processor interface {
 	// Charge creates a charge, or returns the one already created under
 	// req.IdempotencyKey. A decline is a definite outcome, not an error.
 	Charge(ctx context.Context, req ChargeRequest) (Charge, error)
+	// FindCharge returns the charge made under idempotencyKey. found is
+	// false only when the processor confirms no such request was executed.
+	FindCharge(ctx context.Context, idempotencyKey string) (charge Charge, found bool, err error)
+	// RecentCharges lists a page of the processor's charges made after since,
+	// oldest first, for comparing its ledger with the payments.
+	RecentCharges(ctx context.Context, since time.Time) ([]LedgerCharge, error)
+}
+
+// LedgerCharge is a charge as the processor's ledger holds it.
+type LedgerCharge struct {
+	ID             string
+	PaymentID      string
+	IdempotencyKey string
+	Succeeded      bool
+	Amount         int64
+	CreatedAt      time.Time
 }
 
 // ChargeRequest is what the charge phase sends to the processor.

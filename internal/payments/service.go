@@ -26,7 +26,14 @@ type Service struct {
 	Keys *idempotency.Store
 	Jobs JobQueue
 	Now  func() time.Time
+	// Crash, when set, is called at CrashAfterFirstPhase; the crash tests
+	// make it kill the process. It is nil in production.
+	Crash func(point string)
 }
+
+// CrashAfterFirstPhase is reached when the first phase has committed and the
+// request has not started waiting.
+const CrashAfterFirstPhase = "after_first_phase"
 
 // ResourceType names payments as the resource of an idempotency key.
 const ResourceType = "payment"
@@ -44,7 +51,7 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 	if err := np.Validate(); err != nil {
 		return idempotency.Lease{}, err
 	}
-	return s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, error) {
+	lease, err := s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, error) {
 		id := newID("pay_")
 		metadata := np.Metadata
 		if metadata == nil {
@@ -61,6 +68,10 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 		}
 		return idempotency.Resource{Type: ResourceType, ID: id}, nil
 	})
+	if err == nil && lease.Created && s.Crash != nil {
+		s.Crash(CrashAfterFirstPhase)
+	}
+	return lease, err
 }
 
 const paymentColumns = `id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -151,25 +152,42 @@ type chargeList struct {
 	Data   []charge `json:"data"`
 }
 
-// handleListCharges is GET /v1/charges?idempotency_key=K or ?payment_id=P.
-// Exactly one filter is required: the ledger is never listed whole.
+// MaxListCharges is the most charges one created_after page returns.
+const MaxListCharges = 1000
+
+// handleListCharges is GET /v1/charges?idempotency_key=K, ?payment_id=P or
+// ?created_after=RFC3339 (oldest first, at most MaxListCharges). Exactly one
+// filter is required: the ledger is never listed whole.
 func (s *Server) handleListCharges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	key, paymentID := q.Get("idempotency_key"), q.Get("payment_id")
+	key, paymentID, after := q.Get("idempotency_key"), q.Get("payment_id"), q.Get("created_after")
 	var (
 		list []charge
 		err  error
 	)
+	filters := 0
+	for _, f := range []string{key, paymentID, after} {
+		if f != "" {
+			filters++
+		}
+	}
 	switch {
-	case key != "" && paymentID != "":
-		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", "Pass idempotency_key or payment_id, not both."))
+	case filters > 1:
+		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", "Pass one of idempotency_key, payment_id or created_after."))
 		return
+	case after != "":
+		t, perr := time.Parse(time.RFC3339Nano, after)
+		if perr != nil {
+			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", "created_after must be an RFC 3339 timestamp."))
+			return
+		}
+		list, err = listChargesCreatedAfter(r.Context(), s.pool, t, MaxListCharges)
 	case key != "":
 		list, err = listChargesByKey(r.Context(), s.pool, key)
 	case paymentID != "":
 		list, err = listChargesByPayment(r.Context(), s.pool, paymentID)
 	default:
-		writeError(w, http.StatusBadRequest, invalid("parameter_missing", "Pass idempotency_key or payment_id."))
+		writeError(w, http.StatusBadRequest, invalid("parameter_missing", "Pass one of idempotency_key, payment_id or created_after."))
 		return
 	}
 	if err != nil {

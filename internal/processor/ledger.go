@@ -161,6 +161,24 @@ func listChargesByPayment(ctx context.Context, db database.DBTX, paymentID strin
 	return collectCharges(rows)
 }
 
+const listChargesCreatedAfterSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE created_at > $1
+ORDER BY created_at, id
+LIMIT $2`
+
+// listChargesCreatedAfter returns up to limit charges made after t, oldest
+// first: the window a reconciler compares with its own records.
+func listChargesCreatedAfter(ctx context.Context, db database.DBTX, t time.Time, limit int) ([]charge, error) {
+	rows, err := db.Query(ctx, listChargesCreatedAfterSQL, t, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list charges created after: %w", err)
+	}
+	return collectCharges(rows)
+}
+
 // collectCharges scans rows into a non-nil slice, so that an empty list is
 // encoded as [] rather than null.
 func collectCharges(rows pgx.Rows) ([]charge, error) {

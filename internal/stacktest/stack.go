@@ -1,0 +1,302 @@
+// Package stacktest runs the whole service inside one test: its own
+// database, the fake processor and the API on real HTTP servers, and a River
+// worker started on demand. Tests of several packages share it.
+package stacktest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/gateway"
+	httpapi "github.com/example/payments/internal/http"
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/tenants"
+	"github.com/example/payments/internal/testdb"
+)
+
+// The demo tenants' API keys and ids.
+const (
+	Acme       = "sk_test_acme"
+	Globex     = "sk_test_globex"
+	AcmeID     = "ten_acme"
+	LockTimeout = time.Minute
+)
+
+// Clock is a test clock that moves only when told to.
+type Clock struct{ offset atomic.Int64 }
+
+// Now is the wall clock plus every Advance so far.
+func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// Options tune a stack; the zero value is a healthy service.
+type Options struct {
+	// Chaos is passed to the processor.
+	Chaos processor.Chaos
+	// MaxAttempts is the charge job's retry budget (default 3).
+	MaxAttempts int
+	// ChargeDeadline bounds how long a payment may be charged (default 1h).
+	ChargeDeadline time.Duration
+	// ProcessorTimeout is the gateway's timeout (default 5s).
+	ProcessorTimeout time.Duration
+	// DBProxy puts a Proxy between the API and Postgres (Stack.Proxy).
+	DBProxy bool
+}
+
+// Stack is the service under test.
+type Stack struct {
+	T          *testing.T
+	DB         *testdb.DB
+	Clock      *Clock
+	API        *httptest.Server
+	Processor  *httptest.Server
+	Gateway    *gateway.Client
+	Keys       *idempotency.Store
+	Charger    *payments.Charger
+	Reconciler *payments.Reconciler
+	Sweeper    *outbox.Sweeper
+	// Proxy stands between the API and Postgres when Options.DBProxy is set.
+	Proxy *Proxy
+	// Discrepancies counts what the reconciler reported, by kind.
+	Discrepancies sync.Map
+
+	opts      Options
+	logger    *slog.Logger
+	client    *http.Client
+	down      atomic.Bool
+	startOnce sync.Once
+}
+
+// New starts a stack for t; everything stops when t ends.
+func New(t *testing.T, opts Options) *Stack {
+	t.Helper()
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 3
+	}
+	if opts.ChargeDeadline == 0 {
+		opts.ChargeDeadline = time.Hour
+	}
+	if opts.ProcessorTimeout == 0 {
+		opts.ProcessorTimeout = 5 * time.Second
+	}
+	ctx := context.Background()
+	db := testdb.New(t)
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := &Stack{T: t, DB: db, Clock: &Clock{}, opts: opts, logger: logger, client: &http.Client{Timeout: 30 * time.Second}}
+	t.Cleanup(s.client.CloseIdleConnections)
+
+	proc, err := processor.New(db.Pool, logger, processor.Config{Chaos: opts.Chaos, TimeoutHang: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Processor = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.down.Load() {
+			panic(http.ErrAbortHandler) // an outage: the connection drops unanswered
+		}
+		proc.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Processor.Close)
+	t.Cleanup(proc.Close)
+
+	// The API may reach Postgres through a proxy; the worker side never does.
+	apiPool := db.Pool
+	if opts.DBProxy {
+		u, err := url.Parse(db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Proxy = NewProxy(t, u.Host)
+		u.Host = s.Proxy.Addr()
+		if apiPool, err = database.Connect(ctx, u.String()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(apiPool.Close)
+	}
+	inserter, err := outbox.NewInserter(apiPool, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener := idempotency.NewListener(apiPool, logger)
+	listenCtx, stopListening := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { listener.Run(listenCtx) })
+	t.Cleanup(wg.Wait)
+	t.Cleanup(stopListening)
+
+	apiKeys := &idempotency.Store{DB: apiPool, Now: s.Clock.Now, LockTimeout: LockTimeout,
+		Notifications: listener, PollInterval: 200 * time.Millisecond}
+	api := &httpapi.Server{
+		Tenants:     &tenants.Store{DB: apiPool},
+		Payments:    &payments.Service{DB: apiPool, Keys: apiKeys, Jobs: outbox.Queue{Client: inserter}, Now: s.Clock.Now},
+		Keys:        apiKeys,
+		Logger:      logger,
+		Ready:       apiPool.Ping,
+		Registry:    prometheus.NewRegistry(),
+		DefaultWait: 10 * time.Second,
+		MaxWait:     20 * time.Second,
+		RetryAfter:  time.Second,
+	}
+	s.API = httptest.NewServer(api.Handler())
+	t.Cleanup(s.API.Close)
+
+	s.Keys = &idempotency.Store{DB: db.Pool, Now: s.Clock.Now, LockTimeout: LockTimeout, Retention: 24 * time.Hour}
+	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
+	s.Charger = &payments.Charger{DB: db.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.PaymentResponse,
+		Now: s.Clock.Now, ChargeDeadline: opts.ChargeDeadline}
+	s.Reconciler = &payments.Reconciler{Charger: s.Charger, Logger: logger, Window: time.Hour, Grace: time.Minute, BatchSize: 100,
+		OnDiscrepancy: func(kind string) {
+			n, _ := s.Discrepancies.LoadOrStore(kind, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}}
+	s.Sweeper = &outbox.Sweeper{DB: db.Pool, Now: s.Clock.Now, StuckAfter: time.Minute}
+	return s
+}
+
+// StartWorker starts a River worker that runs charge jobs until the test
+// ends. Retries are fast; the periodic jobs are left to the tests to run.
+func (s *Stack) StartWorker() {
+	s.startOnce.Do(func() {
+		worker, err := outbox.NewWorker(s.DB.Pool, s.logger, outbox.WorkerConfig{
+			MaxWorkers:        10,
+			JobTimeout:        30 * time.Second,
+			MaxAttempts:       s.opts.MaxAttempts,
+			Backoff:           outbox.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+			FetchPollInterval: 100 * time.Millisecond,
+		}, outbox.Deps{Charger: s.Charger})
+		if err != nil {
+			s.T.Fatal(err)
+		}
+		if err := worker.Start(context.Background()); err != nil {
+			s.T.Fatal(err)
+		}
+		s.T.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := worker.Stop(ctx); err != nil {
+				s.T.Errorf("stop worker: %v", err)
+			}
+		})
+	})
+}
+
+// ProcessorDown makes every processor call drop its connection unanswered,
+// or, with false, brings the processor back.
+func (s *Stack) ProcessorDown(down bool) { s.down.Store(down) }
+
+// Response is what the API answered.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Request sends one request to the API. headers are name, value pairs.
+func (s *Stack) Request(method, path, apiKey, body string, headers ...string) Response {
+	s.T.Helper()
+	req, err := http.NewRequest(method, s.API.URL+path, bytes.NewBufferString(body))
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := s.client.Do(req)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	return Response{Status: res.StatusCode, Header: res.Header, Body: b}
+}
+
+// Pay posts a payment under key.
+func (s *Stack) Pay(apiKey, key, body string, headers ...string) Response {
+	s.T.Helper()
+	return s.Request(http.MethodPost, "/v1/payments", apiKey, body, append([]string{"Idempotency-Key", key}, headers...)...)
+}
+
+// Count runs a counting query.
+func (s *Stack) Count(sql string, args ...any) int {
+	s.T.Helper()
+	var n int
+	if err := s.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		s.T.Fatal(err)
+	}
+	return n
+}
+
+// ChargesAtProcessor counts the processor's charges for a payment, asked
+// over HTTP both by payment and by downstream key.
+func (s *Stack) ChargesAtProcessor(paymentID string) int {
+	s.T.Helper()
+	list, err := s.Gateway.ChargesByPayment(context.Background(), paymentID)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	byKey, err := s.Gateway.ChargesByIdempotencyKey(context.Background(), payments.DownstreamKey(paymentID))
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	if len(list) != len(byKey) {
+		s.T.Fatalf("payment %s: %d charges by payment, %d by downstream key", paymentID, len(list), len(byKey))
+	}
+	return len(list)
+}
+
+// RecoveryPoint reads a key's recovery point; "" when there is no such key.
+func (s *Stack) RecoveryPoint(tenantID, key string) string {
+	s.T.Helper()
+	var point string
+	err := s.DB.Pool.QueryRow(context.Background(),
+		`SELECT recovery_point FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`, tenantID, key).Scan(&point)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ""
+	}
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	return point
+}
+
+// WaitFor polls cond until it holds or the deadline passes.
+func WaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
