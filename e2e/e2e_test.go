@@ -16,7 +16,7 @@ import (
 // with SIGTERM and expects each to exit cleanly.
 func TestWalkthrough(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, testdb.NewEmpty(t))
+	s := startStack(t, testdb.NewEmpty(t), nil, nil)
 
 	body := `{"amount": 1999, "currency": "USD", "payment_method": "pm_card_visa", "description": "T-shirt"}`
 	status, header, first := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "e2e-order-1", body)

@@ -90,7 +90,7 @@ func start(t *testing.T, name string, env []string, args ...string) *process {
 	t.Cleanup(func() {
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		if t.Failed() {
+		if t.Failed() || os.Getenv("E2E_LOGS") != "" {
 			t.Logf("--- %s output ---\n%s", name, p.out.String())
 		}
 	})
@@ -167,30 +167,67 @@ func waitHealthy(t *testing.T, url string, p *process) {
 
 // stack is the three binaries running against one database.
 type stack struct {
+	t                      *testing.T
+	db                     string
 	api, worker, processor *process
+	apiAddr, procAddr      string
 	apiURL, processorURL   string
 }
 
+// Fast settings for the worker, so that retries, sweeps and reconciliation
+// happen within a test's patience.
+var fastWorker = []string{
+	"WORKER_POLL_INTERVAL=100ms", "PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT=2s", "RETRY_BASE_DELAY=100ms",
+	"RETRY_MAX_DELAY=500ms", "RECONCILE_INTERVAL=500ms", "RECONCILE_STUCK_AFTER=3s", "METRICS_ADDR=127.0.0.1:0",
+}
+
 // startStack migrates and seeds databaseURL with the api binary's commands,
-// then starts the processor, the worker and the API on free ports.
-func startStack(t *testing.T, databaseURL string) *stack {
+// then starts the processor, the worker and the API on free ports. apiEnv
+// and workerEnv are added to each one's environment.
+func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string) *stack {
 	t.Helper()
 	db := "DATABASE_URL=" + databaseURL
 	run(t, "api", []string{db}, "migrate")
 	run(t, "api", []string{db, "APP_ENV=development"}, "seed")
 
-	procAddr, apiAddr := freeAddr(t), freeAddr(t)
-	s := &stack{apiURL: "http://" + apiAddr, processorURL: "http://" + procAddr}
-	s.processor = start(t, "processor", []string{db, "PROCESSOR_ADDR=" + procAddr})
+	s := &stack{t: t, db: db, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
+	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
+	s.processor = start(t, "processor", []string{db, "PROCESSOR_ADDR=" + s.procAddr})
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
-	s.worker = start(t, "worker", []string{db, "PROCESSOR_URL=" + s.processorURL, "WORKER_POLL_INTERVAL=200ms"})
-	s.api = start(t, "api", []string{db, "API_ADDR=" + apiAddr})
-	waitHealthy(t, s.apiURL+"/readyz", s.api)
+	s.startWorker(workerEnv...)
+	s.startAPI(apiEnv...)
 	return s
 }
 
-// do sends a request to base+path and returns status, headers and body.
-func do(t *testing.T, method, url, apiKey, idemKey, body string) (int, http.Header, []byte) {
+// startWorker starts (or restarts) the worker.
+func (s *stack) startWorker(env ...string) {
+	s.worker = start(s.t, "worker", append([]string{s.db, "PROCESSOR_URL=" + s.processorURL}, append(fastWorker, env...)...))
+}
+
+// startAPI starts (or restarts) the API and waits until it is ready.
+func (s *stack) startAPI(env ...string) {
+	s.api = start(s.t, "api", append([]string{s.db, "API_ADDR=" + s.apiAddr}, env...))
+	waitHealthy(s.t, s.apiURL+"/readyz", s.api)
+}
+
+// killed waits until p has died of SIGKILL, as a crash point does.
+func (p *process) killed(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err
+		ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("%s ended with %v, not SIGKILL\n%s", p.name, err, p.out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not reach its crash point\n%s", p.name, p.out.String())
+	}
+}
+
+// do sends a request to url and returns status, headers and body. A
+// request whose connection dies unanswered gives status 0.
+func do(t *testing.T, method, url, apiKey, idemKey, body string, headers ...string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
 	if err != nil {
@@ -203,16 +240,19 @@ func do(t *testing.T, method, url, apiKey, idemKey, body string) (int, http.Head
 	if idemKey != "" {
 		req.Header.Set("Idempotency-Key", idemKey)
 	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 	res, err := client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, []byte(err.Error())
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, []byte(err.Error())
 	}
 	return res.StatusCode, res.Header, b
 }

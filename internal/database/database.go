@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 
@@ -87,7 +88,10 @@ func IsUnavailable(err error) bool {
 		pgErr      *pgconn.PgError
 	)
 	switch {
-	case errors.As(err, &connectErr), errors.As(err, &netErr):
+	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.SafeToRetry(err),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		// Refused, reset or cut connections, and pgx's own word that the
+		// statement was never sent.
 		return true
 	case errors.As(err, &pgErr):
 		// admin_shutdown, cannot_connect_now and the connection_exception class.

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/testdb"
+)
+
+const crashBody = `{"amount": 4200, "currency": "USD", "payment_method": "pm_card_visa"}`
+
+// TestCrashPoints kills a real process at each crash point with SIGKILL,
+// restarts it without the crash point, and proves that the payment ends
+// succeeded with exactly one processor charge and a replayable response.
+func TestCrashPoints(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		process string // which process crashes
+		point   string
+	}{
+		{"APIAfterFirstPhase", "api", "after_first_phase"},
+		{"WorkerAfterProcessorResponse", "worker", "after_processor_response"},
+		{"WorkerAfterChargeCreated", "worker", "after_charge_created"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			crash := []string{"APP_ENV=test", "CRASH_POINT=" + tc.point}
+			// A short lock timeout lets a retry take over the dead API's lock.
+			restartEnv := []string{"IDEMPOTENCY_LOCK_TIMEOUT=2s", "IDEMPOTENCY_MAX_WAIT=1s", "IDEMPOTENCY_DEFAULT_WAIT=1s"}
+			apiEnv, workerEnv := restartEnv, []string(nil)
+			if tc.process == "api" {
+				apiEnv = append(append([]string{}, restartEnv...), crash...)
+			} else {
+				workerEnv = crash
+			}
+			s := startStack(t, testdb.New(t).URL, apiEnv, workerEnv)
+
+			status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "crash-1", crashBody)
+			if tc.process == "api" {
+				if status != 0 {
+					t.Fatalf("the API answered %d %s instead of dying", status, body)
+				}
+				s.api.killed(t)
+				s.startAPI(restartEnv...)
+			} else {
+				if status != http.StatusAccepted {
+					t.Fatalf("with the worker dying: %d %s", status, body)
+				}
+				s.worker.killed(t)
+				s.startWorker()
+			}
+
+			// Retry as a client would until the final answer.
+			var final []byte
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				status, header, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "crash-1", crashBody)
+				if status == http.StatusCreated {
+					final = body
+					break
+				}
+				if status != http.StatusAccepted && status != http.StatusConflict {
+					t.Fatalf("retry: %d %v %s", status, header, body)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no final response in time; last %d %s", status, body)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+
+			var p struct{ ID, Status string }
+			if err := json.Unmarshal(final, &p); err != nil || p.Status != "succeeded" {
+				t.Fatalf("final payment %s: %v", final, err)
+			}
+			status, header, replay := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "crash-1", crashBody)
+			if status != http.StatusCreated || !bytes.Equal(replay, final) || header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("replay: %d %s", status, replay)
+			}
+			_, _, charges := do(t, http.MethodGet, s.processorURL+"/v1/charges?payment_id="+p.ID, "", "", "")
+			var list struct{ Data []json.RawMessage }
+			if err := json.Unmarshal(charges, &list); err != nil || len(list.Data) != 1 {
+				t.Fatalf("processor charges for %s: %s", p.ID, charges)
+			}
+		})
+	}
+}
