@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"

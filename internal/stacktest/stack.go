@@ -33,9 +33,9 @@ import (
 
 // The demo tenants' API keys and ids.
 const (
-	Acme       = "sk_test_acme"
-	Globex     = "sk_test_globex"
-	AcmeID     = "ten_acme"
+	Acme        = "sk_test_acme"
+	Globex      = "sk_test_globex"
+	AcmeID      = "ten_acme"
 	LockTimeout = time.Minute
 )
 
