@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -49,18 +50,6 @@ func (l *logLines) find(msg string) (map[string]any, bool) {
 	return nil, false
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestRun starts the real program on a free port, charges through it, and
 // shuts it down while a pm_card_timeout request is held. run reads the
 // process environment, so this test sets it and cannot run in parallel.
@@ -81,7 +70,7 @@ func TestRun(t *testing.T) {
 	go func() { done <- run(ctx, nil, logs) }()
 
 	var base string
-	waitFor(t, "the listening log line", func() bool {
+	testwait.For(t, "the listening log line", func() bool {
 		line, ok := logs.find("listening")
 		if ok {
 			base = "http://" + line["addr"].(string)
@@ -119,7 +108,7 @@ func TestRun(t *testing.T) {
 		resp.Body.Close()
 		held <- resp.StatusCode
 	}()
-	waitFor(t, "the held charge", func() bool {
+	testwait.For(t, "the held charge", func() bool {
 		var n int
 		err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM processor.charges WHERE idempotency_key = 'held'`).Scan(&n)
 		return err == nil && n == 1

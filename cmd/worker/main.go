@@ -127,6 +127,9 @@ func run(ctx context.Context, stdout io.Writer) error {
 		Help: "Processor charges that the payments do not account for, by kind.",
 	}, []string{"kind"})
 	registry.MustRegister(discrepancies)
+	for _, kind := range []string{payments.DiscrepancyUnknownCharge, payments.DiscrepancyDuplicateCharge, payments.DiscrepancyChargedAfterFailure} {
+		discrepancies.WithLabelValues(kind) // exported at 0 from the start, so alerts see the series
+	}
 
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
 	keys := &idempotency.Store{DB: pool, Now: time.Now, Retention: cfg.KeyRetention}

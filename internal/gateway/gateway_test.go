@@ -15,6 +15,7 @@ import (
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/processor"
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -44,18 +45,6 @@ func chargeReq(key, method string) payments.ChargeRequest {
 		Currency:       "USD",
 		PaymentMethod:  method,
 		Description:    "gateway test",
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -168,7 +157,7 @@ func TestChargeTimeout(t *testing.T) {
 	// The caller could not know, but the processor charged exactly once.
 	client := gateway.New(url, 5*time.Second)
 	var list []gateway.ChargeObject
-	waitFor(t, "the charge", func() bool {
+	testwait.For(t, "the charge", func() bool {
 		list, err = client.ChargesByIdempotencyKey(ctx, req.IdempotencyKey)
 		return err == nil && len(list) > 0
 	})

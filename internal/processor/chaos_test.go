@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/testwait"
 )
 
 const visaBody = `{"amount":900,"currency":"USD","payment_method":"pm_card_visa"}`
@@ -25,7 +26,7 @@ func TestTimeoutToken(t *testing.T) {
 			t.Fatalf("got an answer: %d %s", resp.status, resp.body)
 		}
 		// The charge commits whether or not the caller is still there.
-		waitFor(t, "the charge", func() bool { return e.chargesUnder("timeout") == 1 })
+		testwait.For(t, "the charge", func() bool { return e.chargesUnder("timeout") == 1 })
 
 		retry := e.post("/v1/charges", "timeout", body)
 		if retry.status != http.StatusOK || retry.header.Get("Idempotent-Replayed") != "true" {
@@ -61,7 +62,7 @@ func TestTimeoutToken(t *testing.T) {
 			}
 			done <- resp
 		}()
-		waitFor(t, "the charge", func() bool { return e.chargesUnder("released") == 1 })
+		testwait.For(t, "the charge", func() bool { return e.chargesUnder("released") == 1 })
 		e.proc.Close()
 		if resp := <-done; resp.status != http.StatusOK {
 			t.Errorf("status = %d: %s", resp.status, resp.body)

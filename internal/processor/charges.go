@@ -74,22 +74,6 @@ func isCurrency(s string) bool {
 	return true
 }
 
-// handleCreateCharge is POST /v1/charges.
-func (s *Server) handleCreateCharge(w http.ResponseWriter, r *http.Request) {
-	var p chargeParams
-	if err := decodeBody(w, r, &p); err != nil {
-		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
-		return
-	}
-	if err := p.validate(); err != nil {
-		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
-		return
-	}
-	s.idempotent(w, r, p, func(ctx context.Context, tx pgx.Tx, key string) (outcome, error) {
-		return s.createCharge(ctx, tx, key, p)
-	})
-}
-
 // createCharge decides the outcome of a charge from its payment method and
 // records it in tx.
 func (s *Server) createCharge(ctx context.Context, tx pgx.Tx, key string, p chargeParams) (outcome, error) {

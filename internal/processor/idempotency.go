@@ -37,6 +37,31 @@ type outcome struct {
 // key. An outcome of 5xx, or an error, rolls everything back.
 type execFunc func(ctx context.Context, tx pgx.Tx, key string) (outcome, error)
 
+// params is a pointer to a POST body that can check (and normalise) itself.
+type params[P any] interface {
+	*P
+	validate() error
+}
+
+// handleCreate returns the handler of an idempotent POST: decode and
+// validate the body into P, then run create under the request's key.
+func handleCreate[P any, PP params[P]](s *Server, create func(ctx context.Context, tx pgx.Tx, key string, p P) (outcome, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var p P
+		if err := decodeBody(w, r, &p); err != nil {
+			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
+			return
+		}
+		if err := PP(&p).validate(); err != nil {
+			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
+			return
+		}
+		s.idempotent(w, r, p, func(ctx context.Context, tx pgx.Tx, key string) (outcome, error) {
+			return create(ctx, tx, key, p)
+		})
+	}
+}
+
 // idempotent runs exec at most once per Idempotency-Key and answers with its
 // outcome, or with the stored outcome of an earlier request with the same key
 // and the same params. params must be the validated, normalised request, so

@@ -123,18 +123,6 @@ func (e *env) keyRows(key string) int {
 	return e.count(`SELECT count(*) FROM processor.idempotency_keys WHERE key = $1`, key)
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // chargeJSON is the charge object as tests read it.
 type chargeJSON struct {
 	ID             string  `json:"id"`

@@ -86,10 +86,10 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.latency)
-		r.Post("/charges", s.handleCreateCharge)
+		r.Post("/charges", handleCreate(s, s.createCharge))
 		r.Get("/charges", s.handleListCharges)
 		r.Get("/charges/{id}", s.handleGetCharge)
-		r.Post("/refunds", s.handleCreateRefund)
+		r.Post("/refunds", handleCreate(s, s.createRefund))
 	})
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: typeInvalidRequest, Code: "resource_missing", Message: "Unrecognized request URL."})

@@ -27,22 +27,6 @@ func (p refundParams) validate() error {
 	return nil
 }
 
-// handleCreateRefund is POST /v1/refunds.
-func (s *Server) handleCreateRefund(w http.ResponseWriter, r *http.Request) {
-	var p refundParams
-	if err := decodeBody(w, r, &p); err != nil {
-		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
-		return
-	}
-	if err := p.validate(); err != nil {
-		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
-		return
-	}
-	s.idempotent(w, r, p, func(ctx context.Context, tx pgx.Tx, key string) (outcome, error) {
-		return s.createRefund(ctx, tx, key, p)
-	})
-}
-
 // createRefund refunds part or all of what is left of a succeeded charge.
 // Its 4xx answers are definite and stored under the key like a success.
 func (s *Server) createRefund(ctx context.Context, tx pgx.Tx, key string, p refundParams) (outcome, error) {

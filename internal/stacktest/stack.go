@@ -29,6 +29,7 @@ import (
 	"github.com/example/payments/internal/processor"
 	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testwait"
 )
 
 // The demo tenants' API keys and ids.
@@ -292,11 +293,5 @@ func (s *Stack) RecoveryPoint(tenantID, key string) string {
 // WaitFor polls cond until it holds or the deadline passes.
 func WaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, what, cond)
 }
