@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	var cfg config
+	if err := envconfig.Process("payments_api_test_unset", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
+	}
+	short := cfg
+	short.LockTimeout = cfg.MaxWait - time.Second
+	if err := short.validate(); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_LOCK_TIMEOUT") {
+		t.Fatalf("a lock timeout under the longest wait: %v", err)
+	}
+	long := cfg
+	long.DefaultWait = cfg.MaxWait + time.Second
+	if err := long.validate(); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_DEFAULT_WAIT") {
+		t.Fatalf("a default wait over the maximum: %v", err)
+	}
+}
