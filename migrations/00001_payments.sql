@@ -66,6 +66,22 @@ CREATE TABLE payments (
 CREATE INDEX payments_tenant_created ON payments (tenant_id, created_at DESC, id DESC);
 CREATE INDEX payments_to_reconcile ON payments (reconcile_since) WHERE reconcile_since IS NOT NULL;
 
+CREATE TABLE refunds (
+    id                  text PRIMARY KEY,
+    tenant_id           text NOT NULL REFERENCES tenants (id),
+    payment_id          text NOT NULL REFERENCES payments (id),
+    idempotency_key_id  bigint UNIQUE REFERENCES idempotency_keys (id) ON DELETE SET NULL,
+    amount              bigint NOT NULL CHECK (amount BETWEEN 1 AND 99999999),
+    reason              text CHECK (reason IN ('duplicate', 'fraudulent', 'requested_by_customer')),
+    status              text NOT NULL CHECK (status IN ('processing', 'succeeded', 'failed')),
+    failure_code        text,
+    processor_refund_id text,
+    created_at          timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL
+);
+
+CREATE INDEX refunds_payment ON refunds (payment_id);
+
 -- Immutable events staged by the phase that finishes an operation.
 CREATE TABLE events (
     id          text PRIMARY KEY,
@@ -80,6 +96,7 @@ CREATE INDEX events_tenant_created ON events (tenant_id, created_at DESC, id DES
 
 -- +goose Down
 DROP TABLE events;
+DROP TABLE refunds;
 DROP TABLE payments;
 DROP TABLE idempotency_keys;
 DROP TABLE api_keys;

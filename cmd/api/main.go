@@ -138,7 +138,7 @@ func serveAPI(ctx context.Context, cfg config, logger *slog.Logger) error {
 	keys := &idempotency.Store{DB: pool, Now: time.Now, LockTimeout: cfg.LockTimeout, Notifications: listener}
 	api := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: pool},
-		Payments:    &payments.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Now: time.Now, Crash: crashAt},
+		Payments:    &payments.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}, Now: time.Now, Crash: crashAt},
 		Keys:        keys,
 		Logger:      logger,
 		Ready:       pool.Ping,

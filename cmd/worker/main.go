@@ -134,7 +134,7 @@ func run(ctx context.Context, stdout io.Writer) error {
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
 	keys := &idempotency.Store{DB: pool, Now: time.Now, Retention: cfg.KeyRetention}
 	charger := &payments.Charger{
-		DB: pool, Keys: keys, Processor: gw, Render: httpapi.PaymentResponse, Now: time.Now,
+		DB: pool, Keys: keys, Processor: gw, Render: httpapi.Renderer{}, Now: time.Now,
 		ChargeDeadline: cfg.ChargeDeadline, Crash: crashAt,
 	}
 	client, err := outbox.NewWorker(pool, riverLogger, outbox.WorkerConfig{
@@ -146,7 +146,8 @@ func run(ctx context.Context, stdout io.Writer) error {
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{
-		Charger: charger,
+		Charger:  charger,
+		Refunder: &payments.Refunder{DB: pool, Keys: keys, Processor: gw, Render: httpapi.Renderer{}, Now: time.Now},
 		Reconciler: &payments.Reconciler{
 			Charger: charger, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 			BatchSize: cfg.ReconcileBatch, OnDiscrepancy: func(kind string) { discrepancies.WithLabelValues(kind).Inc() },

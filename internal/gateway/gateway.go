@@ -135,6 +135,44 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (paymen
 	return payments.Charge{}, fmt.Errorf("charge: %w", classify(status, resp))
 }
 
+// refundRequest is the body of POST /v1/refunds.
+type refundRequest struct {
+	Charge string `json:"charge"`
+	Amount int64  `json:"amount"`
+}
+
+// Refund refunds part of a charge under req.IdempotencyKey, or returns the
+// refund the processor already made under it. It implements
+// payments.Processor: a 4xx refusal (amount too large, charge not
+// refundable) is a definite failed refund; a timeout, connection error or
+// 5xx wraps payments.ErrProcessorUnknown.
+func (c *Client) Refund(ctx context.Context, req payments.RefundRequest) (payments.ProcessorRefund, error) {
+	if req.IdempotencyKey == "" {
+		return payments.ProcessorRefund{}, errors.New("refund: idempotency key is required")
+	}
+	body, err := json.Marshal(refundRequest{Charge: req.ChargeID, Amount: req.Amount})
+	if err != nil {
+		return payments.ProcessorRefund{}, fmt.Errorf("refund: encode: %w", err)
+	}
+	status, resp, err := c.do(ctx, http.MethodPost, "/v1/refunds", req.IdempotencyKey, body)
+	if err != nil {
+		return payments.ProcessorRefund{}, fmt.Errorf("refund: %w", err)
+	}
+	if status == http.StatusOK {
+		var ref struct{ ID, Status string }
+		if err := json.Unmarshal(resp, &ref); err != nil || ref.ID == "" {
+			return payments.ProcessorRefund{}, fmt.Errorf("refund: %w: unreadable 200 answer: %v", payments.ErrProcessorUnknown, err)
+		}
+		return payments.ProcessorRefund{ID: ref.ID, Succeeded: ref.Status == "succeeded"}, nil
+	}
+	err = classify(status, resp)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && !errors.Is(err, payments.ErrProcessorUnknown) && apiErr.Type == "invalid_request_error" && status != http.StatusNotFound {
+		return payments.ProcessorRefund{FailureCode: apiErr.Code}, nil
+	}
+	return payments.ProcessorRefund{}, fmt.Errorf("refund: %w", err)
+}
+
 // ChargesByIdempotencyKey lists the charges the processor made under key:
 // none when it never executed a request with that key.
 func (c *Client) ChargesByIdempotencyKey(ctx context.Context, key string) ([]ChargeObject, error) {

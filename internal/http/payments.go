@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
 
@@ -87,29 +86,3 @@ func listLimit(r *http.Request) (int, error) {
 }
 
 func paymentLocation(id string) string { return "/v1/payments/" + id }
-
-// PaymentResponse is the final response of a payment, stored on its key by
-// the phase that finishes it: 201 with the payment when it succeeded, else a
-// 402 problem (502 when the processor could not charge) carrying the payment.
-func PaymentResponse(p payments.Payment) idempotency.Response {
-	header := map[string]string{"Location": paymentLocation(p.ID)}
-	if p.Status == payments.StatusSucceeded {
-		header["Content-Type"] = "application/json"
-		return idempotency.Response{Status: http.StatusCreated, Header: header, Body: encode(p)}
-	}
-	code, detail := "payment_failed", "The payment failed."
-	if p.FailureCode != nil {
-		code = *p.FailureCode
-	}
-	if p.FailureMessage != nil {
-		detail = *p.FailureMessage
-	}
-	status, title := http.StatusPaymentRequired, "Payment declined"
-	if code == payments.FailureProcessorError {
-		status, title = http.StatusBadGateway, "Processor error"
-	}
-	problem := newProblem(status, code, title, detail)
-	problem.Payment = &p
-	header["Content-Type"] = "application/problem+json"
-	return idempotency.Response{Status: status, Header: header, Body: encode(problem)}
-}

@@ -28,6 +28,7 @@ type Problem struct {
 	Code    string                `json:"code"`
 	Errors  []payments.FieldError `json:"errors,omitempty"`
 	Payment *payments.Payment     `json:"payment,omitempty"`
+	Refund  *payments.Refund      `json:"refund,omitempty"`
 }
 
 func newProblem(status int, code, title, detail string) Problem {
@@ -69,15 +70,19 @@ var errorTable = []struct {
 		"This Idempotency-Key was first used with a different method, path or body. Use a new key for a new request."},
 	{idempotency.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such idempotency key."},
 	{payments.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such payment."},
+	{payments.ErrRefundNotFound, http.StatusNotFound, "not_found", "Not found", "No such refund."},
+	{payments.ErrEventNotFound, http.StatusNotFound, "not_found", "Not found", "No such event."},
+	{payments.ErrNotRefundable, http.StatusConflict, "payment_not_refundable", "Payment not refundable", ""},
+	{payments.ErrRefundExceedsPayment, http.StatusBadRequest, "refund_exceeds_payment", "Refund exceeds payment", ""},
 	{errRouteNotFound, http.StatusNotFound, "not_found", "Not found", ""},
 	{errMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", ""},
 	{errTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large", ""},
 	{errMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
 }
 
-// writeError answers with the problem err maps to. An error it does not know
-// becomes a generic 500, logged with the request id; nothing internal leaks.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+// problemFor maps err to its problem: a validation error, an invalid body,
+// or an entry of errorTable. It reports false for an error it does not know.
+func problemFor(err error) (Problem, bool) {
 	var (
 		validation *payments.ValidationError
 		invalid    *invalidRequestError
@@ -86,41 +91,51 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &validation):
 		p := newProblem(http.StatusBadRequest, "invalid_request", "Invalid request", "The request body has invalid fields.")
 		p.Errors = validation.Fields
-		writeProblem(w, p)
-		return
+		return p, true
 	case errors.As(err, &invalid):
-		writeProblem(w, newProblem(http.StatusBadRequest, "invalid_request", "Invalid request", invalid.detail))
-		return
+		return newProblem(http.StatusBadRequest, "invalid_request", "Invalid request", invalid.detail), true
+	}
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			detail := e.detail
+			if detail == "" {
+				detail = upperFirst(err.Error()) + "."
+			}
+			return newProblem(e.status, e.code, e.title, detail), true
+		}
+	}
+	return Problem{}, false
+}
+
+// writeError answers with the problem err maps to. An unreachable database
+// is 503 with Retry-After: nothing was executed. An error it does not know
+// becomes a generic 500, logged with the request id; nothing internal leaks.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return // the client went away; there is no one to answer
 	case database.IsUnavailable(err):
 		s.Logger.Warn("database unavailable", "request_id", middleware.GetReqID(r.Context()), "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 		writeProblem(w, newProblem(http.StatusServiceUnavailable, "service_unavailable", "Service unavailable",
 			"The database cannot be reached; nothing was executed. Retry with the same Idempotency-Key."))
 		return
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
-		// The client went away; there is no one to answer.
+	}
+	p, ok := problemFor(err)
+	if !ok {
+		s.Logger.Error("internal error", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
+			"path", r.URL.Path, "err", err)
+		writeProblem(w, newProblem(http.StatusInternalServerError, "internal_error", "Internal server error",
+			"An unexpected error occurred. It has been logged with the request id "+middleware.GetReqID(r.Context())+"."))
 		return
 	}
-	for _, e := range errorTable {
-		if errors.Is(err, e.err) {
-			if e.status == http.StatusConflict {
-				w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
-			}
-			if e.status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="payments"`)
-			}
-			detail := e.detail
-			if detail == "" {
-				detail = upperFirst(err.Error()) + "."
-			}
-			writeProblem(w, newProblem(e.status, e.code, e.title, detail))
-			return
-		}
+	if errors.Is(err, idempotency.ErrKeyInUse) {
+		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 	}
-	s.Logger.Error("internal error", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
-		"path", r.URL.Path, "err", err)
-	writeProblem(w, newProblem(http.StatusInternalServerError, "internal_error", "Internal server error",
-		"An unexpected error occurred. It has been logged with the request id "+middleware.GetReqID(r.Context())+"."))
+	if p.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="payments"`)
+	}
+	writeProblem(w, p)
 }
 
 func upperFirst(s string) string {

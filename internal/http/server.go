@@ -60,6 +60,9 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/payments", s.createPayment)
 		r.Get("/payments", s.listPayments)
 		r.Get("/payments/{id}", s.getPayment)
+		r.Post("/payments/{id}/refunds", s.createRefund)
+		r.Get("/refunds/{id}", s.getRefund)
+		r.Get("/events", s.listEvents)
 		r.Get("/idempotency-keys/{key}", s.getIdempotencyKey)
 	})
 	return r

@@ -66,26 +66,16 @@ func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Ph
 		return Key{}, fmt.Errorf("phase %s: %w", from, err)
 	}
 
-	now := s.now()
-	var tag interface{ RowsAffected() int64 }
+	var moved int64
 	if next.response != nil {
-		header, err := json.Marshal(next.response.Header)
-		if err != nil {
-			return Key{}, fmt.Errorf("encode headers: %w", err)
-		}
-		tag, err = tx.Exec(ctx, finishKey, keyID, from, next.response.Status, header, next.response.Body, now, now.Add(s.Retention))
-		if err != nil {
-			return Key{}, fmt.Errorf("finish key: %w", err)
-		}
-		if _, err := tx.Exec(ctx, notifyFinished, strconv.FormatInt(keyID, 10)); err != nil {
-			return Key{}, fmt.Errorf("notify finished: %w", err)
-		}
+		moved, err = s.finish(ctx, tx, keyID, from, *next.response)
 	} else {
-		if tag, err = tx.Exec(ctx, advanceKey, keyID, from, next.point, now); err != nil {
-			return Key{}, fmt.Errorf("advance key: %w", err)
-		}
+		moved, err = s.advance(ctx, tx, keyID, from, next.point)
 	}
-	if tag.RowsAffected() == 0 {
+	if err != nil {
+		return Key{}, err
+	}
+	if moved == 0 {
 		// Another runner moved the key while this phase ran: its result stands.
 		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 			return Key{}, fmt.Errorf("rollback: %w", err)
@@ -96,4 +86,51 @@ func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Ph
 		return Key{}, fmt.Errorf("commit phase %s: %w", from, err)
 	}
 	return s.GetByID(ctx, s.DB, keyID)
+}
+
+// advance moves the key from one recovery point to the next inside tx, and
+// reports whether it was still at from.
+func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to string) (int64, error) {
+	tag, err := tx.Exec(ctx, advanceKey, keyID, from, to, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("advance key: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// finish stores the final response inside tx and wakes the waiters when tx
+// commits; it reports whether the key was still at from.
+func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string, resp Response) (int64, error) {
+	header, err := json.Marshal(resp.Header)
+	if err != nil {
+		return 0, fmt.Errorf("encode headers: %w", err)
+	}
+	now := s.now()
+	tag, err := tx.Exec(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, now, now.Add(s.Retention))
+	if err != nil {
+		return 0, fmt.Errorf("finish key: %w", err)
+	}
+	if _, err := tx.Exec(ctx, notifyFinished, strconv.FormatInt(keyID, 10)); err != nil {
+		return 0, fmt.Errorf("notify finished: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Phases maps each recovery point of an operation, other than finished, to
+// the phase that moves the key on from it.
+type Phases map[string]Phase
+
+// Drive runs the operation's phases from wherever its key stands until it is
+// finished. A phase that fails stops the drive; running Drive again resumes
+// from the recovery point that was reached.
+func (s *Store) Drive(ctx context.Context, keyID int64, phases Phases) error {
+	key, err := s.GetByID(ctx, s.DB, keyID)
+	for err == nil && !key.Finished() {
+		phase, ok := phases[key.RecoveryPoint]
+		if !ok {
+			return fmt.Errorf("key %d: no phase for recovery point %q", keyID, key.RecoveryPoint)
+		}
+		key, err = s.RunPhase(ctx, keyID, key.RecoveryPoint, phase)
+	}
+	return err
 }

@@ -86,7 +86,9 @@ type Lease struct {
 
 // FirstPhase runs in the transaction that inserts a new key, as the atomic
 // phase that leaves the key at RecoveryStarted, and returns what it created.
-type FirstPhase func(ctx context.Context, tx pgx.Tx, keyID int64) (Resource, error)
+// An operation that ends at once (a refused refund, say) returns its final
+// response too, and the key is finished in the same transaction.
+type FirstPhase func(ctx context.Context, tx pgx.Tx, keyID int64) (Resource, *Response, error)
 
 // Store keeps idempotency keys in Postgres.
 type Store struct {
@@ -125,7 +127,7 @@ WHERE idempotency_keys.request_fingerprint = EXCLUDED.request_fingerprint
 	AND (idempotency_keys.locked_at IS NULL OR idempotency_keys.locked_at < $7)
 RETURNING ` + keyColumns + `, xmax = 0 AS inserted`
 
-const setResource = `UPDATE idempotency_keys SET resource_type = $2, resource_id = $3 WHERE id = $1`
+const setResource = `UPDATE idempotency_keys SET resource_type = nullif($2, ''), resource_id = nullif($3, '') WHERE id = $1`
 
 // Acquire reserves req's key. A new key is inserted with first run in the same
 // transaction. An existing key is returned as it is when finished (to replay),
@@ -153,18 +155,29 @@ func (s *Store) Acquire(ctx context.Context, req Request, first FirstPhase) (Lea
 		return Lease{}, fmt.Errorf("reserve key: %w", err)
 	}
 
+	var final *Response
 	if inserted {
-		res, err := first(ctx, tx, key.ID)
-		if err != nil {
+		var res Resource
+		if res, final, err = first(ctx, tx, key.ID); err != nil {
 			return Lease{}, err
 		}
 		if _, err := tx.Exec(ctx, setResource, key.ID, res.Type, res.ID); err != nil {
 			return Lease{}, fmt.Errorf("set resource: %w", err)
 		}
 		key.Resource = res
+		if final != nil {
+			if _, err := s.finish(ctx, tx, key.ID, RecoveryStarted, *final); err != nil {
+				return Lease{}, err
+			}
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Lease{}, fmt.Errorf("commit reservation: %w", err)
+	}
+	if final != nil {
+		if key, err = s.GetByID(ctx, s.DB, key.ID); err != nil {
+			return Lease{}, err
+		}
 	}
 	return Lease{Key: key, Created: inserted, held: true}, nil
 }

@@ -46,8 +46,8 @@ func request(t *testing.T, key, path, body string) idempotency.Request {
 	return idempotency.Request{TenantID: "ten_1", Key: key, Method: "POST", Path: path, Fingerprint: fp}
 }
 
-func noop(context.Context, pgx.Tx, int64) (idempotency.Resource, error) {
-	return idempotency.Resource{Type: "thing", ID: "thing_1"}, nil
+func noop(context.Context, pgx.Tx, int64) (idempotency.Resource, *idempotency.Response, error) {
+	return idempotency.Resource{Type: "thing", ID: "thing_1"}, nil, nil
 }
 
 func TestAcquire(t *testing.T) {
@@ -100,8 +100,8 @@ func TestAcquire(t *testing.T) {
 		s, _ := newStore(t)
 		ctx := context.Background()
 		boom := errors.New("boom")
-		_, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), func(context.Context, pgx.Tx, int64) (idempotency.Resource, error) {
-			return idempotency.Resource{}, boom
+		_, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), func(context.Context, pgx.Tx, int64) (idempotency.Resource, *idempotency.Response, error) {
+			return idempotency.Resource{}, nil, boom
 		})
 		if !errors.Is(err, boom) {
 			t.Fatalf("err = %v", err)

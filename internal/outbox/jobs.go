@@ -42,10 +42,7 @@ type ChargeWorker struct {
 // key. When the retry budget is spent the payment is handed to the
 // reconciler and the job is cancelled: the payment is never dropped.
 func (w *ChargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) error {
-	err := w.Charger.Process(ctx, job.Args.PaymentID, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+	err := w.Charger.Process(ctx, job.Args.PaymentID, completeInTx(job))
 	if err == nil || job.Attempt < w.MaxAttempts {
 		return err
 	}
@@ -56,6 +53,38 @@ func (w *ChargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) err
 		return fmt.Errorf("%w; and marking for reconciliation failed: %w", err, markErr)
 	}
 	return river.JobCancel(fmt.Errorf("retry budget spent, handed to the reconciler: %w", err))
+}
+
+// RefundArgs is the job that drives a refund through its phases.
+type RefundArgs struct {
+	RefundID string `json:"refund_id"`
+}
+
+// Kind names the job in River's tables.
+func (RefundArgs) Kind() string { return "refund_payment" }
+
+// InsertOpts keeps a refund retrying, with the same downstream key, for as
+// long as its outcome is unknown (about 16 hours at the largest delay).
+func (RefundArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1000} }
+
+// RefundWorker runs refund jobs.
+type RefundWorker struct {
+	river.WorkerDefaults[RefundArgs]
+	Refunder *payments.Refunder
+}
+
+// Work runs the refund's remaining phases; the last one completes the job.
+func (w *RefundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) error {
+	return w.Refunder.Process(ctx, job.Args.RefundID, completeInTx(job))
+}
+
+// completeInTx completes job inside the transaction of the phase that
+// finishes its operation, so that the job ends exactly when the key does.
+func completeInTx[T river.JobArgs](job *river.Job[T]) payments.CompleteFunc {
+	return func(ctx context.Context, tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	}
 }
 
 // ReconcileArgs is the periodic reconciliation job.

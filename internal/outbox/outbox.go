@@ -35,6 +35,14 @@ func (q Queue) EnqueueCharge(ctx context.Context, tx pgx.Tx, paymentID string) e
 	return nil
 }
 
+// EnqueueRefund stages the refund job of a refund inside tx.
+func (q Queue) EnqueueRefund(ctx context.Context, tx pgx.Tx, refundID string) error {
+	if _, err := q.Client.InsertTx(ctx, tx, RefundArgs{RefundID: refundID}, nil); err != nil {
+		return fmt.Errorf("insert refund job: %w", err)
+	}
+	return nil
+}
+
 // NewInserter returns a River client that only inserts jobs, for the API.
 func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
@@ -100,6 +108,7 @@ type WorkerConfig struct {
 // Deps are what the jobs run against.
 type Deps struct {
 	Charger    *payments.Charger
+	Refunder   *payments.Refunder
 	Reconciler *payments.Reconciler
 	Sweeper    *Sweeper
 	Keys       *idempotency.Store
@@ -114,6 +123,11 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &ChargeWorker{Charger: deps.Charger, MaxAttempts: cfg.MaxAttempts}); err != nil {
 		return nil, err
+	}
+	if deps.Refunder != nil {
+		if err := river.AddWorkerSafely(workers, &RefundWorker{Refunder: deps.Refunder}); err != nil {
+			return nil, err
+		}
 	}
 	var periodic []*river.PeriodicJob
 	if cfg.ReconcileInterval > 0 {

@@ -2,7 +2,6 @@ package payments
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -31,7 +30,7 @@ type Charger struct {
 	Processor Processor
 	// Render turns a payment in its final state into the response stored on
 	// its key and replayed to every retry.
-	Render func(Payment) idempotency.Response
+	Render Renderer
 	Now    func() time.Time
 	// ChargeDeadline is how long after its creation a payment may still be
 	// charged. Past it, a charge the processor confirms absent is given up
@@ -91,26 +90,13 @@ func (c *Charger) key(ctx context.Context, paymentID string) (idempotency.Key, e
 // phase that learns the charge's outcome.
 func (c *Charger) drive(ctx context.Context, paymentID string, charge idempotency.Phase, complete CompleteFunc) error {
 	key, err := c.key(ctx, paymentID)
-	if err != nil {
+	if err != nil || key.Finished() {
 		return err
 	}
-	for !key.Finished() {
-		switch key.RecoveryPoint {
-		case idempotency.RecoveryStarted:
-			key, err = c.Keys.RunPhase(ctx, key.ID, key.RecoveryPoint, charge)
-			if err == nil && key.RecoveryPoint == RecoveryChargeCreated {
-				c.crash(CrashAfterChargeCreated)
-			}
-		case RecoveryChargeCreated:
-			key, err = c.Keys.RunPhase(ctx, key.ID, key.RecoveryPoint, c.finish(paymentID, complete))
-		default:
-			return fmt.Errorf("payment %s: unknown recovery point %q", paymentID, key.RecoveryPoint)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.Keys.Drive(ctx, key.ID, idempotency.Phases{
+		idempotency.RecoveryStarted: charge,
+		RecoveryChargeCreated:       c.finish(paymentID, complete),
+	})
 }
 
 func (c *Charger) crash(point string) {
@@ -207,16 +193,14 @@ func (c *Charger) record(ctx context.Context, tx pgx.Tx, paymentID string, charg
 	return idempotency.AdvanceTo(RecoveryChargeCreated), nil
 }
 
-const insertEvent = `
-INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)`
-
 const settled = `UPDATE payments SET reconcile_since = NULL WHERE id = $1`
 
 // finish is the phase that stores the final response, stages the immutable
 // event that follows it and completes the job; it calls nothing outside.
 func (c *Charger) finish(paymentID string, complete CompleteFunc) idempotency.Phase {
 	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		// The key is at charge_created: the last phase has committed.
+		c.crash(CrashAfterChargeCreated)
 		p, err := scanPayment(tx.QueryRow(ctx, getPaymentByID, paymentID))
 		if err != nil {
 			return idempotency.Next{}, err
@@ -224,13 +208,8 @@ func (c *Charger) finish(paymentID string, complete CompleteFunc) idempotency.Ph
 		if p.Status == StatusProcessing {
 			return idempotency.Next{}, errors.New("payment has no outcome to finish with")
 		}
-		data, err := json.Marshal(p)
-		if err != nil {
-			return idempotency.Next{}, fmt.Errorf("encode event: %w", err)
-		}
-		now := c.Now().UTC().Truncate(time.Microsecond)
-		if _, err := tx.Exec(ctx, insertEvent, newID("evt_"), p.TenantID, "payment."+p.Status, p.ID, data, now); err != nil {
-			return idempotency.Next{}, fmt.Errorf("insert event: %w", err)
+		if err := stageEvent(ctx, tx, c.Now(), p.TenantID, "payment."+p.Status, p.ID, p); err != nil {
+			return idempotency.Next{}, err
 		}
 		if _, err := tx.Exec(ctx, settled, p.ID); err != nil {
 			return idempotency.Next{}, fmt.Errorf("clear reconciliation mark: %w", err)
@@ -240,7 +219,7 @@ func (c *Charger) finish(paymentID string, complete CompleteFunc) idempotency.Ph
 				return idempotency.Next{}, fmt.Errorf("complete job: %w", err)
 			}
 		}
-		return idempotency.Finish(c.Render(p)), nil
+		return idempotency.Finish(c.Render.Payment(p)), nil
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 // job exists exactly when the rows that need it do (a transactional outbox).
 type JobQueue interface {
 	EnqueueCharge(ctx context.Context, tx pgx.Tx, paymentID string) error
+	EnqueueRefund(ctx context.Context, tx pgx.Tx, refundID string) error
 }
 
 // Service creates and reads payments.
@@ -25,7 +26,9 @@ type Service struct {
 	DB   database.DBTX
 	Keys *idempotency.Store
 	Jobs JobQueue
-	Now  func() time.Time
+	// Render renders the refusals that are stored as final responses.
+	Render Renderer
+	Now    func() time.Time
 	// Crash, when set, is called at CrashAfterFirstPhase; the crash tests
 	// make it kill the process. It is nil in production.
 	Crash func(point string)
@@ -51,7 +54,7 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 	if err := np.Validate(); err != nil {
 		return idempotency.Lease{}, err
 	}
-	lease, err := s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, error) {
+	lease, err := s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, *idempotency.Response, error) {
 		id := newID("pay_")
 		metadata := np.Metadata
 		if metadata == nil {
@@ -61,12 +64,12 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 		_, err := tx.Exec(ctx, insertPayment, id, req.TenantID, keyID, *np.Amount, strings.ToUpper(np.Currency),
 			np.PaymentMethod, np.Description, metadata, StatusProcessing, now)
 		if err != nil {
-			return idempotency.Resource{}, fmt.Errorf("insert payment: %w", err)
+			return idempotency.Resource{}, nil, fmt.Errorf("insert payment: %w", err)
 		}
 		if err := s.Jobs.EnqueueCharge(ctx, tx, id); err != nil {
-			return idempotency.Resource{}, fmt.Errorf("enqueue charge: %w", err)
+			return idempotency.Resource{}, nil, fmt.Errorf("enqueue charge: %w", err)
 		}
-		return idempotency.Resource{Type: ResourceType, ID: id}, nil
+		return idempotency.Resource{Type: ResourceType, ID: id}, nil, nil
 	})
 	if err == nil && lease.Created && s.Crash != nil {
 		s.Crash(CrashAfterFirstPhase)
@@ -94,25 +97,35 @@ LIMIT $3`
 // List returns up to limit of the tenant's payments, newest first, starting
 // after the payment startingAfter when it is not empty, and whether more follow.
 func (s *Service) List(ctx context.Context, tenantID string, limit int, startingAfter string) ([]Payment, bool, error) {
-	var after *string
 	if startingAfter != "" {
 		if _, err := s.Get(ctx, tenantID, startingAfter); err != nil {
 			return nil, false, err
 		}
+	}
+	return listPage(ctx, s.DB, listPayments, tenantID, startingAfter, limit, func(row pgx.CollectableRow) (Payment, error) {
+		return scanPayment(row)
+	})
+}
+
+// listPage runs a list query that takes (tenant, starting after, limit) and
+// reads one row more than limit to tell whether more follow.
+func listPage[T any](ctx context.Context, db database.DBTX, sql, tenantID, startingAfter string, limit int, scan pgx.RowToFunc[T]) ([]T, bool, error) {
+	var after *string
+	if startingAfter != "" {
 		after = &startingAfter
 	}
-	rows, err := s.DB.Query(ctx, listPayments, tenantID, after, limit+1)
+	rows, err := db.Query(ctx, sql, tenantID, after, limit+1)
 	if err != nil {
-		return nil, false, fmt.Errorf("list payments: %w", err)
+		return nil, false, fmt.Errorf("list: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Payment, error) { return scanPayment(row) })
+	page, err := pgx.CollectRows(rows, scan)
 	if err != nil {
-		return nil, false, fmt.Errorf("list payments: %w", err)
+		return nil, false, fmt.Errorf("list: %w", err)
 	}
-	if len(list) > limit {
-		return list[:limit], true, nil
+	if len(page) > limit {
+		return page[:limit], true, nil
 	}
-	return list, false, nil
+	return page, false, nil
 }
 
 func scanPayment(row pgx.Row) (Payment, error) {

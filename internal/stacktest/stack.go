@@ -150,7 +150,7 @@ func New(t *testing.T, opts Options) *Stack {
 		Notifications: listener, PollInterval: 200 * time.Millisecond}
 	api := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: apiPool},
-		Payments:    &payments.Service{DB: apiPool, Keys: apiKeys, Jobs: outbox.Queue{Client: inserter}, Now: s.Clock.Now},
+		Payments:    &payments.Service{DB: apiPool, Keys: apiKeys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}, Now: s.Clock.Now},
 		Keys:        apiKeys,
 		Logger:      logger,
 		Ready:       apiPool.Ping,
@@ -164,7 +164,7 @@ func New(t *testing.T, opts Options) *Stack {
 
 	s.Keys = &idempotency.Store{DB: db.Pool, Now: s.Clock.Now, LockTimeout: LockTimeout, Retention: 24 * time.Hour}
 	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
-	s.Charger = &payments.Charger{DB: db.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.PaymentResponse,
+	s.Charger = &payments.Charger{DB: db.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.Renderer{},
 		Now: s.Clock.Now, ChargeDeadline: opts.ChargeDeadline}
 	s.Reconciler = &payments.Reconciler{Charger: s.Charger, Logger: logger, Window: time.Hour, Grace: time.Minute, BatchSize: 100,
 		OnDiscrepancy: func(kind string) {
@@ -185,7 +185,7 @@ func (s *Stack) StartWorker() {
 			MaxAttempts:       s.opts.MaxAttempts,
 			Backoff:           outbox.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
 			FetchPollInterval: 100 * time.Millisecond,
-		}, outbox.Deps{Charger: s.Charger})
+		}, outbox.Deps{Charger: s.Charger, Refunder: &payments.Refunder{DB: s.DB.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.Renderer{}, Now: s.Clock.Now}})
 		if err != nil {
 			s.T.Fatal(err)
 		}

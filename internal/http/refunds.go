@@ -1,0 +1,70 @@
+package http
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/example/payments/internal/payments"
+)
+
+// createRefund handles POST /v1/payments/{id}/refunds. The body is optional:
+// an empty one refunds what is left.
+func (s *Server) createRefund(w http.ResponseWriter, r *http.Request) {
+	key, err := keyHeader(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var nr payments.NewRefund
+	var body []byte
+	if r.ContentLength != 0 {
+		if body, err = readJSON(w, r, &nr); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	req, err := idempotencyRequest(r, key, body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	lease, err := s.Payments.CreateRefund(r.Context(), req, chi.URLParam(r, "id"), nr)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tenant := tenantID(r)
+	s.respondIdempotent(w, r, lease, func(ctx context.Context, id string) (any, string, error) {
+		ref, err := s.Payments.GetRefund(ctx, tenant, id)
+		return ref, refundLocation(id), err
+	})
+}
+
+// getRefund handles GET /v1/refunds/{id}.
+func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
+	ref, err := s.Payments.GetRefund(r.Context(), tenantID(r), chi.URLParam(r, "id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ref)
+}
+
+func refundLocation(id string) string { return "/v1/refunds/" + id }
+
+// listEvents handles GET /v1/events?limit=&starting_after=.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	limit, err := listLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, more, err := s.Payments.ListEvents(r.Context(), tenantID(r), limit, r.URL.Query().Get("starting_after"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[payments.Event]{Object: "list", Data: data, HasMore: more})
+}

@@ -1,0 +1,59 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrEventNotFound reports an event that does not exist for the tenant.
+var ErrEventNotFound = errors.New("event not found")
+
+// Event is an immutable record of something that happened to a resource,
+// staged by the phase that finished it.
+type Event struct {
+	ID        string    `json:"id"`
+	Object    string    `json:"object"`
+	Type      string    `json:"type"`
+	Data      EventData `json:"data"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// EventData holds the resource as it was when the event happened.
+type EventData struct {
+	Object json.RawMessage `json:"object"`
+}
+
+const getEvent = `SELECT id FROM events WHERE tenant_id = $1 AND id = $2`
+
+const listEvents = `
+SELECT id, type, data, created_at FROM events
+WHERE tenant_id = $1
+	AND ($2::text IS NULL OR (created_at, id) < (SELECT created_at, id FROM events WHERE tenant_id = $1 AND id = $2))
+ORDER BY created_at DESC, id DESC
+LIMIT $3`
+
+// ListEvents returns up to limit of the tenant's events, newest first,
+// starting after the event startingAfter when it is not empty.
+func (s *Service) ListEvents(ctx context.Context, tenantID string, limit int, startingAfter string) ([]Event, bool, error) {
+	if startingAfter != "" {
+		var id string
+		err := s.DB.QueryRow(ctx, getEvent, tenantID, startingAfter).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, ErrEventNotFound
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("get event: %w", err)
+		}
+	}
+	return listPage(ctx, s.DB, listEvents, tenantID, startingAfter, limit, func(row pgx.CollectableRow) (Event, error) {
+		e := Event{Object: "event"}
+		err := row.Scan(&e.ID, &e.Type, &e.Data.Object, &e.CreatedAt)
+		e.CreatedAt = e.CreatedAt.UTC()
+		return e, err
+	})
+}

@@ -1,0 +1,260 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+)
+
+// RecoveryRefundCreated is the recovery point after the processor's answer
+// to a refund is recorded.
+const RecoveryRefundCreated = "refund_created"
+
+// RefundResourceType names refunds as the resource of an idempotency key.
+const RefundResourceType = "refund"
+
+// RefundReasons are the reasons a refund may give.
+var RefundReasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
+
+var (
+	// ErrNotRefundable reports a refund of a payment that did not succeed.
+	ErrNotRefundable = errors.New("only a succeeded payment can be refunded")
+	// ErrRefundExceedsPayment reports a refund larger than what is left.
+	ErrRefundExceedsPayment = errors.New("the refund exceeds what is left to refund")
+	// ErrRefundNotFound reports a refund that does not exist for the tenant.
+	ErrRefundNotFound = errors.New("refund not found")
+)
+
+// Refund is a refund as the API shows it.
+type Refund struct {
+	ID                string    `json:"id"`
+	Object            string    `json:"object"`
+	PaymentID         string    `json:"payment_id"`
+	Amount            int64     `json:"amount"`
+	Reason            *string   `json:"reason"`
+	Status            string    `json:"status"`
+	FailureCode       *string   `json:"failure_code"`
+	ProcessorRefundID *string   `json:"processor_refund_id"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+
+	TenantID string `json:"-"`
+	KeyID    *int64 `json:"-"`
+}
+
+// NewRefund is the request to refund a payment.
+type NewRefund struct {
+	// Amount defaults to what is left to refund.
+	Amount *int64  `json:"amount"`
+	Reason *string `json:"reason"`
+}
+
+// Validate checks every field and reports all that are wrong at once.
+func (r NewRefund) Validate() error {
+	var errs []FieldError
+	if r.Amount != nil && (*r.Amount < MinAmount || *r.Amount > MaxAmount) {
+		errs = append(errs, FieldError{Field: "amount", Message: fmt.Sprintf("must be an integer from %d to %d, in minor units", MinAmount, MaxAmount)})
+	}
+	if r.Reason != nil && !slices.Contains(RefundReasons, *r.Reason) {
+		errs = append(errs, FieldError{Field: "reason", Message: "must be one of " + strings.Join(RefundReasons, ", ")})
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Fields: errs}
+	}
+	return nil
+}
+
+const lockPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+
+// refundsHeld counts what refunds already took or are taking from a payment.
+const refundsHeld = `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1 AND status <> 'failed'`
+
+const insertRefund = `
+INSERT INTO refunds (id, tenant_id, payment_id, idempotency_key_id, amount, reason, status, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'processing', $7, $7)`
+
+// CreateRefund validates nr and reserves req's key. For a new key, the first
+// phase locks the payment, checks what is left to refund, and writes the key,
+// the refund and its job in one transaction. A refusal that depends on the
+// payment (not refundable, too large) is final: it is stored on the key and
+// replayed. An unknown payment is an error that leaves the key free.
+func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, paymentID string, nr NewRefund) (idempotency.Lease, error) {
+	if err := nr.Validate(); err != nil {
+		return idempotency.Lease{}, err
+	}
+	return s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, *idempotency.Response, error) {
+		p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID))
+		if err != nil {
+			return idempotency.Resource{}, nil, err
+		}
+		refused := func(err error) (idempotency.Resource, *idempotency.Response, error) {
+			resp := s.Render.Error(err)
+			return idempotency.Resource{}, &resp, nil
+		}
+		if p.Status != StatusSucceeded {
+			return refused(fmt.Errorf("%w; payment %s is %s", ErrNotRefundable, p.ID, p.Status))
+		}
+		var held int64
+		if err := tx.QueryRow(ctx, refundsHeld, p.ID).Scan(&held); err != nil {
+			return idempotency.Resource{}, nil, fmt.Errorf("sum refunds: %w", err)
+		}
+		left := p.Amount - held
+		amount := left
+		if nr.Amount != nil {
+			amount = *nr.Amount
+		}
+		if left == 0 || amount > left {
+			return refused(fmt.Errorf("%w: %d %s left to refund on payment %s", ErrRefundExceedsPayment, left, p.Currency, p.ID))
+		}
+
+		id := newID("re_")
+		now := s.Now().UTC().Truncate(time.Microsecond)
+		if _, err := tx.Exec(ctx, insertRefund, id, req.TenantID, p.ID, keyID, amount, nr.Reason, now); err != nil {
+			return idempotency.Resource{}, nil, fmt.Errorf("insert refund: %w", err)
+		}
+		if err := s.Jobs.EnqueueRefund(ctx, tx, id); err != nil {
+			return idempotency.Resource{}, nil, fmt.Errorf("enqueue refund: %w", err)
+		}
+		return idempotency.Resource{Type: RefundResourceType, ID: id}, nil, nil
+	})
+}
+
+const refundColumns = `id, tenant_id, payment_id, idempotency_key_id, amount, reason, status, failure_code,
+	processor_refund_id, created_at, updated_at`
+
+const getRefund = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = $1 AND id = $2`
+
+// GetRefund returns the tenant's refund, or ErrRefundNotFound.
+func (s *Service) GetRefund(ctx context.Context, tenantID, id string) (Refund, error) {
+	return scanRefund(s.DB.QueryRow(ctx, getRefund, tenantID, id))
+}
+
+func scanRefund(row pgx.Row) (Refund, error) {
+	var r Refund
+	err := row.Scan(&r.ID, &r.TenantID, &r.PaymentID, &r.KeyID, &r.Amount, &r.Reason, &r.Status, &r.FailureCode,
+		&r.ProcessorRefundID, &r.CreatedAt, &r.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Refund{}, ErrRefundNotFound
+	}
+	if err != nil {
+		return Refund{}, fmt.Errorf("scan refund: %w", err)
+	}
+	r.Object = "refund"
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	return r, nil
+}
+
+// Refunder drives a refund from started to finished, one atomic phase at a
+// time, like Charger does for payments.
+type Refunder struct {
+	DB        database.DBTX
+	Keys      *idempotency.Store
+	Processor Processor
+	Render    Renderer
+	Now       func() time.Time
+}
+
+const getRefundByID = `SELECT ` + refundColumns + ` FROM refunds WHERE id = $1`
+
+// RefundDownstreamKey is the processor idempotency key of a refund.
+func RefundDownstreamKey(refundID string) string { return "refund_" + refundID }
+
+// Process runs every phase the refund's key has not passed yet.
+func (r *Refunder) Process(ctx context.Context, refundID string, complete CompleteFunc) error {
+	ref, err := scanRefund(r.DB.QueryRow(ctx, getRefundByID, refundID))
+	if err != nil {
+		return fmt.Errorf("load refund %s: %w", refundID, err)
+	}
+	if ref.KeyID == nil {
+		return nil // reaped, so finished
+	}
+	return r.Keys.Drive(ctx, *ref.KeyID, idempotency.Phases{
+		idempotency.RecoveryStarted: r.createRefund(refundID),
+		RecoveryRefundCreated:       r.finish(refundID, complete),
+	})
+}
+
+const recordRefund = `
+UPDATE refunds SET status = $2, processor_refund_id = $3, failure_code = $4, updated_at = $5 WHERE id = $1`
+
+const addRefunded = `UPDATE payments SET amount_refunded = amount_refunded + $2, updated_at = $3 WHERE id = $1`
+
+// createRefund is the phase whose one foreign side effect is the processor
+// call; the outcome is recorded, and a success counted on the payment, in the
+// transaction that moves the key to refund_created.
+func (r *Refunder) createRefund(refundID string) idempotency.Phase {
+	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		ref, err := scanRefund(tx.QueryRow(ctx, getRefundByID, refundID))
+		if err != nil {
+			return idempotency.Next{}, err
+		}
+		p, err := scanPayment(tx.QueryRow(ctx, getPaymentByID, ref.PaymentID))
+		if err != nil {
+			return idempotency.Next{}, err
+		}
+		if p.ProcessorChargeID == nil {
+			return idempotency.Next{}, fmt.Errorf("payment %s has no processor charge to refund", p.ID)
+		}
+		out, err := r.Processor.Refund(ctx, RefundRequest{IdempotencyKey: RefundDownstreamKey(ref.ID), ChargeID: *p.ProcessorChargeID, Amount: ref.Amount})
+		if err != nil {
+			return idempotency.Next{}, fmt.Errorf("refund %s: %w", ref.ID, err)
+		}
+		status, now := StatusFailed, r.Now().UTC().Truncate(time.Microsecond)
+		if out.Succeeded {
+			status = StatusSucceeded
+			if _, err := tx.Exec(ctx, addRefunded, p.ID, ref.Amount, now); err != nil {
+				return idempotency.Next{}, fmt.Errorf("count refund on payment: %w", err)
+			}
+		}
+		if _, err := tx.Exec(ctx, recordRefund, ref.ID, status, nullable(out.ID), nullable(out.FailureCode), now); err != nil {
+			return idempotency.Next{}, fmt.Errorf("record refund: %w", err)
+		}
+		return idempotency.AdvanceTo(RecoveryRefundCreated), nil
+	}
+}
+
+// finish stores the refund's final response, stages its event and completes
+// its job.
+func (r *Refunder) finish(refundID string, complete CompleteFunc) idempotency.Phase {
+	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		ref, err := scanRefund(tx.QueryRow(ctx, getRefundByID, refundID))
+		if err != nil {
+			return idempotency.Next{}, err
+		}
+		if err := stageEvent(ctx, tx, r.Now(), ref.TenantID, "refund."+ref.Status, ref.ID, ref); err != nil {
+			return idempotency.Next{}, err
+		}
+		if complete != nil {
+			if err := complete(ctx, tx); err != nil {
+				return idempotency.Next{}, fmt.Errorf("complete job: %w", err)
+			}
+		}
+		return idempotency.Finish(r.Render.Refund(ref)), nil
+	}
+}
+
+const insertEvent = `
+INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+// stageEvent writes an immutable event about object in tx.
+func stageEvent(ctx context.Context, tx pgx.Tx, now time.Time, tenantID, eventType, resourceID string, object any) error {
+	data, err := json.Marshal(object)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	_, err = tx.Exec(ctx, insertEvent, newID("evt_"), tenantID, eventType, resourceID, data, now.UTC().Truncate(time.Microsecond))
+	if err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	}
+	return nil
+}
