@@ -36,6 +36,7 @@ type config struct {
 	DefaultWait     time.Duration `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s"`
 	MaxWait         time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s"`
 	LockTimeout     time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s"`
+	KeyRetention    time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h"`
 	RetryAfter      time.Duration `envconfig:"RETRY_AFTER" default:"1s"`
 	CrashPoint      string        `envconfig:"CRASH_POINT"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s"`
@@ -135,7 +136,7 @@ func serveAPI(ctx context.Context, cfg config, logger *slog.Logger) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	keys := &idempotency.Store{DB: pool, Now: time.Now, LockTimeout: cfg.LockTimeout, Notifications: listener}
+	keys := &idempotency.Store{DB: pool, Now: time.Now, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention, Notifications: listener}
 	api := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: pool},
 		Payments:    &payments.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}, Now: time.Now, Crash: crashAt},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/stacktest"
@@ -96,6 +97,18 @@ func TestRefunds(t *testing.T) {
 		}
 		if again := refund(s, acme, p.ID, "part-2", `{"amount": 500}`); !bytes.Equal(again.Body, over.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("over-refund replay: %d %s", again.Status, again.Body)
+		}
+		// A refusal finished in the first phase is kept as long as any key, and its lock is released.
+		var key struct {
+			Locked     bool      `json:"locked"`
+			FinishedAt time.Time `json:"finished_at"`
+			ExpiresAt  time.Time `json:"expires_at"`
+		}
+		if err := json.Unmarshal(s.Request(http.MethodGet, "/v1/idempotency-keys/part-2", acme, "").Body, &key); err != nil {
+			t.Fatal(err)
+		}
+		if key.Locked || key.ExpiresAt.Sub(key.FinishedAt) != 24*time.Hour {
+			t.Fatalf("refused key: %+v", key)
 		}
 
 		declined := s.Pay(acme, "pay-2", strings.Replace(visa, "pm_card_visa", "pm_card_declined", 1))

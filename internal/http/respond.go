@@ -20,17 +20,17 @@ type current func(ctx context.Context, id string) (body any, location string, er
 func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease idempotency.Lease, load current) {
 	ctx := r.Context()
 	key := lease.Key
+	var err error
 	if !key.Finished() {
-		waited, err := s.Keys.Wait(ctx, key.ID, s.preferredWait(r))
-		// The lock goes before the answer, so an immediate retry is not refused.
-		if relErr := s.Keys.Release(context.WithoutCancel(ctx), lease); relErr != nil {
-			s.Logger.Error("release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
-		}
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		key = waited
+		key, err = s.Keys.Wait(ctx, key.ID, s.preferredWait(r))
+	}
+	// The lock goes before the answer, so an immediate retry is not refused.
+	if relErr := s.Keys.Release(context.WithoutCancel(ctx), lease); relErr != nil {
+		s.Logger.Error("release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	if key.Finished() {
 		if !lease.Created && s.metrics != nil {

@@ -101,6 +101,10 @@ func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to st
 // finish stores the final response inside tx and wakes the waiters when tx
 // commits; it reports whether the key was still at from.
 func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string, resp Response) (int64, error) {
+	if s.Retention <= 0 {
+		// A key finished with no retention could be reaped at once.
+		return 0, errors.New("finish key: the store has no Retention set")
+	}
 	header, err := json.Marshal(resp.Header)
 	if err != nil {
 		return 0, fmt.Errorf("encode headers: %w", err)

@@ -146,7 +146,7 @@ func New(t *testing.T, opts Options) *Stack {
 	t.Cleanup(wg.Wait)
 	t.Cleanup(stopListening)
 
-	apiKeys := &idempotency.Store{DB: apiPool, Now: s.Clock.Now, LockTimeout: LockTimeout,
+	apiKeys := &idempotency.Store{DB: apiPool, Now: s.Clock.Now, LockTimeout: LockTimeout, Retention: 24 * time.Hour,
 		Notifications: listener, PollInterval: 200 * time.Millisecond}
 	api := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: apiPool},

@@ -1,0 +1,273 @@
+package http_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"gopkg.in/yaml.v2"
+
+	httpapi "github.com/example/payments/internal/http"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/stacktest"
+)
+
+// openAPIDoc is the part of the OpenAPI document the tests compare with the code.
+type openAPIDoc struct {
+	OpenAPI    string                               `yaml:"openapi"`
+	Paths      map[string]map[string]map[string]any `yaml:"paths"`
+	Components struct {
+		Schemas map[string]schema `yaml:"schemas"`
+	} `yaml:"components"`
+}
+
+// schema is the part of a JSON Schema the tests read.
+type schema struct {
+	Required      []string          `yaml:"required"`
+	Properties    map[string]schema `yaml:"properties"`
+	Enum          []any             `yaml:"enum"`
+	Maximum       *int64            `yaml:"maximum"`
+	MaxLength     *int              `yaml:"maxLength"`
+	MaxProperties *int              `yaml:"maxProperties"`
+}
+
+// operationMethods are the keys of a path item that name an operation.
+var operationMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// newHandler is the API's router without a database: enough to walk its
+// routes and serve the document.
+func newHandler(t *testing.T) http.Handler {
+	t.Helper()
+	s := &httpapi.Server{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()}
+	return s.Handler()
+}
+
+// servedDoc fetches and parses GET /openapi.yaml from the router.
+func servedDoc(t *testing.T) openAPIDoc {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	newHandler(t).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.yaml", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /openapi.yaml = %d", rec.Code)
+	}
+	return parseDoc(t, rec.Body.Bytes())
+}
+
+func parseDoc(t *testing.T, body []byte) openAPIDoc {
+	t.Helper()
+	var doc openAPIDoc
+	if err := yaml.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("parse the OpenAPI document: %v", err)
+	}
+	return doc
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{})
+
+	res := s.Request(http.MethodGet, "/openapi.yaml", "", "")
+	if res.Status != http.StatusOK {
+		t.Fatalf("GET /openapi.yaml = %d %s", res.Status, res.Body)
+	}
+	if got := res.Header.Get("Content-Type"); got != "application/yaml" {
+		t.Errorf("Content-Type = %q, want application/yaml", got)
+	}
+	if doc := parseDoc(t, res.Body); doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi = %q, want 3.1.0", doc.OpenAPI)
+	}
+}
+
+// TestOpenAPIRoutes checks that the document and the router name the same
+// operations: chi's patterns use the same {param} syntax as OpenAPI paths.
+func TestOpenAPIRoutes(t *testing.T) {
+	t.Parallel()
+	routes, ok := newHandler(t).(chi.Routes)
+	if !ok {
+		t.Fatal("Handler() is not a chi.Routes")
+	}
+	var routed []string
+	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		routed = append(routed, method+" "+route)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk routes: %v", err)
+	}
+
+	var documented []string
+	for path, item := range servedDoc(t).Paths {
+		for method := range item {
+			if slices.Contains(operationMethods, method) {
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	if len(routed) == 0 || len(documented) == 0 {
+		t.Fatalf("routed %v, documented %v", routed, documented)
+	}
+	for _, op := range routed {
+		if !slices.Contains(documented, op) {
+			t.Errorf("%s is routed but not in openapi.yaml", op)
+		}
+	}
+	for _, op := range documented {
+		if !slices.Contains(routed, op) {
+			t.Errorf("%s is in openapi.yaml but not routed", op)
+		}
+	}
+}
+
+// The codes the server emits are found in its source: the third element of
+// each errorTable row, and the literal codes handed to newProblem, directly
+// or as the default of a missing failure code.
+var (
+	tableCode   = regexp.MustCompile(`(?m)^\s*\{[\w.]+,\s*http\.Status\w+,\s*"([a-z_]+)"`)
+	problemCode = regexp.MustCompile(`newProblem\([^,]+,\s*"([a-z_]+)"`)
+	defaultCode = regexp.MustCompile(`deref\(\w+\.FailureCode,\s*"([a-z_]+)"\)`)
+)
+
+// processorCodes are the failure codes the bundled processor gives, which
+// become the code of a 402 or 502 problem.
+var processorCodes = []string{
+	"card_declined", "insufficient_funds", "invalid_payment_method", payments.FailureProcessorError,
+	"amount_too_large", "charge_not_refundable", "charge_already_refunded",
+}
+
+func TestOpenAPIProblemCodes(t *testing.T) {
+	t.Parallel()
+	var codes []string
+	for file, patterns := range map[string][]*regexp.Regexp{
+		"problem.go": {tableCode, problemCode},
+		"render.go":  {problemCode, defaultCode},
+	} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, re := range patterns {
+			for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+				codes = append(codes, m[1])
+			}
+		}
+	}
+	// A regexp that stopped matching would make this test pass vacuously.
+	for _, want := range []string{"unauthorized", "unsupported_media_type", "invalid_request", "service_unavailable", "payment_failed", "refund_failed"} {
+		if !slices.Contains(codes, want) {
+			t.Fatalf("found codes %v in the source, not %s: update the regexps", codes, want)
+		}
+	}
+	codes = append(codes, processorCodes...)
+
+	enum := servedDoc(t).Components.Schemas["Problem"].Properties["code"].Enum
+	for _, code := range codes {
+		if !slices.Contains(enum, any(code)) {
+			t.Errorf("code %q is not in the Problem schema's code enum", code)
+		}
+	}
+}
+
+// TestOpenAPISchemas checks the schemas' property names against the JSON
+// names of the types they describe, and the limits against the package's.
+func TestOpenAPISchemas(t *testing.T) {
+	t.Parallel()
+	schemas := servedDoc(t).Components.Schemas
+
+	for name, v := range map[string]any{
+		"Payment":    payments.Payment{},
+		"NewPayment": payments.NewPayment{},
+		"Refund":     payments.Refund{},
+		"NewRefund":  payments.NewRefund{},
+		"Event":      payments.Event{},
+		"Problem":    httpapi.Problem{},
+	} {
+		s, ok := schemas[name]
+		if !ok {
+			t.Errorf("no schema %s", name)
+			continue
+		}
+		fields, always := jsonNames(reflect.TypeOf(v))
+		if got := sortedKeys(s.Properties); !slices.Equal(got, fields) {
+			t.Errorf("%s properties = %v, want %v", name, got, fields)
+		}
+		// Response objects always carry every field without omitempty.
+		if name == "Payment" || name == "Refund" || name == "Event" {
+			if got := slices.Sorted(slices.Values(s.Required)); !slices.Equal(got, always) {
+				t.Errorf("%s required = %v, want %v", name, got, always)
+			}
+		}
+	}
+
+	np := schemas["NewPayment"].Properties
+	checkLimit(t, "NewPayment.amount maximum", np["amount"].Maximum, payments.MaxAmount)
+	checkLimit(t, "NewPayment.payment_method maxLength", np["payment_method"].MaxLength, payments.MaxPaymentMethod)
+	checkLimit(t, "NewPayment.description maxLength", np["description"].MaxLength, payments.MaxDescription)
+	checkLimit(t, "NewPayment.metadata maxProperties", np["metadata"].MaxProperties, payments.MaxMetadataPairs)
+	checkLimit(t, "NewRefund.amount maximum", schemas["NewRefund"].Properties["amount"].Maximum, payments.MaxAmount)
+
+	want := []any{nil}
+	for _, r := range payments.RefundReasons {
+		want = append(want, r)
+	}
+	for _, name := range []string{"NewRefund", "Refund"} {
+		got := schemas[name].Properties["reason"].Enum
+		if len(got) != len(want) || !containsAll(got, want) {
+			t.Errorf("%s.reason enum = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// jsonNames returns the sorted JSON names of t's fields, and those of them
+// that are always encoded.
+func jsonNames(t reflect.Type) (all, always []string) {
+	for i := range t.NumField() {
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		all = append(all, name)
+		if !strings.Contains(opts, "omitempty") {
+			always = append(always, name)
+		}
+	}
+	sort.Strings(all)
+	sort.Strings(always)
+	return all, always
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func checkLimit[N int | int64](t *testing.T, what string, got *N, want N) {
+	t.Helper()
+	switch {
+	case got == nil:
+		t.Errorf("%s is missing, want %d", what, want)
+	case *got != want:
+		t.Errorf("%s = %d, want %d", what, *got, want)
+	}
+}
+
+func containsAll(got, want []any) bool {
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return false
+		}
+	}
+	return true
+}
