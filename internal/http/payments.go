@@ -7,37 +7,20 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
 
 // createPayment handles POST /v1/payments.
-func (s *Server) createPayment(w http.ResponseWriter, r *http.Request) {
-	key, err := keyHeader(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	var np payments.NewPayment
-	body, err := readJSON(w, r, &np)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	req, err := idempotencyRequest(r, key, body)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	lease, err := s.Payments.Create(r.Context(), req, np)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tenant := tenantID(r)
-	s.respondIdempotent(w, r, lease, func(ctx context.Context, id string) (any, string, error) {
-		p, err := s.Payments.Get(ctx, tenant, id)
-		return p, paymentLocation(id), err
-	})
+func (s *Server) createPayment() http.HandlerFunc {
+	return idempotentPost(s, false,
+		func(r *http.Request, req idempotency.Request, np payments.NewPayment) (idempotency.Lease, error) {
+			return s.Payments.Create(r.Context(), req, np)
+		},
+		func(ctx context.Context, tenantID, id string) (any, string, error) {
+			p, err := s.Payments.Get(ctx, tenantID, id)
+			return p, paymentLocation(id), err
+		})
 }
 
 // getPayment handles GET /v1/payments/{id}.

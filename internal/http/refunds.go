@@ -6,40 +6,21 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
 
 // createRefund handles POST /v1/payments/{id}/refunds. The body is optional:
-// an empty one refunds what is left.
-func (s *Server) createRefund(w http.ResponseWriter, r *http.Request) {
-	key, err := keyHeader(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	var nr payments.NewRefund
-	var body []byte
-	if r.ContentLength != 0 {
-		if body, err = readJSON(w, r, &nr); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-	}
-	req, err := idempotencyRequest(r, key, body)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	lease, err := s.Payments.CreateRefund(r.Context(), req, chi.URLParam(r, "id"), nr)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tenant := tenantID(r)
-	s.respondIdempotent(w, r, lease, func(ctx context.Context, id string) (any, string, error) {
-		ref, err := s.Payments.GetRefund(ctx, tenant, id)
-		return ref, refundLocation(id), err
-	})
+// without one, all that is left is refunded.
+func (s *Server) createRefund() http.HandlerFunc {
+	return idempotentPost(s, true,
+		func(r *http.Request, req idempotency.Request, nr payments.NewRefund) (idempotency.Lease, error) {
+			return s.Payments.CreateRefund(r.Context(), req, chi.URLParam(r, "id"), nr)
+		},
+		func(ctx context.Context, tenantID, id string) (any, string, error) {
+			ref, err := s.Payments.GetRefund(ctx, tenantID, id)
+			return ref, refundLocation(id), err
+		})
 }
 
 // getRefund handles GET /v1/refunds/{id}.

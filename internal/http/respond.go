@@ -11,7 +11,43 @@ import (
 )
 
 // current loads the resource a key created, as it stands, with its location.
-type current func(ctx context.Context, id string) (body any, location string, err error)
+type current func(ctx context.Context, tenantID, id string) (body any, location string, err error)
+
+// idempotentPost is every POST under an Idempotency-Key, in the order the
+// contract sets: parse the key, read and check the body (optional when
+// bodyOptional), fingerprint, then start the operation and answer for it.
+// Anything that fails before start leaves no trace.
+func idempotentPost[B any](s *Server, bodyOptional bool,
+	start func(r *http.Request, req idempotency.Request, body B) (idempotency.Lease, error), load current) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, err := keyHeader(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		var (
+			decoded B
+			body    []byte
+		)
+		if !bodyOptional || r.ContentLength != 0 {
+			if body, err = readJSON(w, r, &decoded); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		req, err := idempotencyRequest(r, key, body)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		lease, err := start(r, req, decoded)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.respondIdempotent(w, r, lease, load)
+	}
+}
 
 // respondIdempotent answers a request that holds lease. A finished key is
 // answered with its stored response. Otherwise the request waits for the
@@ -39,7 +75,7 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 		writeStored(w, *key.Response, !lease.Created)
 		return
 	}
-	body, location, err := load(ctx, key.Resource.ID)
+	body, location, err := load(ctx, tenantID(r), key.Resource.ID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

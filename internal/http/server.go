@@ -58,10 +58,10 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.authenticate)
-		r.Post("/payments", s.createPayment)
+		r.Post("/payments", s.createPayment())
 		r.Get("/payments", s.listPayments)
 		r.Get("/payments/{id}", s.getPayment)
-		r.Post("/payments/{id}/refunds", s.createRefund)
+		r.Post("/payments/{id}/refunds", s.createRefund())
 		r.Get("/refunds/{id}", s.getRefund)
 		r.Get("/events", s.listEvents)
 		r.Get("/idempotency-keys/{key}", s.getIdempotencyKey)
