@@ -23,10 +23,19 @@ func AdvanceTo(point string) Next { return Next{point: point} }
 // Finish leaves the key finished with resp as its final response.
 func Finish(resp Response) Next { return Next{point: RecoveryFinished, response: &resp} }
 
-// Phase is one atomic phase. It runs inside tx, may perform at most one
-// foreign side effect (which must itself be idempotent), and returns where
-// the key goes next. Its writes commit together with that move, or not at all.
-type Phase func(ctx context.Context, tx pgx.Tx, key Key) (Next, error)
+// Phase is one atomic phase of an operation.
+//
+// Call, when set, performs the phase's one foreign side effect, such as a
+// processor request. It runs outside any transaction, so that no database
+// connection is held across a network call, and it must be idempotent: if the
+// phase does not commit, the next run calls again (with the same downstream
+// key). Commit then runs in a transaction: it records what Call learned and
+// returns where the key goes next. Its writes commit together with that move,
+// or not at all.
+type Phase struct {
+	Call   func(ctx context.Context, key Key) error
+	Commit func(ctx context.Context, tx pgx.Tx, key Key) (Next, error)
+}
 
 const advanceKey = `
 UPDATE idempotency_keys SET recovery_point = $3, updated_at = $4
@@ -48,20 +57,25 @@ const notifyFinished = `SELECT pg_notify('` + finishedChannel + `', $1::text)`
 // skips that phase. If another runner moves the key first, this run's writes
 // are rolled back. It returns the key as it stands afterwards.
 func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Phase) (Key, error) {
+	key, err := s.GetByID(ctx, s.DB, keyID)
+	if err != nil || key.RecoveryPoint != from {
+		return key, err
+	}
+	if phase.Call != nil {
+		if err := phase.Call(ctx, key); err != nil {
+			return Key{}, fmt.Errorf("phase %s: %w", from, err)
+		}
+	}
+
 	tx, err := s.DB.Begin(ctx)
 	if err != nil {
 		return Key{}, fmt.Errorf("begin phase: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-
-	key, err := s.GetByID(ctx, tx, keyID)
-	if err != nil {
-		return Key{}, err
+	if key, err = s.GetByID(ctx, tx, keyID); err != nil || key.RecoveryPoint != from {
+		return key, err // moved on while Call ran
 	}
-	if key.RecoveryPoint != from {
-		return key, nil
-	}
-	next, err := phase(ctx, tx, key)
+	next, err := phase.Commit(ctx, tx, key)
 	if err != nil {
 		return Key{}, fmt.Errorf("phase %s: %w", from, err)
 	}

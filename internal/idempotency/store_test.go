@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/idempotency"
@@ -130,9 +131,9 @@ func TestAcquire(t *testing.T) {
 
 func finish(t *testing.T, s *idempotency.Store, keyID int64, from string) idempotency.Key {
 	t.Helper()
-	key, err := s.RunPhase(context.Background(), keyID, from, func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+	key, err := s.RunPhase(context.Background(), keyID, from, idempotency.Phase{Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
 		return idempotency.Finish(idempotency.Response{Status: 201, Header: map[string]string{"Location": "/v1/things/1"}, Body: []byte(`{"done":true}`)}), nil
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,9 +152,11 @@ func TestRunPhase(t *testing.T) {
 			t.Fatal(err)
 		}
 		ran := 0
-		advance := func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
-			ran++
-			return idempotency.AdvanceTo("charge_created"), nil
+		advance := idempotency.Phase{
+			Call: func(context.Context, idempotency.Key) error { ran++; return nil },
+			Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+				return idempotency.AdvanceTo("charge_created"), nil
+			},
 		}
 		for range 2 {
 			key, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, advance)
@@ -169,6 +172,40 @@ func TestRunPhase(t *testing.T) {
 		}
 	})
 
+	t.Run("CallHoldsNoConnection", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		ctx := context.Background()
+		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// With one connection in the pool, a Call that needs the database (as
+		// the processor behind it may) deadlocks if the phase holds a transaction.
+		cfg := s.DB.Config()
+		cfg.MaxConns = 1
+		one, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer one.Close()
+		s.DB = one
+		_, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{
+			Call: func(ctx context.Context, _ idempotency.Key) error {
+				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				_, err := one.Exec(ctx, `SELECT 1`)
+				return err
+			},
+			Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+				return idempotency.AdvanceTo("charge_created"), nil
+			},
+		})
+		if err != nil {
+			t.Fatalf("RunPhase: %v", err)
+		}
+	})
+
 	t.Run("FailedPhaseRollsBack", func(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
@@ -177,12 +214,12 @@ func TestRunPhase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		_, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
 			if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_2', 'Two')`); err != nil {
 				return idempotency.Next{}, err
 			}
-			return idempotency.Next{}, errors.New("processor unreachable")
-		})
+			return idempotency.Next{}, errors.New("recording failed")
+		}})
 		if err == nil {
 			t.Fatal("no error from a failed phase")
 		}
@@ -205,11 +242,11 @@ func TestRunPhase(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
-				_, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+				_, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
 					// Each runner's write stands for its recorded side effect.
 					_, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ($1, 'runner')`, "ten_runner_"+string(rune('a'+i)))
 					return idempotency.AdvanceTo("charge_created"), err
-				})
+				}})
 				if err != nil {
 					t.Error(err)
 				}

@@ -114,41 +114,49 @@ func DownstreamKey(paymentID string) string { return "charge_" + paymentID }
 // the transaction that moves the key to charge_created; an unknown outcome is
 // returned as an error, to be retried with the same downstream key.
 func (c *Charger) createCharge(paymentID string) idempotency.Phase {
-	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		p, err := scanPayment(tx.QueryRow(ctx, getPaymentByID, paymentID))
-		if err != nil {
-			return idempotency.Next{}, err
-		}
-		charge, err := c.charge(ctx, p)
-		if err != nil {
-			return idempotency.Next{}, err
-		}
-		return c.record(ctx, tx, p.ID, charge)
+	var charge Charge
+	return idempotency.Phase{
+		Call: func(ctx context.Context, _ idempotency.Key) error {
+			p, err := scanPayment(c.DB.QueryRow(ctx, getPaymentByID, paymentID))
+			if err != nil {
+				return err
+			}
+			charge, err = c.charge(ctx, p)
+			return err
+		},
+		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+			return c.record(ctx, tx, paymentID, charge)
+		},
 	}
 }
 
 // reconcileCharge is createCharge for a payment whose earlier calls had no
 // known outcome: it looks the charge up before deciding to charge again.
 func (c *Charger) reconcileCharge(paymentID string) idempotency.Phase {
-	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		p, err := scanPayment(tx.QueryRow(ctx, getPaymentByID, paymentID))
-		if err != nil {
-			return idempotency.Next{}, err
-		}
-		charge, found, err := c.Processor.FindCharge(ctx, DownstreamKey(p.ID))
-		switch {
-		case err != nil:
-			return idempotency.Next{}, fmt.Errorf("find charge of %s: %w", p.ID, err)
-		case found:
-		case c.Now().Before(p.CreatedAt.Add(c.ChargeDeadline)):
-			if charge, err = c.charge(ctx, p); err != nil {
-				return idempotency.Next{}, err
+	var charge Charge
+	return idempotency.Phase{
+		Call: func(ctx context.Context, _ idempotency.Key) error {
+			p, err := scanPayment(c.DB.QueryRow(ctx, getPaymentByID, paymentID))
+			if err != nil {
+				return err
 			}
-		default:
-			charge = Charge{FailureCode: FailureProcessorError,
-				FailureMessage: "The processor could not confirm the charge before the deadline. Nothing was charged."}
-		}
-		return c.record(ctx, tx, p.ID, charge)
+			var found bool
+			charge, found, err = c.Processor.FindCharge(ctx, DownstreamKey(p.ID))
+			switch {
+			case err != nil:
+				return fmt.Errorf("find charge of %s: %w", p.ID, err)
+			case found:
+			case c.Now().Before(p.CreatedAt.Add(c.ChargeDeadline)):
+				charge, err = c.charge(ctx, p)
+			default:
+				charge = Charge{FailureCode: FailureProcessorError,
+					FailureMessage: "The processor could not confirm the charge before the deadline. Nothing was charged."}
+			}
+			return err
+		},
+		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+			return c.record(ctx, tx, paymentID, charge)
+		},
 	}
 }
 
@@ -198,7 +206,7 @@ const settled = `UPDATE payments SET reconcile_since = NULL WHERE id = $1`
 // finish is the phase that stores the final response, stages the immutable
 // event that follows it and completes the job; it calls nothing outside.
 func (c *Charger) finish(paymentID string, complete CompleteFunc) idempotency.Phase {
-	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
 		// The key is at charge_created: the last phase has committed.
 		c.crash(CrashAfterChargeCreated)
 		p, err := scanPayment(tx.QueryRow(ctx, getPaymentByID, paymentID))
@@ -220,7 +228,7 @@ func (c *Charger) finish(paymentID string, complete CompleteFunc) idempotency.Ph
 			}
 		}
 		return idempotency.Finish(c.Render.Payment(p)), nil
-	}
+	}}
 }
 
 const markForReconciliation = `

@@ -192,40 +192,50 @@ const addRefunded = `UPDATE payments SET amount_refunded = amount_refunded + $2,
 // call; the outcome is recorded, and a success counted on the payment, in the
 // transaction that moves the key to refund_created.
 func (r *Refunder) createRefund(refundID string) idempotency.Phase {
-	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		ref, err := scanRefund(tx.QueryRow(ctx, getRefundByID, refundID))
-		if err != nil {
-			return idempotency.Next{}, err
-		}
-		p, err := scanPayment(tx.QueryRow(ctx, getPaymentByID, ref.PaymentID))
-		if err != nil {
-			return idempotency.Next{}, err
-		}
-		if p.ProcessorChargeID == nil {
-			return idempotency.Next{}, fmt.Errorf("payment %s has no processor charge to refund", p.ID)
-		}
-		out, err := r.Processor.Refund(ctx, RefundRequest{IdempotencyKey: RefundDownstreamKey(ref.ID), ChargeID: *p.ProcessorChargeID, Amount: ref.Amount})
-		if err != nil {
-			return idempotency.Next{}, fmt.Errorf("refund %s: %w", ref.ID, err)
-		}
-		status, now := StatusFailed, r.Now().UTC().Truncate(time.Microsecond)
-		if out.Succeeded {
-			status = StatusSucceeded
-			if _, err := tx.Exec(ctx, addRefunded, p.ID, ref.Amount, now); err != nil {
-				return idempotency.Next{}, fmt.Errorf("count refund on payment: %w", err)
+	var out ProcessorRefund
+	return idempotency.Phase{
+		Call: func(ctx context.Context, _ idempotency.Key) error {
+			ref, err := scanRefund(r.DB.QueryRow(ctx, getRefundByID, refundID))
+			if err != nil {
+				return err
 			}
-		}
-		if _, err := tx.Exec(ctx, recordRefund, ref.ID, status, nullable(out.ID), nullable(out.FailureCode), now); err != nil {
-			return idempotency.Next{}, fmt.Errorf("record refund: %w", err)
-		}
-		return idempotency.AdvanceTo(RecoveryRefundCreated), nil
+			p, err := scanPayment(r.DB.QueryRow(ctx, getPaymentByID, ref.PaymentID))
+			if err != nil {
+				return err
+			}
+			if p.ProcessorChargeID == nil {
+				return fmt.Errorf("payment %s has no processor charge to refund", p.ID)
+			}
+			out, err = r.Processor.Refund(ctx, RefundRequest{IdempotencyKey: RefundDownstreamKey(ref.ID), ChargeID: *p.ProcessorChargeID, Amount: ref.Amount})
+			if err != nil {
+				return fmt.Errorf("refund %s: %w", ref.ID, err)
+			}
+			return nil
+		},
+		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+			ref, err := scanRefund(tx.QueryRow(ctx, getRefundByID, refundID))
+			if err != nil {
+				return idempotency.Next{}, err
+			}
+			status, now := StatusFailed, r.Now().UTC().Truncate(time.Microsecond)
+			if out.Succeeded {
+				status = StatusSucceeded
+				if _, err := tx.Exec(ctx, addRefunded, ref.PaymentID, ref.Amount, now); err != nil {
+					return idempotency.Next{}, fmt.Errorf("count refund on payment: %w", err)
+				}
+			}
+			if _, err := tx.Exec(ctx, recordRefund, ref.ID, status, nullable(out.ID), nullable(out.FailureCode), now); err != nil {
+				return idempotency.Next{}, fmt.Errorf("record refund: %w", err)
+			}
+			return idempotency.AdvanceTo(RecoveryRefundCreated), nil
+		},
 	}
 }
 
 // finish stores the refund's final response, stages its event and completes
 // its job.
 func (r *Refunder) finish(refundID string, complete CompleteFunc) idempotency.Phase {
-	return func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
 		ref, err := scanRefund(tx.QueryRow(ctx, getRefundByID, refundID))
 		if err != nil {
 			return idempotency.Next{}, err
@@ -239,7 +249,7 @@ func (r *Refunder) finish(refundID string, complete CompleteFunc) idempotency.Ph
 			}
 		}
 		return idempotency.Finish(r.Render.Refund(ref)), nil
-	}
+	}}
 }
 
 const insertEvent = `

@@ -20,7 +20,7 @@ type Proxy struct {
 }
 
 // NewProxy listens on a free loopback port and forwards to target until t ends.
-func NewProxy(t *testing.T, target string) *Proxy {
+func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -65,7 +65,7 @@ type Options struct {
 
 // Stack is the service under test.
 type Stack struct {
-	T          *testing.T
+	T          testing.TB
 	DB         *testdb.DB
 	Clock      *Clock
 	API        *httptest.Server
@@ -88,7 +88,7 @@ type Stack struct {
 }
 
 // New starts a stack for t; everything stops when t ends.
-func New(t *testing.T, opts Options) *Stack {
+func New(t testing.TB, opts Options) *Stack {
 	t.Helper()
 	if opts.MaxAttempts == 0 {
 		opts.MaxAttempts = 3
