@@ -18,20 +18,24 @@ import (
 
 const visa = `{"amount": 1999, "currency": "USD", "payment_method": "pm_card_visa", "description": "T-shirt", "metadata": {"order": "42"}}`
 
-// decodePayment reads a payment body, or the payment member of a problem.
-func decodePayment(t *testing.T, body []byte) payments.Payment {
+// decodeMember reads a T from a body, or from the named member of a problem
+// (a 402 carries the failed payment or refund there).
+func decodeMember[T any](t *testing.T, body []byte, member string) T {
 	t.Helper()
-	var problem struct {
-		Payment *payments.Payment `json:"payment"`
+	var problem map[string]json.RawMessage
+	if err := json.Unmarshal(body, &problem); err == nil && problem[member] != nil {
+		body = problem[member]
 	}
-	if err := json.Unmarshal(body, &problem); err == nil && problem.Payment != nil {
-		return *problem.Payment
-	}
-	var p payments.Payment
-	if err := json.Unmarshal(body, &p); err != nil {
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
-	return p
+	return v
+}
+
+func decodePayment(t *testing.T, body []byte) payments.Payment {
+	t.Helper()
+	return decodeMember[payments.Payment](t, body, "payment")
 }
 
 func decodeProblem(t *testing.T, body []byte) map[string]any {

@@ -16,17 +16,7 @@ import (
 
 func decodeRefund(t *testing.T, body []byte) payments.Refund {
 	t.Helper()
-	var problem struct {
-		Refund *payments.Refund `json:"refund"`
-	}
-	if err := json.Unmarshal(body, &problem); err == nil && problem.Refund != nil {
-		return *problem.Refund
-	}
-	var r payments.Refund
-	if err := json.Unmarshal(body, &r); err != nil {
-		t.Fatalf("decode %s: %v", body, err)
-	}
-	return r
+	return decodeMember[payments.Refund](t, body, "refund")
 }
 
 // paid makes a succeeded payment of 1999 and returns it.
