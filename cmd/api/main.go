@@ -108,11 +108,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 // serveAPI wires the API together and serves until ctx ends.
 func serveAPI(ctx context.Context, cfg config, logger *slog.Logger) error {
 	riverLogger := logger.With("component", "river")
-	pool, err := database.Connect(ctx, cfg.DatabaseURL)
+	// The API starts even while the database is down: it answers 503 and
+	// /readyz says not ready until the database is back.
+	pool, err := database.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		logger.Warn("database not reachable yet: failing closed until it is", "err", err)
+	}
 	inserter, err := outbox.NewInserter(pool, riverLogger)
 	if err != nil {
 		return err

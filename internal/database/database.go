@@ -23,8 +23,9 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Connect opens a pool and checks that the database answers.
-func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// Open opens a pool without waiting for the database: connections are made
+// when needed, so a server can start, and fail closed, while it is down.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -32,6 +33,15 @@ func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	return pool, nil
+}
+
+// Connect opens a pool and checks that the database answers.
+func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := Open(ctx, url)
+	if err != nil {
+		return nil, err
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
