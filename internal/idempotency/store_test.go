@@ -129,6 +129,16 @@ func TestAcquire(t *testing.T) {
 	})
 }
 
+// started reserves a new key, left at started with its lock held.
+func started(t *testing.T, s *idempotency.Store) idempotency.Lease {
+	t.Helper()
+	lease, err := s.Acquire(context.Background(), request(t, "k", "/v1/things", `{}`), noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
 func finish(t *testing.T, s *idempotency.Store, keyID int64, from string) idempotency.Key {
 	t.Helper()
 	key, err := s.RunPhase(context.Background(), keyID, from, idempotency.Phase{Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
@@ -147,10 +157,7 @@ func TestRunPhase(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
 		ctx := context.Background()
-		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lease := started(t, s)
 		ran := 0
 		advance := idempotency.Phase{
 			Call: func(context.Context, idempotency.Key) error { ran++; return nil },
@@ -176,10 +183,7 @@ func TestRunPhase(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
 		ctx := context.Background()
-		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lease := started(t, s)
 		// With one connection in the pool, a Call that needs the database (as
 		// the processor behind it may) deadlocks if the phase holds a transaction.
 		cfg := s.DB.Config()
@@ -210,11 +214,8 @@ func TestRunPhase(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
 		ctx := context.Background()
-		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		lease := started(t, s)
+		_, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
 			if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_2', 'Two')`); err != nil {
 				return idempotency.Next{}, err
 			}
@@ -235,10 +236,7 @@ func TestRunPhase(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
 		ctx := context.Background()
-		lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lease := started(t, s)
 		var wg sync.WaitGroup
 		for i := range 8 {
 			wg.Go(func() {
@@ -277,10 +275,7 @@ func TestWaitIsWokenByNotify(t *testing.T) {
 	s.Notifications = listener
 	s.PollInterval = time.Hour
 
-	lease, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), noop)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lease := started(t, s)
 	waiting := make(chan idempotency.Key)
 	go func() {
 		key, err := s.Wait(ctx, lease.Key.ID, time.Minute)
