@@ -23,8 +23,8 @@ func TestCrashPoints(t *testing.T) {
 		point   string
 	}{
 		{"APIAfterFirstPhase", "api", "after_first_phase"},
-		{"WorkerAfterProcessorResponse", "worker", "after_processor_response"},
-		{"WorkerAfterChargeCreated", "worker", "after_charge_created"},
+		{"WorkerAfterProcessorResponse", "worker", "payment_after_processor_response"},
+		{"WorkerAfterChargeCreated", "worker", "payment_after_created"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -84,6 +84,71 @@ func TestCrashPoints(t *testing.T) {
 			var list struct{ Data []json.RawMessage }
 			if err := json.Unmarshal(charges, &list); err != nil || len(list.Data) != 1 {
 				t.Fatalf("processor charges for %s: %s", p.ID, charges)
+			}
+		})
+	}
+}
+
+// TestRefundCrashPoints kills the worker with SIGKILL while a refund's
+// processor call is answered, and after its outcome is recorded, and restarts
+// it: the refund settles with no client retry, within minutes (River rescues
+// the dead worker's job, or the sweep hands the quiet refund to the
+// reconciler), with exactly one refund at the processor.
+func TestRefundCrashPoints(t *testing.T) {
+	t.Parallel()
+	for _, point := range []string{"refund_after_processor_response", "refund_after_created"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			s := startStack(t, testdb.New(t).URL, nil, []string{"APP_ENV=test", "CRASH_POINT=" + point})
+
+			status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "paid", crashBody, "Prefer", "wait=10")
+			var p struct{ ID, Status string }
+			if err := json.Unmarshal(body, &p); err != nil || status != http.StatusCreated {
+				t.Fatalf("payment: %d %s", status, body)
+			}
+			status, _, body = do(t, http.MethodPost, s.apiURL+"/v1/payments/"+p.ID+"/refunds", "sk_test_acme", "refund-1",
+				`{"amount": 1500}`, "Prefer", "respond-async")
+			var r struct{ ID, Status string }
+			if err := json.Unmarshal(body, &r); err != nil || status != http.StatusAccepted {
+				t.Fatalf("refund: %d %s", status, body)
+			}
+			s.worker.killed(t)
+			s.startWorker()
+
+			// No client retry: only reads, until the refund's key is finished.
+			killed := time.Now()
+			for key := (struct {
+				RecoveryPoint string `json:"recovery_point"`
+			}{}); key.RecoveryPoint != "finished"; {
+				if time.Since(killed) > 3*time.Minute {
+					t.Fatalf("refund %s still at %q 3 minutes after the kill", r.ID, key.RecoveryPoint)
+				}
+				time.Sleep(200 * time.Millisecond)
+				_, _, body = do(t, http.MethodGet, s.apiURL+"/v1/idempotency-keys/refund-1", "sk_test_acme", "", "")
+				if err := json.Unmarshal(body, &key); err != nil {
+					t.Fatalf("key %s", body)
+				}
+			}
+			t.Logf("settled %s after the kill", time.Since(killed).Round(time.Second))
+			_, _, body = do(t, http.MethodGet, s.apiURL+"/v1/refunds/"+r.ID, "sk_test_acme", "", "")
+			if err := json.Unmarshal(body, &r); err != nil || r.Status != "succeeded" {
+				t.Fatalf("refund ended %s", body)
+			}
+			var pay struct {
+				AmountRefunded int64 `json:"amount_refunded"`
+			}
+			_, _, body = do(t, http.MethodGet, s.apiURL+"/v1/payments/"+p.ID, "sk_test_acme", "", "")
+			if err := json.Unmarshal(body, &pay); err != nil || pay.AmountRefunded != 1500 {
+				t.Fatalf("payment after the refund: %s", body)
+			}
+			_, _, refunds := do(t, http.MethodGet, s.processorURL+"/v1/refunds?idempotency_key=refund_"+r.ID, "", "", "")
+			var list struct{ Data []json.RawMessage }
+			if err := json.Unmarshal(refunds, &list); err != nil || len(list.Data) != 1 {
+				t.Fatalf("processor refunds for %s: %s", r.ID, refunds)
+			}
+			status, _, replay := do(t, http.MethodPost, s.apiURL+"/v1/payments/"+p.ID+"/refunds", "sk_test_acme", "refund-1", `{"amount": 1500}`)
+			if status != http.StatusCreated {
+				t.Fatalf("replay: %d %s", status, replay)
 			}
 		})
 	}

@@ -141,10 +141,10 @@ func serveAPI(ctx context.Context, cfg config, logger *slog.Logger) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	keys := &idempotency.Store{DB: pool, Now: time.Now, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention, Notifications: listener}
+	keys := &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention, Notifications: listener}
 	api := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: pool},
-		Payments:    &payments.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}, Now: time.Now, Crash: crashAt},
+		Payments:    &payments.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}, Crash: crashAt},
 		Keys:        keys,
 		Logger:      logger,
 		Ready:       pool.Ping,

@@ -31,6 +31,7 @@ type config struct {
 	FailRate     float64       `envconfig:"PROCESSOR_FAIL_RATE" default:"0" desc:"chaos: share of POSTs answered 500 before charging (0 to 1)"`
 	DropRate     float64       `envconfig:"PROCESSOR_DROP_RATE" default:"0" desc:"chaos: share of new results committed and then not answered (0 to 1)"`
 	Latency      time.Duration `envconfig:"PROCESSOR_LATENCY" default:"0s" desc:"chaos: latency added to every request"`
+	ExecLatency  time.Duration `envconfig:"PROCESSOR_EXEC_LATENCY" default:"0s" desc:"chaos: time a charge or refund takes inside its transaction, holding its key (under 30s)"`
 	TimeoutHang  time.Duration `envconfig:"PROCESSOR_TIMEOUT_HANG" default:"60s" desc:"how long pm_card_timeout withholds its answer"`
 	KeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h" desc:"how long idempotency keys are remembered"`
 }
@@ -85,9 +86,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	srv, err := processor.New(pool, logger, processor.Config{
 		Chaos: processor.Chaos{
-			FailRate: cfg.FailRate,
-			DropRate: cfg.DropRate,
-			Latency:  cfg.Latency,
+			FailRate:    cfg.FailRate,
+			DropRate:    cfg.DropRate,
+			Latency:     cfg.Latency,
+			ExecLatency: cfg.ExecLatency,
 		},
 		TimeoutHang:  cfg.TimeoutHang,
 		KeyRetention: cfg.KeyRetention,
@@ -103,8 +105,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		Addr:    cfg.Addr,
 		Handler: srv,
 		Logger:  logger,
-		// A response may legitimately take the latency plus the hang limit.
-		WriteTimeout:    cfg.Latency + cfg.TimeoutHang + 30*time.Second,
+		// A response may legitimately take the latency, the execution and
+		// the hang limit.
+		WriteTimeout:    cfg.Latency + cfg.ExecLatency + cfg.TimeoutHang + 30*time.Second,
 		ShutdownTimeout: shutdownTimeout,
 	}
 	return server.Run(ctx)

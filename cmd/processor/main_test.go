@@ -61,6 +61,7 @@ func TestRun(t *testing.T) {
 	t.Setenv("PROCESSOR_FAIL_RATE", "0")
 	t.Setenv("PROCESSOR_DROP_RATE", "0")
 	t.Setenv("PROCESSOR_LATENCY", "0s")
+	t.Setenv("PROCESSOR_EXEC_LATENCY", "0s")
 	t.Setenv("PROCESSOR_KEY_RETENTION", "168h")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,7 +134,7 @@ func TestRunHelp(t *testing.T) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
 	for _, name := range []string{"DATABASE_URL", "PROCESSOR_ADDR", "PROCESSOR_FAIL_RATE", "PROCESSOR_DROP_RATE",
-		"PROCESSOR_LATENCY", "PROCESSOR_TIMEOUT_HANG", "PROCESSOR_KEY_RETENTION"} {
+		"PROCESSOR_LATENCY", "PROCESSOR_EXEC_LATENCY", "PROCESSOR_TIMEOUT_HANG", "PROCESSOR_KEY_RETENTION"} {
 		if !strings.Contains(out.String(), name) {
 			t.Errorf("usage does not list %s:\n%s", name, out.String())
 		}

@@ -1,6 +1,8 @@
-// Command worker runs the River jobs that drive payments through their
-// phases, calling the card processor over HTTP, and the periodic reconciler
-// and key reaper. It serves its metrics on METRICS_ADDR.
+// Command worker runs the River jobs that drive payments and refunds through
+// their phases, calling the card processor over HTTP, and the periodic
+// reconciler and key reaper. It serves its metrics on METRICS_ADDR.
+// "worker review" lists the needs-review queue; "worker review resolve ID"
+// closes a case.
 package main
 
 import (
@@ -46,9 +48,11 @@ type config struct {
 	RetryMaxDelay         time.Duration `envconfig:"RETRY_MAX_DELAY" default:"1m"`
 	ChargeDeadline        time.Duration `envconfig:"CHARGE_DEADLINE" default:"1h"`
 	ReconcileInterval     time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m"`
+	ReconcileTimeout      time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"10m"`
 	ReconcileWindow       time.Duration `envconfig:"RECONCILE_WINDOW" default:"24h"`
 	StuckAfter            time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"5m"`
 	ReconcileBatch        int           `envconfig:"RECONCILE_BATCH" default:"100"`
+	LedgerPageSize        int           `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000"`
 	KeyRetention          time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h"`
 	ReapInterval          time.Duration `envconfig:"REAP_INTERVAL" default:"10m"`
 	ReapBatch             int           `envconfig:"REAP_BATCH" default:"1000"`
@@ -69,6 +73,8 @@ func (c config) validate() error {
 		return fmt.Errorf("JOB_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a job is cancelled mid-call", c.JobTimeout, c.ProcessorTimeout)
 	case c.Concurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
 		return fmt.Errorf("WORKER_CONCURRENCY, CHARGE_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.LedgerPageSize < 1 || c.LedgerPageSize > 1000:
+		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to 1000, the processor's page limit", c.LedgerPageSize)
 	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
 		return fmt.Errorf("RETRY_BASE_DELAY (%s) must be positive and at most RETRY_MAX_DELAY (%s)", c.RetryBaseDelay, c.RetryMaxDelay)
 	case c.StuckAfter <= c.JobTimeout:
@@ -85,7 +91,7 @@ func (c config) validate() error {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
@@ -93,8 +99,9 @@ func main() {
 
 // run reads its configuration from the environment and works jobs until ctx
 // ends; then it stops fetching, lets running jobs finish within
-// SHUTDOWN_TIMEOUT, and cancels what is left.
-func run(ctx context.Context, stdout io.Writer) error {
+// SHUTDOWN_TIMEOUT, and cancels what is left. With args "review ..." it runs
+// the operator's review command instead.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	logger := serve.NewLogger(stdout, slog.LevelInfo).With("process", "worker")
 	// River reports every few seconds at info level; keep its warnings only.
 	riverLogger := serve.NewLogger(stdout, slog.LevelWarn).With("process", "worker", "component", "river")
@@ -105,7 +112,13 @@ func run(ctx context.Context, stdout io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	crashAt, err := crash.Hook(cfg.CrashPoint, cfg.AppEnv, payments.CrashAfterProcessorResponse, payments.CrashAfterChargeCreated)
+	if len(args) > 0 {
+		if args[0] != "review" {
+			return fmt.Errorf("unknown command %q: use review, or no command to work jobs", args[0])
+		}
+		return review(ctx, cfg.DatabaseURL, args[1:], stdout)
+	}
+	crashAt, err := crash.Hook(cfg.CrashPoint, cfg.AppEnv, payments.CrashPoints()...)
 	if err != nil {
 		return err
 	}
@@ -121,38 +134,32 @@ func run(ctx context.Context, stdout io.Writer) error {
 	defer pool.Close()
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	discrepancies := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "payments_reconciler_discrepancies_total",
-		Help: "Processor charges that the payments do not account for, by kind.",
-	}, []string{"kind"})
-	registry.MustRegister(discrepancies)
-	for _, kind := range []string{payments.DiscrepancyUnknownCharge, payments.DiscrepancyDuplicateCharge, payments.DiscrepancyChargedAfterFailure} {
-		discrepancies.WithLabelValues(kind) // exported at 0 from the start, so alerts see the series
-	}
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		reviewCollector{db: pool})
 
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
-	keys := &idempotency.Store{DB: pool, Now: time.Now, Retention: cfg.KeyRetention}
-	charger := &payments.Charger{
-		DB: pool, Keys: keys, Processor: gw, Render: httpapi.Renderer{}, Now: time.Now,
-		ChargeDeadline: cfg.ChargeDeadline, Crash: crashAt,
+	gw.PageSize = cfg.LedgerPageSize
+	keys := &idempotency.Store{DB: pool, Retention: cfg.KeyRetention}
+	ops := &payments.Operations{
+		DB: pool, Keys: keys, Processor: gw, Render: httpapi.Renderer{},
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.ChargeDeadline, Crash: crashAt,
 	}
+	rescueAfter := outbox.RescueAfter(cfg.JobTimeout)
 	client, err := outbox.NewWorker(pool, riverLogger, outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
 		JobTimeout:        cfg.JobTimeout,
-		MaxAttempts:       cfg.MaxAttempts,
+		RescueAfter:       rescueAfter,
 		Backoff:           cfg.backoff(),
 		FetchPollInterval: cfg.FetchPollInterval,
+		ReconcileTimeout:  cfg.ReconcileTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{
-		Charger:  charger,
-		Refunder: &payments.Refunder{DB: pool, Keys: keys, Processor: gw, Render: httpapi.Renderer{}, Now: time.Now},
-		Reconciler: &payments.Reconciler{
-			Charger: charger, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
-			BatchSize: cfg.ReconcileBatch, OnDiscrepancy: func(kind string) { discrepancies.WithLabelValues(kind).Inc() },
-		},
-		Sweeper:   &outbox.Sweeper{DB: pool, Now: time.Now, StuckAfter: cfg.StuckAfter},
+		Ops: ops,
+		Reconciler: &payments.Reconciler{Ops: ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
+			BatchSize: cfg.ReconcileBatch},
+		Sweeper: &payments.Sweeper{DB: pool, Jobs: outbox.Queue{DB: pool, RescueAfter: rescueAfter},
+			StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch},
 		Keys:      keys,
 		ReapBatch: cfg.ReapBatch,
 		Logger:    logger,

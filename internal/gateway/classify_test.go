@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,76 +13,230 @@ import (
 	"github.com/example/payments/internal/payments"
 )
 
-// TestClassify checks how answers the fake processor never gives, but a real
-// one or a proxy in front of it might, are classified.
-func TestClassify(t *testing.T) {
+// verdict is how a caller must treat an answer.
+type verdict int
+
+const (
+	definite verdict = iota // an Outcome, no error
+	unknown                 // an error wrapping payments.ErrProcessorUnknown
+	closed                  // an error wrapping payments.ErrKeyClosed
+)
+
+// answer is a canned processor answer and how it must be classified.
+type answer struct {
+	name   string
+	status int
+	body   string
+	want   verdict
+	// outcome is the definite Outcome expected.
+	outcome payments.Outcome
+}
+
+// fakeProcessor answers every request with status and body, after checking
+// that it carries the Idempotency-Key "k".
+func fakeProcessor(t *testing.T, status int, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") != "k" {
+			t.Errorf("Idempotency-Key = %q", r.Header.Get("Idempotency-Key"))
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// check fails unless got and err are what a.want says.
+func (a answer) check(t *testing.T, got payments.Outcome, err error) {
+	t.Helper()
+	switch a.want {
+	case definite:
+		if err != nil || got != a.outcome {
+			t.Fatalf("got %+v, %v; want %+v, nil", got, err, a.outcome)
+		}
+	case unknown:
+		if !errors.Is(err, payments.ErrProcessorUnknown) || errors.Is(err, payments.ErrKeyClosed) {
+			t.Fatalf("got %+v, %v; want ErrProcessorUnknown", got, err)
+		}
+	case closed:
+		if !errors.Is(err, payments.ErrKeyClosed) || errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Fatalf("got %+v, %v; want ErrKeyClosed", got, err)
+		}
+	}
+	if err != nil && got != (payments.Outcome{}) {
+		t.Errorf("an error with an outcome: %+v", got)
+	}
+}
+
+// commonAnswers are classified alike for charges and refunds.
+var commonAnswers = []answer{
+	{name: "ErrBadRequest", status: 400, body: `{"error":{"type":"invalid_request_error","code":"parameter_invalid","message":"bad"}}`,
+		want: definite, outcome: payments.Outcome{FailureCode: "parameter_invalid", FailureMessage: "bad"}},
+	{name: "ErrKeyReused", status: 400, body: `{"error":{"type":"idempotency_error","code":"idempotency_key_reused","message":"other params"}}`,
+		want: definite, outcome: payments.Outcome{FailureCode: "idempotency_key_reused", FailureMessage: "other params"}},
+	{name: "ErrKeyClosed", status: 400, body: `{"error":{"type":"idempotency_error","code":"idempotency_key_closed","message":"closed"}}`, want: closed},
+	{name: "ErrUnreadable200", status: 200, body: `<html>`, want: unknown},
+	{name: "ErrNoID200", status: 200, body: `{}`, want: unknown},
+	{name: "ErrCreated", status: 201, body: `{}`, want: unknown},
+	{name: "ErrBadGateway", status: 502, body: `<html>bad gateway</html>`, want: unknown},
+	{name: "ErrUnavailable", status: 503, body: `{"error":{"type":"api_error","code":"down","message":"down"}}`, want: unknown},
+	{name: "ErrInUse", status: 409, body: `{"error":{"type":"idempotency_error","code":"in_use","message":"busy"}}`, want: unknown},
+	{name: "ErrRateLimited", status: 429, body: `{"error":{"type":"rate_limit_error","code":"rate_limit","message":"slow down"}}`, want: unknown},
+	{name: "ErrRequestTimeout", status: 408, body: `{"error":{"type":"api_error","code":"timeout","message":"slow"}}`, want: unknown},
+	// A proxy's page says nothing of what the processor did.
+	{name: "ErrProxyPage", status: 401, body: `unauthorized`, want: unknown},
+}
+
+func TestClassifyCharge(t *testing.T) {
+	t.Parallel()
+	tests := append([]answer{
+		{name: "OK", status: 200, body: `{"id":"ch_1","object":"charge","status":"succeeded"}`,
+			want: definite, outcome: payments.Outcome{ID: "ch_1", Succeeded: true}},
+		{name: "Declined", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","message":"no","charge":"ch_2"}}`,
+			want: definite, outcome: payments.Outcome{ID: "ch_2", FailureCode: "card_declined", FailureMessage: "no"}},
+		{name: "ErrUnreadable402", status: 402, body: `{}`, want: unknown},
+		{name: "ErrNotFound", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"no route"}}`,
+			want: definite, outcome: payments.Outcome{FailureCode: "resource_missing", FailureMessage: "no route"}},
+	}, commonAnswers...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := gateway.New(fakeProcessor(t, tt.status, tt.body), 5*time.Second).Charge(context.Background(), payments.ChargeRequest{
+				IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa",
+			})
+			tt.check(t, got, err)
+		})
+	}
+}
+
+func TestClassifyRefund(t *testing.T) {
+	t.Parallel()
+	tests := append([]answer{
+		{name: "OK", status: 200, body: `{"id":"re_1","object":"refund","status":"succeeded"}`,
+			want: definite, outcome: payments.Outcome{ID: "re_1", Succeeded: true}},
+		{name: "Failed", status: 200, body: `{"id":"re_2","object":"refund","status":"failed"}`,
+			want: definite, outcome: payments.Outcome{ID: "re_2"}},
+		// An unknown charge is a definite refusal, not a reason to retry.
+		{name: "ErrUnknownCharge", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such charge"}}`,
+			want: definite, outcome: payments.Outcome{FailureCode: "resource_missing", FailureMessage: "No such charge"}},
+		{name: "ErrTooLarge", status: 400, body: `{"error":{"type":"invalid_request_error","code":"amount_too_large","message":"too much"}}`,
+			want: definite, outcome: payments.Outcome{FailureCode: "amount_too_large", FailureMessage: "too much"}},
+	}, commonAnswers...)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := gateway.New(fakeProcessor(t, tt.status, tt.body), 5*time.Second).Refund(context.Background(), payments.RefundRequest{
+				IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1,
+			})
+			tt.check(t, got, err)
+		})
+	}
+}
+
+// TestClassifyTimeout checks that a processor that does not answer in time
+// leaves every outcome unknown.
+func TestClassifyTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body lets the server notice the caller leaving.
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs first: cleanups run last in, first out
+	client := gateway.New(srv.URL, 100*time.Millisecond)
+	ctx := context.Background()
+
+	_, err := client.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa"})
+	if !errors.Is(err, payments.ErrProcessorUnknown) {
+		t.Errorf("charge: %v", err)
+	}
+	_, err = client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1})
+	if !errors.Is(err, payments.ErrProcessorUnknown) {
+		t.Errorf("refund: %v", err)
+	}
+	if _, _, err := client.CloseCharge(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) {
+		t.Errorf("close charge: %v", err)
+	}
+}
+
+// TestLookupClassify checks that the questions the caller asks fail with
+// ErrProcessorUnknown, never with an answer, when the processor does not
+// give a definite one.
+func TestLookupClassify(t *testing.T) {
 	t.Parallel()
 
 	tests := []struct {
-		name        string
-		status      int
-		body        string
-		wantUnknown bool
-		wantOK      bool // a definite charge outcome, no error
+		name   string
+		status int
+		body   string
 	}{
-		{"OK", 200, `{"id":"ch_1","object":"charge","status":"succeeded"}`, false, true},
-		{"Declined", 402, `{"error":{"type":"card_error","code":"card_declined","message":"no","charge":"ch_2"}}`, false, true},
-		{"ErrUnreadable200", 200, `<html>`, true, false},
-		{"ErrUnreadable402", 402, `{}`, true, false},
-		{"ErrBadGateway", 502, `<html>bad gateway</html>`, true, false},
-		{"ErrUnavailable", 503, `{"error":{"type":"api_error","code":"down","message":"down"}}`, true, false},
-		{"ErrInUse", 409, `{"error":{"type":"idempotency_error","code":"in_use","message":"busy"}}`, true, false},
-		{"ErrRateLimited", 429, `{"error":{"type":"rate_limit_error","code":"rate_limit","message":"slow down"}}`, true, false},
-		{"ErrBadRequest", 400, `{"error":{"type":"invalid_request_error","code":"parameter_invalid","message":"bad"}}`, false, false},
-		{"ErrUnauthorized", 401, `unauthorized`, false, false},
+		{"Unavailable", 503, ``},
+		{"BadRequest", 400, `{"error":{"type":"invalid_request_error","code":"parameter_invalid","message":"bad"}}`},
+		// A 200 that is not the expected object must not read as "none".
+		{"EmptyObject", 200, `{}`},
+		{"NullData", 200, `{"object":"list","data":null,"has_more":false}`},
+		{"OtherClosure", 200, `{"object":"key_closure","idempotency_key":"other","charge":null,"refund":null}`},
+		{"MoreButEmpty", 200, `{"object":"list","data":[],"has_more":true}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.Header.Get("Idempotency-Key") != "k" {
-					t.Errorf("Idempotency-Key = %q", r.Header.Get("Idempotency-Key"))
-				}
 				w.WriteHeader(tt.status)
 				_, _ = w.Write([]byte(tt.body))
 			}))
 			t.Cleanup(srv.Close)
+			client := gateway.New(srv.URL, 5*time.Second)
+			ctx := context.Background()
 
-			got, err := gateway.New(srv.URL, 5*time.Second).Charge(context.Background(), payments.ChargeRequest{
-				IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa",
-			})
-			if tt.wantOK {
-				if err != nil || got.ID == "" {
-					t.Fatalf("charge = %+v, %v", got, err)
-				}
+			if _, found, err := client.FindCharge(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || found {
+				t.Errorf("FindCharge: %v, %v", found, err)
+			}
+			if _, found, err := client.FindRefund(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || found {
+				t.Errorf("FindRefund: %v, %v", found, err)
+			}
+			if _, made, err := client.CloseCharge(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || made {
+				t.Errorf("CloseCharge: %v, %v", made, err)
+			}
+			if _, made, err := client.CloseRefund(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || made {
+				t.Errorf("CloseRefund: %v, %v", made, err)
+			}
+			if _, _, err := client.LedgerCharges(ctx, time.Now(), ""); !errors.Is(err, payments.ErrProcessorUnknown) {
+				t.Errorf("LedgerCharges: %v", err)
+			}
+			if _, _, err := client.LedgerRefunds(ctx, time.Now(), "re_1"); !errors.Is(err, payments.ErrProcessorUnknown) {
+				t.Errorf("LedgerRefunds: %v", err)
+			}
+			if tt.status == http.StatusBadRequest {
 				return
 			}
-			if err == nil {
-				t.Fatalf("no error, charge %+v", got)
+			if _, err := client.ChargesByIdempotencyKey(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) {
+				t.Errorf("ChargesByIdempotencyKey: %v", err)
 			}
-			if errors.Is(err, payments.ErrProcessorUnknown) != tt.wantUnknown {
-				t.Errorf("err = %v; unknown = %v, want %v", err, !tt.wantUnknown, tt.wantUnknown)
+			if _, err := client.RefundsByIdempotencyKey(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) {
+				t.Errorf("RefundsByIdempotencyKey: %v", err)
+			}
+			if _, err := client.ChargesByPayment(ctx, "pay_1"); !errors.Is(err, payments.ErrProcessorUnknown) {
+				t.Errorf("ChargesByPayment: %v", err)
 			}
 		})
 	}
-}
 
-func TestLookupClassify(t *testing.T) {
-	t.Parallel()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(srv.Close)
-	client := gateway.New(srv.URL, 5*time.Second)
-	ctx := context.Background()
-
-	if _, err := client.ChargesByIdempotencyKey(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) {
-		t.Errorf("ChargesByIdempotencyKey: %v", err)
-	}
-	if _, err := client.ChargesByPayment(ctx, "pay_1"); !errors.Is(err, payments.ErrProcessorUnknown) {
-		t.Errorf("ChargesByPayment: %v", err)
-	}
-	if _, err := client.GetCharge(ctx, "ch_1"); !errors.Is(err, payments.ErrProcessorUnknown) {
-		t.Errorf("GetCharge: %v", err)
-	}
+	t.Run("ClosureWithoutMember", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`{"object":"key_closure","idempotency_key":"k"}`))
+		}))
+		t.Cleanup(srv.Close)
+		// A closure that does not say "null" has not said nothing was made.
+		if _, made, err := gateway.New(srv.URL, 5*time.Second).CloseCharge(context.Background(), "k"); !errors.Is(err, payments.ErrProcessorUnknown) || made {
+			t.Errorf("CloseCharge: %v, %v", made, err)
+		}
+	})
 }

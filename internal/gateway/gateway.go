@@ -1,9 +1,18 @@
-// Package gateway is the service's HTTP client for the card processor. It
-// turns every answer into either a definite outcome (a charge that succeeded
-// or was declined, or a request the processor rejected) or an error wrapping
-// payments.ErrProcessorUnknown when the outcome cannot be known: a timeout, a
-// connection error or a 5xx. The caller retries those with the same
-// idempotency key, or asks the processor what happened.
+// Package gateway is the service's HTTP client for the card processor; its
+// Client implements payments.Processor.
+//
+// Charge and Refund turn every answer into one of three things: a definite
+// outcome (an operation that succeeded or was declined, or a request the
+// processor refused, so that nothing was made), payments.ErrKeyClosed when
+// the downstream key was closed before anything was made under it, or an
+// error wrapping payments.ErrProcessorUnknown when the outcome cannot be
+// known: a timeout, a connection error, a 5xx, a 409 or 429, or an answer
+// that cannot be read. The caller retries those with the same idempotency
+// key, or asks the processor what happened.
+//
+// The questions the caller asks (FindCharge, CloseCharge, LedgerCharges and
+// their refund twins) either get a definite 200 answer or fail with an error
+// wrapping payments.ErrProcessorUnknown, to be asked again later.
 package gateway
 
 import (
@@ -14,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -24,11 +32,20 @@ import (
 // maxResponseBytes bounds what is read of a response body.
 const maxResponseBytes = 1 << 20
 
+// DefaultPageSize is how many rows a ledger page asks for when
+// Client.PageSize is zero: the processor's largest page.
+const DefaultPageSize = 1000
+
 // ErrNotFound reports a charge the processor does not know.
 var ErrNotFound = errors.New("processor: no such charge")
 
-// Client calls the processor's HTTP API. It is safe for concurrent use.
+// Client calls the processor's HTTP API. It is safe for concurrent use once
+// its fields are set.
 type Client struct {
+	// PageSize is the limit of one ledger page, from 1 to 1000; zero means
+	// DefaultPageSize.
+	PageSize int
+
 	baseURL string
 	http    *http.Client
 }
@@ -42,32 +59,12 @@ func New(baseURL string, timeout time.Duration) *Client {
 	}
 }
 
-// Client implements the processor as the charge phase sees it.
+// Client implements the processor as the operations see it.
 var _ payments.Processor = (*Client)(nil)
 
-// ChargeObject is a charge as the processor returns it. Members that are
-// null on the wire are empty.
-type ChargeObject struct {
-	ID             string    `json:"id"`
-	Object         string    `json:"object"`
-	Amount         int64     `json:"amount"`
-	Currency       string    `json:"currency"`
-	PaymentMethod  string    `json:"payment_method"`
-	PaymentID      string    `json:"payment_id"`
-	Description    string    `json:"description"`
-	Status         string    `json:"status"`
-	FailureCode    string    `json:"failure_code"`
-	FailureMessage string    `json:"failure_message"`
-	AmountRefunded int64     `json:"amount_refunded"`
-	IdempotencyKey string    `json:"idempotency_key"`
-	CreatedAt      time.Time `json:"created_at"`
-}
-
-// Succeeded reports whether the charge went through.
-func (c ChargeObject) Succeeded() bool { return c.Status == "succeeded" }
-
-// APIError is an error answer of the processor. A 5xx APIError is returned
-// wrapped in payments.ErrProcessorUnknown; errors.As finds it either way.
+// APIError is an error answer of the processor. It is returned wrapped in
+// payments.ErrProcessorUnknown or payments.ErrKeyClosed when it means one of
+// those; errors.As finds it either way.
 type APIError struct {
 	// Status is the HTTP status code.
 	Status int
@@ -84,187 +81,75 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("processor answered %d %s/%s: %s", e.Status, e.Type, e.Code, e.Message)
 }
 
-// chargeRequest is the body of POST /v1/charges.
-type chargeRequest struct {
-	Amount        int64  `json:"amount"`
-	Currency      string `json:"currency"`
-	PaymentMethod string `json:"payment_method"`
-	PaymentID     string `json:"payment_id,omitempty"`
-	Description   string `json:"description,omitempty"`
-}
+// codeKeyClosed is the error code of an operation refused on a closed key.
+const codeKeyClosed = "idempotency_key_closed"
 
-// Charge creates a charge under req.IdempotencyKey, or returns the one the
-// processor already created under it. A decline is a definite outcome and
-// not an error. A timeout, connection error or 5xx returns an error wrapping
-// payments.ErrProcessorUnknown; any other rejection is a definite *APIError.
-func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Charge, error) {
-	if req.IdempotencyKey == "" {
-		return payments.Charge{}, errors.New("charge: idempotency key is required")
-	}
-	body, err := json.Marshal(chargeRequest{
-		Amount:        req.Amount,
-		Currency:      req.Currency,
-		PaymentMethod: req.PaymentMethod,
-		PaymentID:     req.PaymentID,
-		Description:   req.Description,
-	})
-	if err != nil {
-		return payments.Charge{}, fmt.Errorf("charge: encode: %w", err)
-	}
-	status, resp, err := c.do(ctx, http.MethodPost, "/v1/charges", req.IdempotencyKey, body)
-	if err != nil {
-		return payments.Charge{}, fmt.Errorf("charge: %w", err)
-	}
-
-	switch status {
-	case http.StatusOK:
-		var ch ChargeObject
-		if err := json.Unmarshal(resp, &ch); err != nil || ch.ID == "" {
-			// The processor said yes, but to what cannot be read: retrying
-			// with the same key replays the answer.
-			return payments.Charge{}, fmt.Errorf("charge: %w: unreadable 200 answer: %v", payments.ErrProcessorUnknown, err)
-		}
-		return payments.Charge{ID: ch.ID, Succeeded: ch.Succeeded(), FailureCode: ch.FailureCode, FailureMessage: ch.FailureMessage}, nil
-	case http.StatusPaymentRequired:
-		apiErr := decodeError(status, resp)
-		if apiErr.Type != "card_error" || apiErr.Charge == "" {
-			return payments.Charge{}, fmt.Errorf("charge: %w: unexpected 402 answer: %w", payments.ErrProcessorUnknown, apiErr)
-		}
-		return payments.Charge{ID: apiErr.Charge, FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
-	}
-	return payments.Charge{}, fmt.Errorf("charge: %w", classify(status, resp))
-}
-
-// refundRequest is the body of POST /v1/refunds.
-type refundRequest struct {
-	Charge string `json:"charge"`
-	Amount int64  `json:"amount"`
-}
-
-// Refund refunds part of a charge under req.IdempotencyKey, or returns the
-// refund the processor already made under it. It implements
-// payments.Processor: a 4xx refusal (amount too large, charge not
-// refundable) is a definite failed refund; a timeout, connection error or
-// 5xx wraps payments.ErrProcessorUnknown.
-func (c *Client) Refund(ctx context.Context, req payments.RefundRequest) (payments.ProcessorRefund, error) {
-	if req.IdempotencyKey == "" {
-		return payments.ProcessorRefund{}, errors.New("refund: idempotency key is required")
-	}
-	body, err := json.Marshal(refundRequest{Charge: req.ChargeID, Amount: req.Amount})
-	if err != nil {
-		return payments.ProcessorRefund{}, fmt.Errorf("refund: encode: %w", err)
-	}
-	status, resp, err := c.do(ctx, http.MethodPost, "/v1/refunds", req.IdempotencyKey, body)
-	if err != nil {
-		return payments.ProcessorRefund{}, fmt.Errorf("refund: %w", err)
-	}
-	if status == http.StatusOK {
-		var ref struct{ ID, Status string }
-		if err := json.Unmarshal(resp, &ref); err != nil || ref.ID == "" {
-			return payments.ProcessorRefund{}, fmt.Errorf("refund: %w: unreadable 200 answer: %v", payments.ErrProcessorUnknown, err)
-		}
-		return payments.ProcessorRefund{ID: ref.ID, Succeeded: ref.Status == "succeeded"}, nil
-	}
-	err = classify(status, resp)
+// refusal classifies the answer of a POST that neither made an operation
+// nor was a decline. A 4xx is a definite refusal, returned as an Outcome
+// with no ID (nothing was made), except a closed key, which is
+// payments.ErrKeyClosed, and the statuses classify calls unknown.
+func refusal(status int, body []byte) (payments.Outcome, error) {
+	err := classify(status, body)
 	var apiErr *APIError
-	if errors.As(err, &apiErr) && !errors.Is(err, payments.ErrProcessorUnknown) && apiErr.Type == "invalid_request_error" && status != http.StatusNotFound {
-		return payments.ProcessorRefund{FailureCode: apiErr.Code}, nil
+	switch {
+	case errors.Is(err, payments.ErrProcessorUnknown):
+		return payments.Outcome{}, err
+	case !errors.As(err, &apiErr):
+		// Unreachable: classify returns an *APIError otherwise.
+		return payments.Outcome{}, fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, err)
+	case apiErr.Code == codeKeyClosed:
+		return payments.Outcome{}, fmt.Errorf("%w: %w", payments.ErrKeyClosed, apiErr)
 	}
-	return payments.ProcessorRefund{}, fmt.Errorf("refund: %w", err)
+	return payments.Outcome{FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
 }
 
-// ChargesByIdempotencyKey lists the charges the processor made under key:
-// none when it never executed a request with that key.
-func (c *Client) ChargesByIdempotencyKey(ctx context.Context, key string) ([]ChargeObject, error) {
-	list, err := c.list(ctx, url.Values{"idempotency_key": {key}})
+// classify turns an unexpected status into an error. 5xx, 408 (the request
+// timed out), 409 (a concurrent request holds the key), 429 (rate limited),
+// anything that is not a 4xx, and a 4xx whose body is not the processor's
+// error (a proxy's page says nothing of what the processor did) mean
+// nothing definite is known, so they wrap payments.ErrProcessorUnknown and
+// are retried with the same key. Any other 4xx is a definite rejection, an
+// *APIError.
+func classify(status int, body []byte) error {
+	apiErr, readable := decodeError(status, body)
+	switch {
+	case !readable, status < 400 || status >= 500,
+		status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, apiErr)
+	}
+	return apiErr
+}
+
+// unknown wraps err in payments.ErrProcessorUnknown unless it already is:
+// a question the processor did not answer is asked again later.
+func unknown(err error) error {
+	if errors.Is(err, payments.ErrProcessorUnknown) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, err)
+}
+
+// decodeError reads the error member of an answer and reports whether it
+// was there; a body that is not the processor's error JSON still yields an
+// APIError carrying the status.
+func decodeError(status int, body []byte) (*APIError, bool) {
+	var envelope struct {
+		Error APIError `json:"error"`
+	}
+	if err := json.Unmarshal(body, &envelope); err != nil || envelope.Error.Type == "" || envelope.Error.Code == "" {
+		return &APIError{Status: status, Type: "unknown", Code: "unknown", Message: http.StatusText(status)}, false
+	}
+	envelope.Error.Status = status
+	return &envelope.Error, true
+}
+
+// postJSON sends v as the JSON body of a POST to path.
+func (c *Client) postJSON(ctx context.Context, path, key string, v any) (int, []byte, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("charges by idempotency key: %w", err)
+		return 0, nil, fmt.Errorf("encode: %w", err)
 	}
-	return list, nil
-}
-
-// ChargesByPayment lists the charges that reference paymentID.
-func (c *Client) ChargesByPayment(ctx context.Context, paymentID string) ([]ChargeObject, error) {
-	list, err := c.list(ctx, url.Values{"payment_id": {paymentID}})
-	if err != nil {
-		return nil, fmt.Errorf("charges by payment: %w", err)
-	}
-	return list, nil
-}
-
-// ChargesCreatedAfter lists up to a page of charges made after t, oldest first.
-func (c *Client) ChargesCreatedAfter(ctx context.Context, t time.Time) ([]ChargeObject, error) {
-	list, err := c.list(ctx, url.Values{"created_after": {t.UTC().Format(time.RFC3339Nano)}})
-	if err != nil {
-		return nil, fmt.Errorf("charges created after: %w", err)
-	}
-	return list, nil
-}
-
-// FindCharge asks the processor for the charge made under key. It implements
-// payments.Processor: found is false only when the processor confirms that
-// no request with that key was ever executed.
-func (c *Client) FindCharge(ctx context.Context, key string) (payments.Charge, bool, error) {
-	list, err := c.ChargesByIdempotencyKey(ctx, key)
-	if err != nil || len(list) == 0 {
-		return payments.Charge{}, false, err
-	}
-	ch := list[len(list)-1]
-	return payments.Charge{ID: ch.ID, Succeeded: ch.Succeeded(), FailureCode: ch.FailureCode, FailureMessage: ch.FailureMessage}, true, nil
-}
-
-// RecentCharges implements payments.Processor with ChargesCreatedAfter.
-func (c *Client) RecentCharges(ctx context.Context, since time.Time) ([]payments.LedgerCharge, error) {
-	list, err := c.ChargesCreatedAfter(ctx, since)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]payments.LedgerCharge, len(list))
-	for i, ch := range list {
-		out[i] = payments.LedgerCharge{ID: ch.ID, PaymentID: ch.PaymentID, IdempotencyKey: ch.IdempotencyKey,
-			Succeeded: ch.Succeeded(), Amount: ch.Amount, CreatedAt: ch.CreatedAt}
-	}
-	return out, nil
-}
-
-// GetCharge returns one charge, or an error wrapping ErrNotFound.
-func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error) {
-	status, resp, err := c.do(ctx, http.MethodGet, "/v1/charges/"+url.PathEscape(id), "", nil)
-	if err != nil {
-		return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, err)
-	}
-	switch status {
-	case http.StatusOK:
-		var ch ChargeObject
-		if err := json.Unmarshal(resp, &ch); err != nil {
-			return ChargeObject{}, fmt.Errorf("get charge %s: %w: decode: %w", id, payments.ErrProcessorUnknown, err)
-		}
-		return ch, nil
-	case http.StatusNotFound:
-		return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, ErrNotFound)
-	}
-	return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, classify(status, resp))
-}
-
-// list calls GET /v1/charges with a filter.
-func (c *Client) list(ctx context.Context, query url.Values) ([]ChargeObject, error) {
-	status, resp, err := c.do(ctx, http.MethodGet, "/v1/charges?"+query.Encode(), "", nil)
-	if err != nil {
-		return nil, err
-	}
-	if status != http.StatusOK {
-		return nil, classify(status, resp)
-	}
-	var list struct {
-		Data []ChargeObject `json:"data"`
-	}
-	if err := json.Unmarshal(resp, &list); err != nil {
-		return nil, fmt.Errorf("%w: decode list: %w", payments.ErrProcessorUnknown, err)
-	}
-	if list.Data == nil {
-		list.Data = []ChargeObject{}
-	}
-	return list.Data, nil
+	return c.do(ctx, http.MethodPost, path, key, body)
 }
 
 // do sends one request and reads the whole answer. Any failure to get a
@@ -296,29 +181,4 @@ func (c *Client) do(ctx context.Context, method, path, key string, body []byte) 
 		return 0, nil, fmt.Errorf("%w: read answer: %w", payments.ErrProcessorUnknown, err)
 	}
 	return resp.StatusCode, b, nil
-}
-
-// classify turns an unexpected status into an error. 5xx, 409 (a concurrent
-// request holds the key) and 429 (rate limited) mean nothing definite
-// happened yet, so they wrap payments.ErrProcessorUnknown and are retried
-// with the same key; any other status is a definite rejection.
-func classify(status int, body []byte) error {
-	apiErr := decodeError(status, body)
-	if status >= 500 || status == http.StatusConflict || status == http.StatusTooManyRequests {
-		return fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, apiErr)
-	}
-	return apiErr
-}
-
-// decodeError reads the error member of an answer; a body that is not the
-// processor's error JSON still yields an APIError carrying the status.
-func decodeError(status int, body []byte) *APIError {
-	var envelope struct {
-		Error APIError `json:"error"`
-	}
-	if err := json.Unmarshal(body, &envelope); err != nil || envelope.Error.Type == "" {
-		return &APIError{Status: status, Type: "unknown", Code: "unknown", Message: http.StatusText(status)}
-	}
-	envelope.Error.Status = status
-	return &envelope.Error
 }

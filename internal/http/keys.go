@@ -50,7 +50,7 @@ func (s *Server) getIdempotencyKey(w http.ResponseWriter, r *http.Request) {
 	}
 	view := keyView{
 		Object: "idempotency_key", Key: k.Key, RecoveryPoint: k.RecoveryPoint,
-		RequestMethod: k.Method, RequestPath: k.Path, Locked: k.LockedAt != nil && s.Keys.Now().Sub(*k.LockedAt) < s.Keys.LockTimeout,
+		RequestMethod: k.Method, RequestPath: k.Path, Locked: k.LockedAt != nil && time.Since(*k.LockedAt) < s.Keys.LockTimeout,
 		CreatedAt: k.CreatedAt, UpdatedAt: k.UpdatedAt, FinishedAt: k.FinishedAt, ExpiresAt: k.ExpiresAt,
 	}
 	if k.Response != nil {

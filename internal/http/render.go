@@ -31,17 +31,22 @@ func (Renderer) Payment(p payments.Payment) idempotency.Response {
 	return stored(status, "application/problem+json", location, encode(problem))
 }
 
-// Refund is 201 with the refund when it succeeded, else a 402 problem
-// carrying the refund.
+// Refund is 201 with the refund when it succeeded, else a 402 problem (502
+// when the service gave up on it) carrying the refund.
 func (Renderer) Refund(r payments.Refund) idempotency.Response {
 	location := refundLocation(r.ID)
 	if r.Status == payments.StatusSucceeded {
 		return stored(http.StatusCreated, "application/json", location, encode(r))
 	}
-	problem := newProblem(http.StatusPaymentRequired, deref(r.FailureCode, "refund_failed"), "Refund failed",
-		"The processor refused the refund.")
+	status, title, detail := http.StatusPaymentRequired, "Refund failed", "The processor refused the refund."
+	code := deref(r.FailureCode, "refund_failed")
+	if code == payments.FailureProcessorError {
+		status, title = http.StatusBadGateway, "Processor error"
+		detail = "The processor could not confirm the refund before the deadline. Nothing was refunded, and nothing will be."
+	}
+	problem := newProblem(status, code, title, detail)
 	problem.Refund = &r
-	return stored(http.StatusPaymentRequired, "application/problem+json", location, encode(problem))
+	return stored(status, "application/problem+json", location, encode(problem))
 }
 
 // Error is the problem of a refusal that is final and stored.

@@ -38,13 +38,13 @@ type Phase struct {
 }
 
 const advanceKey = `
-UPDATE idempotency_keys SET recovery_point = $3, updated_at = $4
+UPDATE idempotency_keys SET recovery_point = $3, updated_at = now()
 WHERE id = $1 AND recovery_point = $2`
 
 const finishKey = `
 UPDATE idempotency_keys
 SET recovery_point = 'finished', response_status = $3, response_headers = $4, response_body = $5,
-	updated_at = $6, finished_at = $6, expires_at = $7
+	updated_at = now(), finished_at = now(), expires_at = now() + $6::interval
 WHERE id = $1 AND recovery_point = $2`
 
 // notifyFinished wakes the requests waiting on the key; Postgres delivers the
@@ -55,29 +55,30 @@ const notifyFinished = `SELECT pg_notify('` + finishedChannel + `', $1::text)`
 // writes together with the move to the point it returns. A key found at any
 // other point is returned as it is, so a job that finds its key past a point
 // skips that phase. If another runner moves the key first, this run's writes
-// are rolled back. It returns the key as it stands afterwards.
-func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Phase) (Key, error) {
+// are rolled back. It returns the key as it stands afterwards, and whether
+// this run's commit is the one that moved it.
+func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Phase) (Key, bool, error) {
 	key, err := s.GetByID(ctx, s.DB, keyID)
 	if err != nil || key.RecoveryPoint != from {
-		return key, err
+		return key, false, err
 	}
 	if phase.Call != nil {
 		if err := phase.Call(ctx, key); err != nil {
-			return Key{}, fmt.Errorf("phase %s: %w", from, err)
+			return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
 		}
 	}
 
 	tx, err := s.DB.Begin(ctx)
 	if err != nil {
-		return Key{}, fmt.Errorf("begin phase: %w", err)
+		return Key{}, false, fmt.Errorf("begin phase: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	if key, err = s.GetByID(ctx, tx, keyID); err != nil || key.RecoveryPoint != from {
-		return key, err // moved on while Call ran
+		return key, false, err // moved on while Call ran
 	}
 	next, err := phase.Commit(ctx, tx, key)
 	if err != nil {
-		return Key{}, fmt.Errorf("phase %s: %w", from, err)
+		return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
 	}
 
 	var moved int64
@@ -87,25 +88,27 @@ func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Ph
 		moved, err = s.advance(ctx, tx, keyID, from, next.point)
 	}
 	if err != nil {
-		return Key{}, err
+		return Key{}, false, err
 	}
 	if moved == 0 {
 		// Another runner moved the key while this phase ran: its result stands.
 		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-			return Key{}, fmt.Errorf("rollback: %w", err)
+			return Key{}, false, fmt.Errorf("rollback: %w", err)
 		}
-		return s.GetByID(ctx, s.DB, keyID)
+		key, err := s.GetByID(ctx, s.DB, keyID)
+		return key, false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return Key{}, fmt.Errorf("commit phase %s: %w", from, err)
+		return Key{}, false, fmt.Errorf("commit phase %s: %w", from, err)
 	}
-	return s.GetByID(ctx, s.DB, keyID)
+	key, err = s.GetByID(ctx, s.DB, keyID)
+	return key, true, err
 }
 
 // advance moves the key from one recovery point to the next inside tx, and
 // reports whether it was still at from.
 func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to string) (int64, error) {
-	tag, err := tx.Exec(ctx, advanceKey, keyID, from, to, s.now())
+	tag, err := tx.Exec(ctx, advanceKey, keyID, from, to)
 	if err != nil {
 		return 0, fmt.Errorf("advance key: %w", err)
 	}
@@ -123,8 +126,7 @@ func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string,
 	if err != nil {
 		return 0, fmt.Errorf("encode headers: %w", err)
 	}
-	now := s.now()
-	tag, err := tx.Exec(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, now, now.Add(s.Retention))
+	tag, err := tx.Exec(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention)
 	if err != nil {
 		return 0, fmt.Errorf("finish key: %w", err)
 	}
@@ -140,15 +142,20 @@ type Phases map[string]Phase
 
 // Drive runs the operation's phases from wherever its key stands until it is
 // finished. A phase that fails stops the drive; running Drive again resumes
-// from the recovery point that was reached.
-func (s *Store) Drive(ctx context.Context, keyID int64, phases Phases) error {
+// from the recovery point that was reached. It reports whether this drive's
+// commit is the one that finished the key; false means another runner (a
+// retry, the reconciler) finished it, which exactly one runner does.
+func (s *Store) Drive(ctx context.Context, keyID int64, phases Phases) (bool, error) {
 	key, err := s.GetByID(ctx, s.DB, keyID)
+	finished := false
 	for err == nil && !key.Finished() {
 		phase, ok := phases[key.RecoveryPoint]
 		if !ok {
-			return fmt.Errorf("key %d: no phase for recovery point %q", keyID, key.RecoveryPoint)
+			return false, fmt.Errorf("key %d: no phase for recovery point %q", keyID, key.RecoveryPoint)
 		}
-		key, err = s.RunPhase(ctx, keyID, key.RecoveryPoint, phase)
+		var moved bool
+		key, moved, err = s.RunPhase(ctx, keyID, key.RecoveryPoint, phase)
+		finished = moved && key.Finished()
 	}
-	return err
+	return finished, err
 }

@@ -90,11 +90,11 @@ type Lease struct {
 // response too, and the key is finished in the same transaction.
 type FirstPhase func(ctx context.Context, tx pgx.Tx, keyID int64) (Resource, *Response, error)
 
-// Store keeps idempotency keys in Postgres.
+// Store keeps idempotency keys in Postgres. Every time it stamps or compares
+// (locks, updates, expiry) is the database's clock, so that processes on
+// hosts whose clocks differ still agree on when a lock is stale.
 type Store struct {
 	DB *pgxpool.Pool
-	// Now is the clock that stamps keys and decides when a lock is stale.
-	Now func() time.Time
 	// LockTimeout is the age past which a held lock is stale and may be taken over.
 	LockTimeout time.Duration
 	// Retention is how long a finished key is kept before it may be reaped.
@@ -103,11 +103,6 @@ type Store struct {
 	Notifications *Listener
 	// PollInterval is how often Wait looks at the key without a notification.
 	PollInterval time.Duration
-}
-
-func (s *Store) now() time.Time {
-	// Postgres keeps microseconds; a lock is compared by its exact timestamp.
-	return s.Now().UTC().Truncate(time.Microsecond)
 }
 
 const keyColumns = `id, tenant_id, key, request_method, request_path, request_fingerprint, recovery_point,
@@ -120,11 +115,11 @@ const keyColumns = `id, tenant_id, key, request_method, request_path, request_fi
 const reserveKey = `
 INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
 	recovery_point, locked_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, 'started', $6, $6, $6)
+VALUES ($1, $2, $3, $4, $5, 'started', now(), now(), now())
 ON CONFLICT (tenant_id, key) DO UPDATE SET locked_at = EXCLUDED.locked_at
 WHERE idempotency_keys.request_fingerprint = EXCLUDED.request_fingerprint
 	AND idempotency_keys.recovery_point <> 'finished'
-	AND (idempotency_keys.locked_at IS NULL OR idempotency_keys.locked_at < $7)
+	AND (idempotency_keys.locked_at IS NULL OR idempotency_keys.locked_at < now() - $6::interval)
 RETURNING ` + keyColumns + `, xmax = 0 AS inserted`
 
 const setResource = `UPDATE idempotency_keys SET resource_type = nullif($2, ''), resource_id = nullif($3, '') WHERE id = $1`
@@ -140,10 +135,9 @@ func (s *Store) Acquire(ctx context.Context, req Request, first FirstPhase) (Lea
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 
-	now := s.now()
 	var inserted bool
 	key, err := scanKey(tx.QueryRow(ctx, reserveKey, req.TenantID, req.Key, req.Method, req.Path,
-		req.Fingerprint, now, now.Add(-s.LockTimeout)), &inserted)
+		req.Fingerprint, s.LockTimeout), &inserted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key exists and may not be taken; say why.
 		if err := tx.Rollback(ctx); err != nil {
@@ -288,9 +282,9 @@ func utc(t *time.Time) *time.Time {
 const reapKeys = `
 DELETE FROM idempotency_keys WHERE id IN (
 	SELECT id FROM idempotency_keys
-	WHERE recovery_point = 'finished' AND expires_at < $1
+	WHERE recovery_point = 'finished' AND expires_at < now()
 	ORDER BY expires_at
-	LIMIT $2
+	LIMIT $1
 	FOR UPDATE SKIP LOCKED)`
 
 // Reap deletes finished keys past their expiry, batch keys per statement,
@@ -299,7 +293,7 @@ DELETE FROM idempotency_keys WHERE id IN (
 func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
 	total := 0
 	for {
-		tag, err := s.DB.Exec(ctx, reapKeys, s.now(), batch)
+		tag, err := s.DB.Exec(ctx, reapKeys, batch)
 		if err != nil {
 			return total, fmt.Errorf("reap keys: %w", err)
 		}

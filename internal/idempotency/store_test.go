@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,21 +20,20 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// newStore returns a store on a fresh database with one tenant, and a clock
-// that moves when the test says so.
-func newStore(t *testing.T) (*idempotency.Store, *atomic.Int64) {
+// newStore returns a store on a fresh database with one tenant. The store
+// decides time with the database's clock: a test makes time pass for a key by
+// moving its timestamps back.
+func newStore(t *testing.T) *idempotency.Store {
 	t.Helper()
 	db := testdb.New(t)
 	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO tenants (id, name) VALUES ('ten_1', 'One')`); err != nil {
 		t.Fatal(err)
 	}
-	offset := new(atomic.Int64)
 	return &idempotency.Store{
 		DB:          db.Pool,
-		Now:         func() time.Time { return time.Now().Add(time.Duration(offset.Load())) },
 		LockTimeout: time.Minute,
 		Retention:   24 * time.Hour,
-	}, offset
+	}
 }
 
 func request(t *testing.T, key, path, body string) idempotency.Request {
@@ -56,7 +54,7 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("Lifecycle", func(t *testing.T) {
 		t.Parallel()
-		s, clock := newStore(t)
+		s := newStore(t)
 		ctx := context.Background()
 		req := request(t, "k", "/v1/things", `{"a":1}`)
 
@@ -75,7 +73,9 @@ func TestAcquire(t *testing.T) {
 		}
 
 		// A lock older than the timeout is stale and taken over.
-		clock.Add(int64(2 * time.Minute))
+		if _, err := s.DB.Exec(ctx, `UPDATE idempotency_keys SET locked_at = locked_at - interval '2 minutes'`); err != nil {
+			t.Fatal(err)
+		}
 		stale, err := s.Acquire(ctx, req, noop)
 		if err != nil || stale.Created {
 			t.Fatalf("stale takeover = %+v, %v", stale, err)
@@ -98,7 +98,7 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("FailedFirstPhaseLeavesNoKey", func(t *testing.T) {
 		t.Parallel()
-		s, _ := newStore(t)
+		s := newStore(t)
 		ctx := context.Background()
 		boom := errors.New("boom")
 		_, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), func(context.Context, pgx.Tx, int64) (idempotency.Resource, *idempotency.Response, error) {
@@ -114,7 +114,7 @@ func TestAcquire(t *testing.T) {
 
 	t.Run("FinishedKeyIsReplayedWithoutLock", func(t *testing.T) {
 		t.Parallel()
-		s, _ := newStore(t)
+		s := newStore(t)
 		ctx := context.Background()
 		req := request(t, "k", "/v1/things", `{}`)
 		lease, err := s.Acquire(ctx, req, noop)
@@ -141,7 +141,7 @@ func started(t *testing.T, s *idempotency.Store) idempotency.Lease {
 
 func finish(t *testing.T, s *idempotency.Store, keyID int64, from string) idempotency.Key {
 	t.Helper()
-	key, err := s.RunPhase(context.Background(), keyID, from, idempotency.Phase{Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+	key, _, err := s.RunPhase(context.Background(), keyID, from, idempotency.Phase{Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
 		return idempotency.Finish(idempotency.Response{Status: 201, Header: map[string]string{"Location": "/v1/things/1"}, Body: []byte(`{"done":true}`)}), nil
 	}})
 	if err != nil {
@@ -155,7 +155,7 @@ func TestRunPhase(t *testing.T) {
 
 	t.Run("SkipsPhasesAlreadyPassed", func(t *testing.T) {
 		t.Parallel()
-		s, _ := newStore(t)
+		s := newStore(t)
 		ctx := context.Background()
 		lease := started(t, s)
 		ran := 0
@@ -166,7 +166,7 @@ func TestRunPhase(t *testing.T) {
 			},
 		}
 		for range 2 {
-			key, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, advance)
+			key, _, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, advance)
 			if err != nil || key.RecoveryPoint != "charge_created" {
 				t.Fatalf("RunPhase = %+v, %v", key, err)
 			}
@@ -181,7 +181,7 @@ func TestRunPhase(t *testing.T) {
 
 	t.Run("CallHoldsNoConnection", func(t *testing.T) {
 		t.Parallel()
-		s, _ := newStore(t)
+		s := newStore(t)
 		ctx := context.Background()
 		lease := started(t, s)
 		// With one connection in the pool, a Call that needs the database (as
@@ -194,7 +194,7 @@ func TestRunPhase(t *testing.T) {
 		}
 		defer one.Close()
 		s.DB = one
-		_, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{
+		_, _, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{
 			Call: func(ctx context.Context, _ idempotency.Key) error {
 				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				defer cancel()
@@ -212,10 +212,10 @@ func TestRunPhase(t *testing.T) {
 
 	t.Run("FailedPhaseRollsBack", func(t *testing.T) {
 		t.Parallel()
-		s, _ := newStore(t)
+		s := newStore(t)
 		ctx := context.Background()
 		lease := started(t, s)
-		_, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		_, _, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
 			if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_2', 'Two')`); err != nil {
 				return idempotency.Next{}, err
 			}
@@ -234,13 +234,17 @@ func TestRunPhase(t *testing.T) {
 
 	t.Run("ConcurrentRunnersCommitOnce", func(t *testing.T) {
 		t.Parallel()
-		s, _ := newStore(t)
+		s := newStore(t)
 		ctx := context.Background()
 		lease := started(t, s)
-		var wg sync.WaitGroup
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			moved int
+		)
 		for i := range 8 {
 			wg.Go(func() {
-				_, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+				_, won, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
 					// Each runner's write stands for its recorded side effect.
 					_, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ($1, 'runner')`, "ten_runner_"+string(rune('a'+i)))
 					return idempotency.AdvanceTo("charge_created"), err
@@ -248,9 +252,17 @@ func TestRunPhase(t *testing.T) {
 				if err != nil {
 					t.Error(err)
 				}
+				if won {
+					mu.Lock()
+					moved++
+					mu.Unlock()
+				}
 			})
 		}
 		wg.Wait()
+		if moved != 1 {
+			t.Fatalf("%d runners were told they moved the key, want 1", moved)
+		}
 		var n int
 		if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM tenants WHERE name = 'runner'`).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -265,7 +277,7 @@ func TestRunPhase(t *testing.T) {
 // LISTEN/NOTIFY: polling is set to an hour, so only the notification can.
 func TestWaitIsWokenByNotify(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := idempotency.NewListener(s.DB, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	var wg sync.WaitGroup

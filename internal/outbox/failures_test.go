@@ -2,13 +2,17 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/processor"
 	"github.com/example/payments/internal/stacktest"
 )
 
@@ -51,31 +55,32 @@ func TestDefiniteOutcomesAreNotRetried(t *testing.T) {
 	}
 }
 
+// marked reports whether the operation id waits for the reconciler.
+func marked(s *stacktest.Stack, id string) bool {
+	return s.Count(`SELECT count(*) FROM reconciliations WHERE resource_id = $1`, id) == 1
+}
+
 // TestProcessingError: 500 without charging, every time. The retry budget
 // runs out, the reconciler finds no charge and charges again until the
-// deadline, then the payment fails with 502 processor_error, never charged.
+// deadline, then gives up through the fence: the payment fails with 502
+// processor_error, never charged, and its key is closed at the processor.
 func TestProcessingError(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{MaxAttempts: 2, ChargeDeadline: 10 * time.Minute})
+	s := stacktest.New(t, stacktest.Options{MaxAttempts: 2, Deadline: 10 * time.Minute})
 	s.StartWorker()
 	ctx := context.Background()
-
 	res := s.Pay(acme, "proc-error", pay("pm_card_processing_error"), "Prefer", "respond-async")
 	p := paymentOf(t, res.Body)
-	stacktest.WaitFor(t, "the payment to be handed to the reconciler", func() bool {
-		return s.Count(`SELECT count(*) FROM payments WHERE id = $1 AND reconcile_since IS NOT NULL`, p.ID) == 1
-	})
+	stacktest.WaitFor(t, "the payment to be handed to the reconciler", func() bool { return marked(s, p.ID) })
 	stacktest.WaitFor(t, "the job to be cancelled", func() bool {
 		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'charge_payment' AND state = 'cancelled' AND attempt = 2`) == 1
 	})
-
 	// Before the deadline: absent, so charged again, and the outcome is still unknown.
 	report, err := s.Reconciler.Run(ctx)
 	if err != nil || report.Unsettled != 1 || report.Settled != 0 {
 		t.Fatalf("before the deadline: %+v, %v", report, err)
 	}
-
-	s.Clock.Advance(11 * time.Minute)
+	s.Exec(`UPDATE payments SET created_at = created_at - interval '11 minutes' WHERE id = $1`, p.ID)
 	report, err = s.Reconciler.Run(ctx)
 	if err != nil || report.Settled != 1 {
 		t.Fatalf("past the deadline: %+v, %v", report, err)
@@ -90,8 +95,17 @@ func TestProcessingError(t *testing.T) {
 	if n := s.ChargesAtProcessor(p.ID); n != 0 {
 		t.Fatalf("processor charges = %d, want 0", n)
 	}
-	if n := s.Count(`SELECT count(*) FROM payments WHERE reconcile_since IS NOT NULL`); n != 0 {
-		t.Errorf("still marked for reconciliation: %d", n)
+	if marked(s, p.ID) {
+		t.Error("still marked for reconciliation")
+	}
+	// The fence holds: no charge can ever be made with the payment's key.
+	_, err = s.Gateway.Charge(ctx, payments.ChargeRequest{IdempotencyKey: payments.DownstreamKey(p.ID), PaymentID: p.ID,
+		Amount: p.Amount, Currency: p.Currency, PaymentMethod: "pm_card_visa"})
+	if !errors.Is(err, payments.ErrKeyClosed) {
+		t.Fatalf("a charge after the give-up: %v", err)
+	}
+	if n := s.Count(`SELECT count(*) FROM needs_review WHERE kind = 'payment_given_up' AND reference = $1`, p.ID); n != 1 {
+		t.Fatalf("review cases = %d", n)
 	}
 }
 
@@ -103,18 +117,14 @@ func TestProcessorOutage(t *testing.T) {
 	s.ProcessorDown(true)
 	s.StartWorker()
 	ctx := context.Background()
-
 	p := paymentOf(t, s.Pay(acme, "outage", pay("pm_card_visa"), "Prefer", "respond-async").Body)
-	stacktest.WaitFor(t, "the retry budget to run out", func() bool {
-		return s.Count(`SELECT count(*) FROM payments WHERE id = $1 AND reconcile_since IS NOT NULL`, p.ID) == 1
-	})
+	stacktest.WaitFor(t, "the retry budget to run out", func() bool { return marked(s, p.ID) })
 	if report, err := s.Reconciler.Run(ctx); err == nil || report.Unsettled != 1 {
 		t.Fatalf("during the outage: %+v, %v (want unsettled and a ledger error)", report, err)
 	}
 	if point := s.RecoveryPoint(stacktest.AcmeID, "outage"); point != "started" {
 		t.Fatalf("recovery point = %s", point)
 	}
-
 	s.ProcessorDown(false)
 	if report, err := s.Reconciler.Run(ctx); err != nil || report.Settled != 1 {
 		t.Fatalf("after the outage: %+v, %v", report, err)
@@ -128,150 +138,230 @@ func TestProcessorOutage(t *testing.T) {
 	}
 }
 
-// TestReconciler covers each outcome of a reconciliation, with no worker:
-// payments are created (202) and the test plays the part of what went wrong.
-func TestReconciler(t *testing.T) {
+// inFlight waits until an operation holds its transaction open inside the
+// processor: its key is reserved there and its outcome not yet committed.
+func inFlight(t *testing.T, s *stacktest.Stack) {
+	t.Helper()
+	stacktest.WaitFor(t, "an operation in flight inside the processor", func() bool {
+		return s.Count(`SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND state = 'idle in transaction'`) > 0
+	})
+}
+
+// TestGiveUpWhileInFlight: the worker's call timed out while the processor is
+// still executing it, and the reconciler, past the deadline, gives up. The
+// close waits for the operation in flight and reports it: the operation ends
+// with its true outcome, never failed with the money moved.
+func TestGiveUpWhileInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-
-	// created makes a payment whose job never runs and marks it, as the
-	// worker does when its budget is spent.
-	created := func(t *testing.T, s *stacktest.Stack, key, method string) payments.Payment {
-		t.Helper()
-		p := paymentOf(t, s.Pay(acme, key, pay(method), "Prefer", "respond-async").Body)
-		if err := s.Charger.MarkForReconciliation(ctx, p.ID); err != nil {
-			t.Fatal(err)
-		}
-		return p
+	opts := stacktest.Options{ProcessorTimeout: 300 * time.Millisecond, Chaos: processor.Chaos{ExecLatency: 3 * time.Second}}
+	// patient is the stack's reconciler with a caller that waits out the
+	// processor's latency, as the close must wait for what is in flight.
+	patient := func(s *stacktest.Stack) (*payments.Operations, *payments.Reconciler) {
+		ops := *s.Ops
+		ops.Processor = gateway.New(s.Processor.URL, 10*time.Second)
+		rec := *s.Reconciler
+		rec.Ops = &ops
+		return &ops, &rec
 	}
 
-	t.Run("Found", func(t *testing.T) {
+	t.Run("Charge", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		p := created(t, s, "found", "pm_card_visa")
-		// The worker's call reached the processor, and the worker died before recording it.
-		charge, err := s.Gateway.Charge(ctx, payments.ChargeRequest{IdempotencyKey: payments.DownstreamKey(p.ID),
-			PaymentID: p.ID, Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod})
-		if err != nil {
+		s := stacktest.New(t, opts)
+		p := paymentOf(t, s.Pay(acme, "in-flight", pay("pm_card_visa"), "Prefer", "respond-async").Body)
+		if err := s.Ops.LearnOutcome(ctx, payments.ResourceType, p.ID); !errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Fatalf("the worker's attempt: %v, want a timeout", err)
+		}
+		inFlight(t, s)
+		s.Exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
+		if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.ResourceType, p.ID); err != nil {
 			t.Fatal(err)
 		}
-		if report, err := s.Reconciler.Run(ctx); err != nil || report.Settled != 1 {
-			t.Fatalf("report %+v, %v", report, err)
+		_, rec := patient(s)
+		if r, err := rec.Run(ctx); err != nil || r.Settled != 1 {
+			t.Fatalf("report %+v, %v", r, err)
 		}
-		got := paymentOf(t, s.Request(http.MethodGet, "/v1/payments/"+p.ID, acme, "").Body)
-		if got.Status != payments.StatusSucceeded || got.ProcessorChargeID == nil || *got.ProcessorChargeID != charge.ID {
-			t.Fatalf("payment = %+v, want charge %s", got, charge.ID)
+		final := s.Pay(acme, "in-flight", pay("pm_card_visa"))
+		got := paymentOf(t, final.Body)
+		if final.Status != http.StatusCreated || got.Status != payments.StatusSucceeded || got.ProcessorChargeID == nil {
+			t.Fatalf("final = %d %s: the reconciler gave up on a charge that went through", final.Status, final.Body)
 		}
 		if n := s.ChargesAtProcessor(p.ID); n != 1 {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
-		if point := s.RecoveryPoint(stacktest.AcmeID, "found"); point != "finished" {
-			t.Fatalf("recovery point = %s", point)
+		if n := s.Count(`SELECT count(*) FROM needs_review`); n != 0 {
+			t.Fatalf("review cases = %d", n)
 		}
 	})
 
-	t.Run("AbsentChargesAgain", func(t *testing.T) {
+	t.Run("Refund", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		p := created(t, s, "absent", "pm_card_mastercard")
-		if report, err := s.Reconciler.Run(ctx); err != nil || report.Settled != 1 {
-			t.Fatalf("report %+v, %v", report, err)
-		}
-		if res := s.Pay(acme, "absent", pay("pm_card_mastercard")); res.Status != http.StatusCreated {
-			t.Fatalf("final = %d %s", res.Status, res.Body)
-		}
-		if n := s.ChargesAtProcessor(p.ID); n != 1 {
-			t.Fatalf("processor charges = %d, want 1", n)
-		}
-	})
-
-	t.Run("AbsentPastDeadline", func(t *testing.T) {
-		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{ChargeDeadline: time.Minute})
-		p := created(t, s, "late", "pm_card_visa")
-		s.Clock.Advance(2 * time.Minute)
-		if report, err := s.Reconciler.Run(ctx); err != nil || report.Settled != 1 {
-			t.Fatalf("report %+v, %v", report, err)
-		}
-		res := s.Pay(acme, "late", pay("pm_card_visa"))
-		if res.Status != http.StatusBadGateway || paymentOf(t, res.Body).Status != payments.StatusFailed {
-			t.Fatalf("final = %d %s", res.Status, res.Body)
-		}
-		if n := s.ChargesAtProcessor(p.ID); n != 0 {
-			t.Fatalf("processor charges = %d, want 0", n)
-		}
-	})
-
-	t.Run("LedgerRepairsAndReports", func(t *testing.T) {
-		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		// A charge for a processing payment that nobody marked: repaired.
-		p := paymentOf(t, s.Pay(acme, "unmarked", pay("pm_card_visa"), "Prefer", "respond-async").Body)
-		if _, err := s.Gateway.Charge(ctx, payments.ChargeRequest{IdempotencyKey: payments.DownstreamKey(p.ID),
-			PaymentID: p.ID, Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod}); err != nil {
+		s := stacktest.New(t, opts)
+		p := paymentOf(t, s.Pay(acme, "paid", pay("pm_card_visa"), "Prefer", "respond-async").Body)
+		ops, rec := patient(s)
+		if err := ops.Charge(ctx, p.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
-		// A charge for a payment the service does not have: reported.
-		if _, err := s.Gateway.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "charge_pay_stranger",
-			PaymentID: "pay_stranger", Amount: 42, Currency: "USD", PaymentMethod: "pm_card_visa"}); err != nil {
+		res := s.Request(http.MethodPost, "/v1/payments/"+p.ID+"/refunds", acme, `{"amount": 600}`,
+			"Idempotency-Key", "refund-in-flight", "Prefer", "respond-async")
+		if res.Status != http.StatusAccepted {
+			t.Fatalf("refund: %d %s", res.Status, res.Body)
+		}
+		refundID := s.KeyResource(stacktest.AcmeID, "refund-in-flight")
+		if err := s.Ops.LearnOutcome(ctx, payments.RefundResourceType, refundID); !errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Fatalf("the worker's attempt: %v, want a timeout", err)
+		}
+		inFlight(t, s)
+		s.Exec(`UPDATE refunds SET created_at = created_at - interval '2 hours' WHERE id = $1`, refundID)
+		if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.RefundResourceType, refundID); err != nil {
 			t.Fatal(err)
 		}
-		// Charges younger than the grace period are left to the worker.
-		if report, err := s.Reconciler.Run(ctx); err != nil || report.Repaired+report.Discrepancies != 0 {
-			t.Fatalf("within grace: %+v, %v", report, err)
+		if r, err := rec.Run(ctx); err != nil || r.Settled != 1 {
+			t.Fatalf("report %+v, %v", r, err)
 		}
-
-		s.Clock.Advance(2 * time.Minute)
-		report, err := s.Reconciler.Run(ctx)
-		if err != nil || report.Repaired != 1 || report.Discrepancies != 1 {
-			t.Fatalf("report %+v, %v", report, err)
+		if n := s.Count(`SELECT count(*) FROM refunds WHERE id = $1 AND status = 'succeeded'`, refundID); n != 1 {
+			t.Fatal("the reconciler gave up on a refund that went through")
 		}
-		if n, ok := s.Discrepancies.Load(payments.DiscrepancyUnknownCharge); !ok || n.(interface{ Load() int64 }).Load() != 1 {
-			t.Fatalf("unknown_charge reported %v times", n)
+		if n := s.Count(`SELECT amount_refunded FROM payments WHERE id = $1`, p.ID); n != 600 {
+			t.Fatalf("amount_refunded = %d, want 600", n)
 		}
-		// The repaired payment is settled by the next run, with the charge found.
-		if report, err := s.Reconciler.Run(ctx); err != nil || report.Settled != 1 {
-			t.Fatalf("next run %+v, %v", report, err)
-		}
-		if res := s.Pay(acme, "unmarked", pay("pm_card_visa")); res.Status != http.StatusCreated {
-			t.Fatalf("final = %d %s", res.Status, res.Body)
-		}
-		if n := s.ChargesAtProcessor(p.ID); n != 1 {
-			t.Fatalf("processor charges = %d, want 1", n)
+		list, err := s.Gateway.RefundsByIdempotencyKey(ctx, payments.RefundDownstreamKey(refundID))
+		if err != nil || len(list) != 1 {
+			t.Fatalf("processor refunds = %v, %v", list, err)
 		}
 	})
 }
 
-// TestSweep: a payment whose job died with its worker is found and driven on
-// without any client retry; one with a live job is left alone.
-func TestSweep(t *testing.T) {
+// TestRefundOutage: the processor is down for a refund's whole retry budget;
+// the refund is handed to the reconciler, never discarded, and settles once
+// the processor is back.
+func TestRefundOutage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := stacktest.New(t, stacktest.Options{MaxAttempts: 2})
+	s.StartWorker()
+	p := paymentOf(t, s.Pay(acme, "paid", pay("pm_card_visa")).Body)
+	s.ProcessorDown(true)
+	refund := func() stacktest.Response {
+		return s.Request(http.MethodPost, "/v1/payments/"+p.ID+"/refunds", acme, "", "Idempotency-Key", "refund-outage", "Prefer", "respond-async")
+	}
+	if res := refund(); res.Status != http.StatusAccepted {
+		t.Fatalf("refund: %d %s", res.Status, res.Body)
+	}
+	refundID := s.KeyResource(stacktest.AcmeID, "refund-outage")
+	stacktest.WaitFor(t, "the refund to be handed to the reconciler", func() bool { return marked(s, refundID) })
+	stacktest.WaitFor(t, "the refund job to be cancelled", func() bool {
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'refund_payment' AND state = 'cancelled'`) == 1
+	})
+	if r, _ := s.Reconciler.Run(ctx); r.Unsettled != 1 {
+		t.Fatalf("during the outage: %+v", r)
+	}
+	s.ProcessorDown(false)
+	if r, err := s.Reconciler.Run(ctx); err != nil || r.Settled != 1 {
+		t.Fatalf("after the outage: %+v, %v", r, err)
+	}
+	final := refund()
+	if final.Status != http.StatusCreated || final.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("final = %d %s", final.Status, final.Body)
+	}
+	if n := s.Count(`SELECT amount_refunded FROM payments WHERE id = $1`, p.ID); n != 1000 {
+		t.Fatalf("amount_refunded = %d", n)
+	}
+}
+
+// TestRefundRefusedDefinitely: a refund the processor refuses for good (here,
+// a charge it does not know) is final on the first attempt, stored and
+// replayed, and no longer counts against what is left to refund.
+func TestRefundRefusedDefinitely(t *testing.T) {
 	t.Parallel()
 	s := stacktest.New(t, stacktest.Options{})
-	ctx := context.Background()
-	p := paymentOf(t, s.Pay(acme, "stuck", pay("pm_card_visa"), "Prefer", "respond-async").Body)
+	s.StartWorker()
+	p := paymentOf(t, s.Pay(acme, "paid", pay("pm_card_visa")).Body)
+	s.Exec(`UPDATE payments SET processor_charge_id = 'ch_unknown' WHERE id = $1`, p.ID)
+	refund := func() stacktest.Response {
+		return s.Request(http.MethodPost, "/v1/payments/"+p.ID+"/refunds", acme, `{"amount": 300}`, "Idempotency-Key", "refused")
+	}
+	first := refund()
+	if first.Status != http.StatusPaymentRequired || !strings.Contains(string(first.Body), `"code":"resource_missing"`) {
+		t.Fatalf("refund: %d %s", first.Status, first.Body)
+	}
+	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'refund_payment' AND state = 'completed'`); n != 1 {
+		t.Fatalf("attempts = %d, want 1", n)
+	}
+	if replay := refund(); replay.Status != first.Status || string(replay.Body) != string(first.Body) {
+		t.Fatalf("replay: %d %s", replay.Status, replay.Body)
+	}
+	if n := s.Count(`SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1 AND status <> 'failed'`, p.ID); n != 0 {
+		t.Fatalf("held by refunds = %d", n)
+	}
+}
 
-	s.Clock.Advance(2 * time.Minute)
-	if n, err := s.Sweeper.Sweep(ctx); err != nil || n != 0 {
-		t.Fatalf("with a pending job: swept %d, %v", n, err)
+// TestReconcileJob: the periodic reconciliation runs one at a time across
+// workers, and a run that fails is not retried on top of the next one.
+func TestReconcileJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := stacktest.New(t, stacktest.Options{})
+	inserter, err := outbox.NewInserter(s.DB.Pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil)
+	if err != nil || first.UniqueSkippedAsDuplicate {
+		t.Fatalf("first insert: %+v, %v", first, err)
+	}
+	second, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil)
+	if err != nil || !second.UniqueSkippedAsDuplicate {
+		t.Fatalf("second insert while one waits: %+v, %v", second, err)
+	}
+
+	// With the processor down the run fails: it is discarded, not retried.
+	s.ProcessorDown(true)
+	s.StartWorker()
+	stacktest.WaitFor(t, "the failed run to be discarded", func() bool {
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'reconcile' AND state = 'discarded' AND attempt = 1`) == 1
+	})
+	third, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil)
+	if err != nil || third.UniqueSkippedAsDuplicate {
+		t.Fatalf("next run after the failed one: %+v, %v", third, err)
+	}
+}
+
+// TestLiveJobs: the sweep's view of River. A waiting job is live; a running
+// one is live until the rescue delay, after which it belongs to a dead worker.
+func TestLiveJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := stacktest.New(t, stacktest.Options{})
+	p := paymentOf(t, s.Pay(acme, "stuck", pay("pm_card_visa"), "Prefer", "respond-async").Body)
+	q := outbox.Queue{DB: s.DB.Pool, RescueAfter: time.Minute}
+	live := func() bool {
+		t.Helper()
+		l, err := q.Live(ctx, payments.ResourceType, []string{p.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l[p.ID]
+	}
+	if !live() {
+		t.Fatal("a pending job is not live")
 	}
 	// The worker took the job and was killed: River still says running.
-	if _, err := s.DB.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = $1`, s.Clock.Now()); err != nil {
-		t.Fatal(err)
+	s.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now()`)
+	if !live() {
+		t.Fatal("a young running job is not live")
 	}
-	if n, err := s.Sweeper.Sweep(ctx); err != nil || n != 0 {
-		t.Fatalf("with a young running job: swept %d, %v", n, err)
+	s.Exec(`UPDATE river_job SET attempted_at = now() - interval '2 minutes'`)
+	if live() {
+		t.Fatal("a running job past the rescue delay is live")
 	}
-	if _, err := s.DB.Pool.Exec(ctx, `UPDATE river_job SET attempted_at = $1`, s.Clock.Now().Add(-10*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	s.Exec(`UPDATE idempotency_keys SET updated_at = updated_at - interval '2 minutes'`)
 	if n, err := s.Sweeper.Sweep(ctx); err != nil || n != 1 {
-		t.Fatalf("with a dead job: swept %d, %v", n, err)
+		t.Fatalf("swept %d, %v", n, err)
 	}
-	if report, err := s.Reconciler.Run(ctx); err != nil || report.Settled != 1 {
-		t.Fatalf("report %+v, %v", report, err)
-	}
-	if point := s.RecoveryPoint(stacktest.AcmeID, "stuck"); point != "finished" {
-		t.Fatalf("recovery point = %s", point)
+	if r, err := s.Reconciler.Run(ctx); err != nil || r.Settled != 1 {
+		t.Fatalf("report %+v, %v", r, err)
 	}
 	if n := s.ChargesAtProcessor(p.ID); n != 1 {
 		t.Fatalf("processor charges = %d, want 1", n)
@@ -284,23 +374,19 @@ func TestReaper(t *testing.T) {
 	t.Parallel()
 	s := stacktest.New(t, stacktest.Options{})
 	ctx := context.Background()
-
 	// An unfinished key: created before any worker runs, its job cancelled.
 	s.Pay(acme, "unfinished", pay("pm_card_visa"), "Prefer", "respond-async")
-	if _, err := s.DB.Pool.Exec(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now()`); err != nil {
-		t.Fatal(err)
-	}
+	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now()`)
 	s.StartWorker()
 	for _, key := range []string{"k1", "k2", "k3", "k4", "k5"} {
 		if res := s.Pay(acme, key, pay("pm_card_visa")); res.Status != http.StatusCreated {
 			t.Fatalf("%s: %d", key, res.Status)
 		}
 	}
-
 	if n, err := s.Keys.Reap(ctx, 2); err != nil || n != 0 {
 		t.Fatalf("before expiry: reaped %d, %v", n, err)
 	}
-	s.Clock.Advance(25 * time.Hour)
+	s.Exec(`UPDATE idempotency_keys SET expires_at = expires_at - interval '25 hours' WHERE expires_at IS NOT NULL`)
 	if n, err := s.Keys.Reap(ctx, 2); err != nil || n != 5 {
 		t.Fatalf("after expiry: reaped %d, %v", n, err)
 	}

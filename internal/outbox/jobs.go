@@ -2,13 +2,14 @@ package outbox
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
@@ -22,38 +23,10 @@ type ChargeArgs struct {
 // Kind names the job in River's tables.
 func (ChargeArgs) Kind() string { return "charge_payment" }
 
-// InsertOpts lets River retry a charge as long as the worker wants: the
-// worker's own budget (ChargeWorker.MaxAttempts) decides when to hand the
+// InsertOpts lets River retry a charge as long as the operation wants: the
+// retry budget (payments.Operations.MaxAttempts) decides when to hand the
 // payment to the reconciler, so River must never discard it first.
 func (ChargeArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1000} }
-
-// ChargeWorker runs charge jobs.
-type ChargeWorker struct {
-	river.WorkerDefaults[ChargeArgs]
-	Charger *payments.Charger
-	// MaxAttempts is the retry budget. It is the worker's decision, not the
-	// inserter's, so it is read here rather than from the job row.
-	MaxAttempts int
-}
-
-// Work runs the payment's remaining phases; the last one completes the job in
-// its own transaction. An error leaves the job to River's retries, which
-// resume from the recovery point the key reached, with the same downstream
-// key. When the retry budget is spent the payment is handed to the
-// reconciler and the job is cancelled: the payment is never dropped.
-func (w *ChargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) error {
-	err := w.Charger.Process(ctx, job.Args.PaymentID, completeInTx(job))
-	if err == nil || job.Attempt < w.MaxAttempts {
-		return err
-	}
-	// The job's context may be the reason it failed; marking must not be.
-	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if markErr := w.Charger.MarkForReconciliation(markCtx, job.Args.PaymentID); markErr != nil {
-		return fmt.Errorf("%w; and marking for reconciliation failed: %w", err, markErr)
-	}
-	return river.JobCancel(fmt.Errorf("retry budget spent, handed to the reconciler: %w", err))
-}
 
 // RefundArgs is the job that drives a refund through its phases.
 type RefundArgs struct {
@@ -63,19 +36,40 @@ type RefundArgs struct {
 // Kind names the job in River's tables.
 func (RefundArgs) Kind() string { return "refund_payment" }
 
-// InsertOpts keeps a refund retrying, with the same downstream key, for as
-// long as its outcome is unknown (about 16 hours at the largest delay).
+// InsertOpts: as for charges, the operation's retry budget decides.
 func (RefundArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1000} }
+
+// ChargeWorker runs charge jobs.
+type ChargeWorker struct {
+	river.WorkerDefaults[ChargeArgs]
+	Ops *payments.Operations
+}
+
+// Work runs the payment's remaining phases; the last one completes the job
+// in its own transaction.
+func (w *ChargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) error {
+	return stopWhenHandedOff(w.Ops.Charge(ctx, job.Args.PaymentID, job.Attempt, completeInTx(job)))
+}
 
 // RefundWorker runs refund jobs.
 type RefundWorker struct {
 	river.WorkerDefaults[RefundArgs]
-	Refunder *payments.Refunder
+	Ops *payments.Operations
 }
 
 // Work runs the refund's remaining phases; the last one completes the job.
 func (w *RefundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) error {
-	return w.Refunder.Process(ctx, job.Args.RefundID, completeInTx(job))
+	return stopWhenHandedOff(w.Ops.Refund(ctx, job.Args.RefundID, job.Attempt, completeInTx(job)))
+}
+
+// stopWhenHandedOff cancels the job of an operation handed to the
+// reconciler; any other error leaves the job to River's retries, which resume
+// from the recovery point the key reached, with the same downstream key.
+func stopWhenHandedOff(err error) error {
+	if errors.Is(err, payments.ErrHandedToReconciler) {
+		return river.JobCancel(err)
+	}
+	return err
 }
 
 // completeInTx completes job inside the transaction of the phase that
@@ -93,13 +87,33 @@ type ReconcileArgs struct{}
 // Kind names the job in River's tables.
 func (ReconcileArgs) Kind() string { return "reconcile" }
 
-// ReconcileWorker sweeps stuck payments and then runs the reconciler.
+// InsertOpts keeps reconciliation to one run at a time across all workers:
+// while one is waiting or running, the periodic enqueuer inserts no other.
+// A run that fails is not retried on top of the next one: the next periodic
+// run starts afresh.
+func (ReconcileArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+		}},
+	}
+}
+
+// ReconcileWorker sweeps stuck operations and then runs the reconciler.
 type ReconcileWorker struct {
 	river.WorkerDefaults[ReconcileArgs]
 	Reconciler *payments.Reconciler
-	Sweeper    *Sweeper
+	Sweeper    *payments.Sweeper
 	Logger     *slog.Logger
+	// RunTimeout bounds one run, which pages through the whole ledger and
+	// may wait on closes, so it is longer than an operation's job timeout.
+	// River's rescuer leaves the run alone for that long too.
+	RunTimeout time.Duration
 }
+
+// Timeout implements river.Worker.
+func (w *ReconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration { return w.RunTimeout }
 
 // Work runs one reconciliation pass.
 func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
@@ -107,10 +121,10 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	if err != nil {
 		return err
 	}
-	report, err := w.Reconciler.Run(ctx)
-	if stuck+report.Settled+report.Unsettled+report.Repaired+report.Discrepancies > 0 {
-		w.Logger.Info("reconciled", "stuck", stuck, "settled", report.Settled, "unsettled", report.Unsettled,
-			"repaired", report.Repaired, "discrepancies", report.Discrepancies)
+	r, err := w.Reconciler.Run(ctx)
+	if stuck+r.Settled+r.Lost+r.Unsettled+r.Repaired+r.Flagged > 0 {
+		w.Logger.Info("reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost,
+			"unsettled", r.Unsettled, "repaired", r.Repaired, "flagged", r.Flagged)
 	}
 	return err
 }

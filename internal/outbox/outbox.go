@@ -1,8 +1,9 @@
-// Package outbox is the transactional outbox on River: jobs are inserted with
-// InsertTx in the same transaction as the business rows that need them, and
-// River's workers run them against the payments phases. It also runs the
-// periodic reconciler and key reaper, which River's leader election keeps to
-// one run at a time across worker replicas.
+// Package outbox is the River glue of the service, and only that: jobs are
+// inserted with InsertTx in the same transaction as the business rows that
+// need them (the transactional outbox), and River's workers run them against
+// the operations of package payments, which hold every rule about retries,
+// reconciliation and giving up. It also schedules the periodic reconciler
+// and key reaper, and tells the sweep which operations still have a live job.
 package outbox
 
 import (
@@ -22,9 +23,13 @@ import (
 	"github.com/example/payments/internal/payments"
 )
 
-// Queue inserts jobs in the caller's transaction. It implements payments.JobQueue.
+// Queue inserts jobs in the caller's transaction, and tells which jobs are
+// live. It implements payments.JobQueue and payments.LiveJobs.
 type Queue struct {
 	Client *river.Client[pgx.Tx]
+	// DB and RescueAfter serve Live; an inserting API needs neither.
+	DB          *pgxpool.Pool
+	RescueAfter time.Duration
 }
 
 // EnqueueCharge stages the charge job of a payment inside tx.
@@ -41,6 +46,37 @@ func (q Queue) EnqueueRefund(ctx context.Context, tx pgx.Tx, refundID string) er
 		return fmt.Errorf("insert refund job: %w", err)
 	}
 	return nil
+}
+
+// liveJobs finds the jobs of kind that will still drive one of the resources
+// named by ids: waiting to run, or running for less than the rescue delay
+// (a job running longer belongs to a dead worker, and River rescues it).
+const liveJobs = `
+SELECT DISTINCT args->>$2 FROM river_job
+WHERE kind = $1 AND args->>$2 = ANY($3)
+	AND (state IN ('available', 'pending', 'scheduled', 'retryable')
+		OR (state = 'running' AND attempted_at >= now() - $4::interval))`
+
+// Live implements payments.LiveJobs.
+func (q Queue) Live(ctx context.Context, resourceType string, ids []string) (map[string]bool, error) {
+	kind, arg := ChargeArgs{}.Kind(), "payment_id"
+	if resourceType == payments.RefundResourceType {
+		kind, arg = RefundArgs{}.Kind(), "refund_id"
+	}
+	rows, err := q.DB.Query(ctx, liveJobs, kind, arg, ids, q.RescueAfter)
+	if err != nil {
+		return nil, fmt.Errorf("live jobs: %w", err)
+	}
+	live := map[string]bool{}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+		live[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("live jobs: %w", err)
+	}
+	return live, nil
 }
 
 // NewInserter returns a River client that only inserts jobs, for the API.
@@ -91,26 +127,34 @@ type WorkerConfig struct {
 	MaxWorkers int
 	// JobTimeout bounds one attempt of a job.
 	JobTimeout time.Duration
-	// MaxAttempts is the retry budget of a charge: after it, the payment goes
-	// to the reconciler.
-	MaxAttempts int
+	// RescueAfter is how long a job may look running before River takes it
+	// for a dead worker's and runs it again; see RescueAfter.
+	RescueAfter time.Duration
 	// Backoff spaces the attempts.
 	Backoff Backoff
 	// FetchPollInterval is how often the queue is polled when no notification
 	// says that a job is waiting.
 	FetchPollInterval time.Duration
+	// ReconcileTimeout bounds one reconciliation run (zero: JobTimeout).
+	ReconcileTimeout time.Duration
 	// ReconcileInterval and ReapInterval schedule the periodic jobs; zero
 	// leaves a job out.
 	ReconcileInterval time.Duration
 	ReapInterval      time.Duration
 }
 
+// RescueAfter is the rescue delay for a job timeout: a job still running a
+// little after its own timeout was cancelled belongs to a dead worker. River's
+// default is an hour; a dead worker's payments would wait that long.
+func RescueAfter(jobTimeout time.Duration) time.Duration {
+	return jobTimeout + max(jobTimeout/2, 5*time.Second)
+}
+
 // Deps are what the jobs run against.
 type Deps struct {
-	Charger    *payments.Charger
-	Refunder   *payments.Refunder
+	Ops        *payments.Operations
 	Reconciler *payments.Reconciler
-	Sweeper    *Sweeper
+	Sweeper    *payments.Sweeper
 	Keys       *idempotency.Store
 	// ReapBatch is how many keys one delete statement reaps.
 	ReapBatch int
@@ -121,39 +165,45 @@ type Deps struct {
 // periodic reconciler and reaper.
 func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps Deps) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &ChargeWorker{Charger: deps.Charger, MaxAttempts: cfg.MaxAttempts}); err != nil {
+	if err := river.AddWorkerSafely(workers, &ChargeWorker{Ops: deps.Ops}); err != nil {
 		return nil, err
 	}
-	if deps.Refunder != nil {
-		if err := river.AddWorkerSafely(workers, &RefundWorker{Refunder: deps.Refunder}); err != nil {
+	if err := river.AddWorkerSafely(workers, &RefundWorker{Ops: deps.Ops}); err != nil {
+		return nil, err
+	}
+	var periodic []*river.PeriodicJob
+	if deps.Reconciler != nil {
+		if err := river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: deps.Reconciler, Sweeper: deps.Sweeper, Logger: deps.Logger,
+			RunTimeout: cfg.ReconcileTimeout}); err != nil {
 			return nil, err
 		}
 	}
-	var periodic []*river.PeriodicJob
 	if cfg.ReconcileInterval > 0 {
-		if err := river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: deps.Reconciler, Sweeper: deps.Sweeper, Logger: deps.Logger}); err != nil {
-			return nil, err
-		}
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
-	if cfg.ReapInterval > 0 {
+	if deps.Keys != nil {
 		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Batch: deps.ReapBatch, Logger: deps.Logger}); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.ReapInterval > 0 {
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReapInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:            logger,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
-		Workers:           workers,
-		PeriodicJobs:      periodic,
-		JobTimeout:        cfg.JobTimeout,
-		RetryPolicy:       cfg.Backoff,
-		FetchPollInterval: cfg.FetchPollInterval,
+		Logger:       logger,
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Workers:      workers,
+		PeriodicJobs: periodic,
+		JobTimeout:   cfg.JobTimeout,
+		// A dead worker's running jobs are picked up in seconds or minutes,
+		// not River's default hour.
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		RetryPolicy:          cfg.Backoff,
+		FetchPollInterval:    cfg.FetchPollInterval,
 		// A payment's request waits for its job: pick jobs up within 10 ms of
 		// their insert notification rather than River's default 100 ms.
 		FetchCooldown: 10 * time.Millisecond,

@@ -154,7 +154,3 @@ func newID(prefix string) string {
 	}
 	return prefix + string(b)
 }
-
-// FailureProcessorError is the failure code of a payment the processor could
-// not charge before the charge deadline.
-const FailureProcessorError = "processor_error"

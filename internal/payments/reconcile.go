@@ -2,129 +2,264 @@ package payments
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// Kinds of discrepancy between the processor's ledger and the payments.
-const (
-	// DiscrepancyUnknownCharge is a charge for a payment the service does not have.
-	DiscrepancyUnknownCharge = "unknown_charge"
-	// DiscrepancyDuplicateCharge is a second charge for a payment already charged.
-	DiscrepancyDuplicateCharge = "duplicate_charge"
-	// DiscrepancyChargedAfterFailure is a charge for a payment finished as failed
-	// without one.
-	DiscrepancyChargedAfterFailure = "charged_after_failure"
-)
-
-// Reconciler settles what the worker could not know: payments marked for
-// reconciliation, and charges in the processor's ledger that the payments do
-// not account for.
+// Reconciler settles what the worker could not know: operations marked for
+// reconciliation, and charges and refunds in the processor's ledger that our
+// records do not account for. Runs may overlap (the outbox keeps them to one
+// at a time, but nothing here relies on it): each claims its own batch, and
+// each operation is settled by whichever runner's phase commits first.
 type Reconciler struct {
-	Charger *Charger
-	Logger  *slog.Logger
+	Ops    *Operations
+	Logger *slog.Logger
 	// Window is how far back the processor's ledger is compared.
 	Window time.Duration
-	// Grace is how old a charge must be before it is compared, so that
-	// charges the worker is recording right now are left to it.
+	// Grace is how old a ledger entry must be before it is compared, so that
+	// what the worker is recording right now is left to it.
 	Grace time.Duration
-	// BatchSize bounds how many marked payments one run settles.
+	// BatchSize bounds how many marked operations one run tries.
 	BatchSize int
-	// OnDiscrepancy is called for each charge the payments do not account
-	// for, with its kind; the worker counts them in a metric.
-	OnDiscrepancy func(kind string)
 }
 
 // Report says what one run did.
 type Report struct {
-	Settled       int
-	Unsettled     int
-	Repaired      int
-	Discrepancies int
+	// Settled operations were finished by this run.
+	Settled int
+	// Lost were settled meanwhile by another runner (a job retry, another run).
+	Lost int
+	// Unsettled could not be settled yet; they stay marked.
+	Unsettled int
+	// Repaired are operations the ledger showed to be stuck: marked now.
+	Repaired int
+	// Flagged are new cases in the needs-review queue.
+	Flagged int
 }
 
-const markedPayments = `
-SELECT id FROM payments WHERE reconcile_since IS NOT NULL ORDER BY reconcile_since, id LIMIT $1`
+// claimMarked takes the batch of marked operations that were tried least
+// recently (never tried first) and stamps them as tried, in one statement:
+// what cannot be settled yet goes to the back, so it never blocks what can,
+// and a run that overlaps this one takes a different batch.
+const claimMarked = `
+UPDATE reconciliations r SET tried_at = now(), attempts = r.attempts + 1
+FROM (
+	SELECT resource_type, resource_id FROM reconciliations
+	ORDER BY tried_at NULLS FIRST, marked_at, resource_id
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+) batch
+WHERE r.resource_type = batch.resource_type AND r.resource_id = batch.resource_id
+RETURNING r.resource_type, r.resource_id`
 
-// Run settles a batch of marked payments, then compares the ledger. A
-// payment that still cannot be settled stays marked for the next run.
+const noteError = `UPDATE reconciliations SET last_error = $3 WHERE resource_type = $1 AND resource_id = $2`
+
+// Run tries a batch of marked operations, then compares the ledgers. An
+// operation that still cannot be settled stays marked for a later run.
 func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	var report Report
-	c := r.Charger
-	rows, err := c.DB.Query(ctx, markedPayments, r.BatchSize)
+	rows, err := r.Ops.DB.Query(ctx, claimMarked, r.BatchSize)
 	if err != nil {
-		return report, fmt.Errorf("list marked payments: %w", err)
+		return report, fmt.Errorf("claim marked operations: %w", err)
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
+	type marked struct{ kind, id string }
+	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (marked, error) {
+		var m marked
+		return m, row.Scan(&m.kind, &m.id)
+	})
+	if err != nil {
+		return report, fmt.Errorf("claim marked operations: %w", err)
+	}
+	for _, m := range batch {
+		won, err := r.Ops.reconcile(ctx, r.Ops.operation(m.kind), m.id)
+		switch {
+		case err != nil:
+			report.Unsettled++
+			r.Logger.Warn("not settled yet", "resource_type", m.kind, "id", m.id, "err", err)
+			if _, noteErr := r.Ops.DB.Exec(ctx, noteError, m.kind, m.id, err.Error()); noteErr != nil {
+				r.Logger.Warn("note reconciliation error", "id", m.id, "err", noteErr)
+			}
+		case won:
+			report.Settled++
+			r.Logger.Info("settled by the reconciler", "resource_type", m.kind, "id", m.id)
+		default:
+			report.Lost++
+			r.Logger.Info("settled by another runner first", "resource_type", m.kind, "id", m.id)
+		}
+	}
+
+	for _, l := range r.ledgers() {
+		repaired, flagged, err := r.compare(ctx, l)
+		report.Repaired += repaired
+		report.Flagged += flagged
+		if err != nil {
 			return report, err
 		}
-		ids = append(ids, id)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return report, fmt.Errorf("list marked payments: %w", err)
-	}
-	for _, id := range ids {
-		if err := c.Reconcile(ctx, id); err != nil {
-			report.Unsettled++
-			r.Logger.Warn("payment not settled yet", "payment_id", id, "err", err)
-			continue
-		}
-		report.Settled++
-		r.Logger.Info("payment settled by the reconciler", "payment_id", id)
-	}
-
-	repaired, discrepancies, err := r.compareLedger(ctx)
-	report.Repaired, report.Discrepancies = repaired, discrepancies
-	return report, err
+	return report, nil
 }
 
-// compareLedger walks the processor's recent charges. A charge for a payment
-// still processing is a repair: the payment is marked, and the next run
-// records the charge. Anything else unaccounted for is reported.
-func (r *Reconciler) compareLedger(ctx context.Context) (repaired, discrepancies int, err error) {
-	c := r.Charger
-	charges, err := c.Processor.RecentCharges(ctx, c.Now().Add(-r.Window))
-	if err != nil {
-		return 0, 0, fmt.Errorf("list recent charges: %w", err)
+// operation returns the operation of a resource type.
+func (o *Operations) operation(resourceType string) operation {
+	if resourceType == RefundResourceType {
+		return refundOp{o}
 	}
-	cutoff := c.Now().Add(-r.Grace)
-	for _, ch := range charges {
-		if ch.CreatedAt.After(cutoff) {
-			break // oldest first: the rest are newer still
+	return chargeOp{o}
+}
+
+// ledger is one side of the processor's ledger, charges or refunds, and how
+// our records account for its entries.
+type ledger struct {
+	// name is what an entry is: "charge" or "refund".
+	name string
+	// resourceType is the operation an entry belongs to.
+	resourceType string
+	page         func(ctx context.Context, since time.Time, cursor string) ([]LedgerEntry, string, error)
+	// ours is the id of the operation an entry should belong to.
+	ours func(LedgerEntry) string
+	// lookup reads (id, status, processor id) of the operations with ids $1.
+	lookup string
+	// The kinds of discrepancy: no such operation, a second entry for one,
+	// an entry for one recorded as failed.
+	unknown, duplicate, afterFailure string
+}
+
+const (
+	lookupPayments = `SELECT id, status, processor_charge_id FROM payments WHERE id = ANY($1)`
+	lookupRefunds  = `SELECT id, status, processor_refund_id FROM refunds WHERE id = ANY($1)`
+)
+
+// ledgers are both sides of the processor's ledger. A processor charge names
+// its payment; a refund names ours only through its downstream key.
+func (r *Reconciler) ledgers() []ledger {
+	p := r.Ops.Processor
+	return []ledger{{
+		name: "charge", resourceType: ResourceType, page: p.LedgerCharges,
+		ours:    func(e LedgerEntry) string { return e.PaymentID },
+		lookup:  lookupPayments,
+		unknown: ReviewUnknownCharge, duplicate: ReviewDuplicateCharge, afterFailure: ReviewChargedAfterFailure,
+	}, {
+		name: "refund", resourceType: RefundResourceType, page: p.LedgerRefunds,
+		ours:    func(e LedgerEntry) string { return strings.TrimPrefix(e.IdempotencyKey, RefundDownstreamKey("")) },
+		lookup:  lookupRefunds,
+		unknown: ReviewUnknownRefund, duplicate: ReviewDuplicateRefund, afterFailure: ReviewRefundedAfterFailure,
+	}}
+}
+
+// compare walks one side of the processor's ledger over the window, page by
+// page, at any volume. An entry for an operation still processing is a
+// repair: the operation is marked, and a run records the entry. Anything else
+// unaccounted for goes to the needs-review queue, once per entry.
+func (r *Reconciler) compare(ctx context.Context, l ledger) (repaired, flagged int, err error) {
+	var now time.Time
+	if err := r.Ops.DB.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return 0, 0, fmt.Errorf("read the database clock: %w", err)
+	}
+	since, cutoff := now.Add(-r.Window), now.Add(-r.Grace)
+	cursor := ""
+	for {
+		page, next, err := l.page(ctx, since, cursor)
+		if err != nil {
+			return repaired, flagged, fmt.Errorf("list processor %ss: %w", l.name, err)
 		}
-		p, err := scanPayment(c.DB.QueryRow(ctx, getPaymentByID, ch.PaymentID))
-		kind := ""
-		switch {
-		case errors.Is(err, ErrNotFound):
-			kind = DiscrepancyUnknownCharge
-		case err != nil:
-			return repaired, discrepancies, err
-		case p.ProcessorChargeID != nil && *p.ProcessorChargeID == ch.ID:
-			continue // accounted for
-		case p.ProcessorChargeID != nil:
-			kind = DiscrepancyDuplicateCharge
-		case p.Status == StatusProcessing:
-			if err := c.MarkForReconciliation(ctx, p.ID); err != nil {
-				return repaired, discrepancies, err
+		// Oldest first: past the cutoff, the rest are newer still.
+		old := len(page)
+		for i, e := range page {
+			if e.CreatedAt.After(cutoff) {
+				old = i
+				break
 			}
-			repaired++
-			continue
-		default:
-			kind = DiscrepancyChargedAfterFailure
 		}
-		discrepancies++
-		r.Logger.Error("processor charge not accounted for", "kind", kind, "charge_id", ch.ID,
-			"payment_id", ch.PaymentID, "idempotency_key", ch.IdempotencyKey, "amount", ch.Amount, "succeeded", ch.Succeeded)
-		if r.OnDiscrepancy != nil {
-			r.OnDiscrepancy(kind)
+		ids := make([]string, old)
+		for i, e := range page[:old] {
+			ids[i] = l.ours(e)
 		}
+		found, err := r.lookup(ctx, l.lookup, ids)
+		if err != nil {
+			return repaired, flagged, err
+		}
+		for i, e := range page[:old] {
+			kind, repair := classify(e, found, ids[i], l)
+			switch {
+			case repair:
+				if err := MarkForReconciliation(ctx, r.Ops.DB, l.resourceType, ids[i]); err != nil {
+					return repaired, flagged, err
+				}
+				repaired++
+			case kind != "":
+				added, err := r.flag(ctx, kind, e, l.name)
+				if err != nil {
+					return repaired, flagged, err
+				}
+				if added {
+					flagged++
+				}
+			}
+		}
+		if old < len(page) || next == "" {
+			return repaired, flagged, nil
+		}
+		cursor = next
 	}
-	return repaired, discrepancies, nil
+}
+
+// accounted is how our records stand for one ledger entry.
+type accounted struct {
+	status      string
+	processorID *string
+}
+
+// lookup reads the status and processor id of the operations named by ids in
+// one query, so that a page costs one round trip whatever its size.
+func (r *Reconciler) lookup(ctx context.Context, sql string, ids []string) (map[string]accounted, error) {
+	rows, err := r.Ops.DB.Query(ctx, sql, ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up ledger entries: %w", err)
+	}
+	found := map[string]accounted{}
+	var (
+		id string
+		a  accounted
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.status, &a.processorID}, func() error {
+		found[id] = a
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up ledger entries: %w", err)
+	}
+	return found, nil
+}
+
+// classify decides what one ledger entry means, given our operation ours: a
+// kind of discrepancy, a repair, or neither when it is accounted for.
+func classify(e LedgerEntry, found map[string]accounted, ours string, l ledger) (kind string, repair bool) {
+	a, ok := found[ours]
+	switch {
+	case !ok:
+		return l.unknown, false
+	case a.processorID != nil && *a.processorID == e.ID:
+		return "", false
+	case a.processorID != nil:
+		return l.duplicate, false
+	case a.status == StatusProcessing:
+		return "", true
+	}
+	return l.afterFailure, false
+}
+
+// flag adds a discrepancy to the needs-review queue, once per ledger entry.
+func (r *Reconciler) flag(ctx context.Context, kind string, e LedgerEntry, name string) (bool, error) {
+	detail := fmt.Sprintf("processor %s %s under key %s (payment %q, amount %d, succeeded %t) is not accounted for",
+		name, e.ID, e.IdempotencyKey, e.PaymentID, e.Amount, e.Succeeded)
+	added, err := flagForReview(ctx, r.Ops.DB, kind, e.ID, detail)
+	if err != nil || !added {
+		return false, err
+	}
+	r.Logger.Error("needs review", "kind", kind, "reference", e.ID, "detail", detail)
+	return true, nil
 }

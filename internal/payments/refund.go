@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 )
 
@@ -80,7 +79,7 @@ const refundsHeld = `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_
 
 const insertRefund = `
 INSERT INTO refunds (id, tenant_id, payment_id, idempotency_key_id, amount, reason, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'processing', $7, $7)`
+VALUES ($1, $2, $3, $4, $5, $6, 'processing', now(), now())`
 
 // CreateRefund validates nr and reserves req's key. For a new key, the first
 // phase locks the payment, checks what is left to refund, and writes the key,
@@ -117,8 +116,7 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 		}
 
 		id := newID("re_")
-		now := s.Now().UTC().Truncate(time.Microsecond)
-		if _, err := tx.Exec(ctx, insertRefund, id, req.TenantID, p.ID, keyID, amount, nr.Reason, now); err != nil {
+		if _, err := tx.Exec(ctx, insertRefund, id, req.TenantID, p.ID, keyID, amount, nr.Reason); err != nil {
 			return idempotency.Resource{}, nil, fmt.Errorf("insert refund: %w", err)
 		}
 		if err := s.Jobs.EnqueueRefund(ctx, tx, id); err != nil {
@@ -128,20 +126,22 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 	})
 }
 
-const refundColumns = `id, tenant_id, payment_id, idempotency_key_id, amount, reason, status, failure_code,
-	processor_refund_id, created_at, updated_at`
+// refundColumns are read from refunds aliased r, so that a query may join.
+const refundColumns = `r.id, r.tenant_id, r.payment_id, r.idempotency_key_id, r.amount, r.reason, r.status,
+	r.failure_code, r.processor_refund_id, r.created_at, r.updated_at`
 
-const getRefund = `SELECT ` + refundColumns + ` FROM refunds WHERE tenant_id = $1 AND id = $2`
+const getRefund = `SELECT ` + refundColumns + ` FROM refunds r WHERE r.tenant_id = $1 AND r.id = $2`
 
 // GetRefund returns the tenant's refund, or ErrRefundNotFound.
 func (s *Service) GetRefund(ctx context.Context, tenantID, id string) (Refund, error) {
 	return scanRefund(s.DB.QueryRow(ctx, getRefund, tenantID, id))
 }
 
-func scanRefund(row pgx.Row) (Refund, error) {
+// scanRefund reads the refund columns, then any extra columns into extra.
+func scanRefund(row pgx.Row, extra ...any) (Refund, error) {
 	var r Refund
-	err := row.Scan(&r.ID, &r.TenantID, &r.PaymentID, &r.KeyID, &r.Amount, &r.Reason, &r.Status, &r.FailureCode,
-		&r.ProcessorRefundID, &r.CreatedAt, &r.UpdatedAt)
+	err := row.Scan(append([]any{&r.ID, &r.TenantID, &r.PaymentID, &r.KeyID, &r.Amount, &r.Reason, &r.Status, &r.FailureCode,
+		&r.ProcessorRefundID, &r.CreatedAt, &r.UpdatedAt}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Refund{}, ErrRefundNotFound
 	}
@@ -153,116 +153,17 @@ func scanRefund(row pgx.Row) (Refund, error) {
 	return r, nil
 }
 
-// Refunder drives a refund from started to finished, one atomic phase at a
-// time, like Charger does for payments.
-type Refunder struct {
-	DB        database.DBTX
-	Keys      *idempotency.Store
-	Processor Processor
-	Render    Renderer
-	Now       func() time.Time
-}
-
-const getRefundByID = `SELECT ` + refundColumns + ` FROM refunds WHERE id = $1`
-
-// RefundDownstreamKey is the processor idempotency key of a refund.
-func RefundDownstreamKey(refundID string) string { return "refund_" + refundID }
-
-// Process runs every phase the refund's key has not passed yet.
-func (r *Refunder) Process(ctx context.Context, refundID string, complete CompleteFunc) error {
-	ref, err := scanRefund(r.DB.QueryRow(ctx, getRefundByID, refundID))
-	if err != nil {
-		return fmt.Errorf("load refund %s: %w", refundID, err)
-	}
-	if ref.KeyID == nil {
-		return nil // reaped, so finished
-	}
-	return r.Keys.Drive(ctx, *ref.KeyID, idempotency.Phases{
-		idempotency.RecoveryStarted: r.createRefund(refundID),
-		RecoveryRefundCreated:       r.finish(refundID, complete),
-	})
-}
-
-const recordRefund = `
-UPDATE refunds SET status = $2, processor_refund_id = $3, failure_code = $4, updated_at = $5 WHERE id = $1`
-
-const addRefunded = `UPDATE payments SET amount_refunded = amount_refunded + $2, updated_at = $3 WHERE id = $1`
-
-// createRefund is the phase whose one foreign side effect is the processor
-// call; the outcome is recorded, and a success counted on the payment, in the
-// transaction that moves the key to refund_created.
-func (r *Refunder) createRefund(refundID string) idempotency.Phase {
-	var out ProcessorRefund
-	return idempotency.Phase{
-		Call: func(ctx context.Context, _ idempotency.Key) error {
-			ref, err := scanRefund(r.DB.QueryRow(ctx, getRefundByID, refundID))
-			if err != nil {
-				return err
-			}
-			p, err := scanPayment(r.DB.QueryRow(ctx, getPaymentByID, ref.PaymentID))
-			if err != nil {
-				return err
-			}
-			if p.ProcessorChargeID == nil {
-				return fmt.Errorf("payment %s has no processor charge to refund", p.ID)
-			}
-			out, err = r.Processor.Refund(ctx, RefundRequest{IdempotencyKey: RefundDownstreamKey(ref.ID), ChargeID: *p.ProcessorChargeID, Amount: ref.Amount})
-			if err != nil {
-				return fmt.Errorf("refund %s: %w", ref.ID, err)
-			}
-			return nil
-		},
-		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-			ref, err := scanRefund(tx.QueryRow(ctx, getRefundByID, refundID))
-			if err != nil {
-				return idempotency.Next{}, err
-			}
-			status, now := StatusFailed, r.Now().UTC().Truncate(time.Microsecond)
-			if out.Succeeded {
-				status = StatusSucceeded
-				if _, err := tx.Exec(ctx, addRefunded, ref.PaymentID, ref.Amount, now); err != nil {
-					return idempotency.Next{}, fmt.Errorf("count refund on payment: %w", err)
-				}
-			}
-			if _, err := tx.Exec(ctx, recordRefund, ref.ID, status, nullable(out.ID), nullable(out.FailureCode), now); err != nil {
-				return idempotency.Next{}, fmt.Errorf("record refund: %w", err)
-			}
-			return idempotency.AdvanceTo(RecoveryRefundCreated), nil
-		},
-	}
-}
-
-// finish stores the refund's final response, stages its event and completes
-// its job.
-func (r *Refunder) finish(refundID string, complete CompleteFunc) idempotency.Phase {
-	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		ref, err := scanRefund(tx.QueryRow(ctx, getRefundByID, refundID))
-		if err != nil {
-			return idempotency.Next{}, err
-		}
-		if err := stageEvent(ctx, tx, r.Now(), ref.TenantID, "refund."+ref.Status, ref.ID, ref); err != nil {
-			return idempotency.Next{}, err
-		}
-		if complete != nil {
-			if err := complete(ctx, tx); err != nil {
-				return idempotency.Next{}, fmt.Errorf("complete job: %w", err)
-			}
-		}
-		return idempotency.Finish(r.Render.Refund(ref)), nil
-	}}
-}
-
 const insertEvent = `
 INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
-VALUES ($1, $2, $3, $4, $5, $6)`
+VALUES ($1, $2, $3, $4, $5, now())`
 
 // stageEvent writes an immutable event about object in tx.
-func stageEvent(ctx context.Context, tx pgx.Tx, now time.Time, tenantID, eventType, resourceID string, object any) error {
+func stageEvent(ctx context.Context, tx pgx.Tx, tenantID, eventType, resourceID string, object any) error {
 	data, err := json.Marshal(object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	_, err = tx.Exec(ctx, insertEvent, newID("evt_"), tenantID, eventType, resourceID, data, now.UTC().Truncate(time.Microsecond))
+	_, err = tx.Exec(ctx, insertEvent, newID("evt_"), tenantID, eventType, resourceID, data)
 	if err != nil {
 		return fmt.Errorf("insert event: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,7 +27,6 @@ type Service struct {
 	Jobs JobQueue
 	// Render renders the refusals that are stored as final responses.
 	Render Renderer
-	Now    func() time.Time
 	// Crash, when set, is called at CrashAfterFirstPhase; the crash tests
 	// make it kill the process. It is nil in production.
 	Crash func(point string)
@@ -44,7 +42,7 @@ const ResourceType = "payment"
 const insertPayment = `
 INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
 	metadata, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now())`
 
 // Create validates np and then reserves req's key. For a new key, the first
 // phase writes the key, the payment and its charge job in one transaction.
@@ -60,9 +58,8 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 		if metadata == nil {
 			metadata = map[string]string{}
 		}
-		now := s.Now().UTC().Truncate(time.Microsecond)
 		_, err := tx.Exec(ctx, insertPayment, id, req.TenantID, keyID, *np.Amount, strings.ToUpper(np.Currency),
-			np.PaymentMethod, np.Description, metadata, StatusProcessing, now)
+			np.PaymentMethod, np.Description, metadata, StatusProcessing)
 		if err != nil {
 			return idempotency.Resource{}, nil, fmt.Errorf("insert payment: %w", err)
 		}
@@ -128,14 +125,15 @@ func listPage[T any](ctx context.Context, db database.DBTX, sql, tenantID, start
 	return page, false, nil
 }
 
-func scanPayment(row pgx.Row) (Payment, error) {
+// scanPayment reads the payment columns, then any extra columns into extra.
+func scanPayment(row pgx.Row, extra ...any) (Payment, error) {
 	var (
 		p        Payment
 		metadata []byte
 	)
-	err := row.Scan(&p.ID, &p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Description,
+	err := row.Scan(append([]any{&p.ID, &p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Description,
 		&metadata, &p.Status, &p.FailureCode, &p.FailureMessage, &p.ProcessorChargeID, &p.AmountRefunded,
-		&p.CreatedAt, &p.UpdatedAt)
+		&p.CreatedAt, &p.UpdatedAt}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payment{}, ErrNotFound
 	}

@@ -142,6 +142,23 @@ func TestChaosLatency(t *testing.T) {
 	}
 }
 
+// TestChaosExecLatency checks that the execution time is spent whether or
+// not the caller is still there: the charge commits after its caller left.
+func TestChaosExecLatency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, processor.Config{Chaos: processor.Chaos{ExecLatency: 500 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if resp, err := e.postCtx(ctx, "/v1/charges", "exec-latency", visaBody); err == nil {
+		t.Fatalf("got an answer before the exec latency: %d %s", resp.status, resp.body)
+	}
+	testwait.For(t, "the charge", func() bool { return e.chargesUnder("exec-latency") == 1 })
+	retry := e.post("/v1/charges", "exec-latency", visaBody)
+	if retry.status != http.StatusOK || retry.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("retry: %d %s", retry.status, retry.body)
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -151,6 +168,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"ErrFailRate", processor.Config{Chaos: processor.Chaos{FailRate: 1.5}}},
 		{"ErrDropRate", processor.Config{Chaos: processor.Chaos{DropRate: -0.1}}},
 		{"ErrLatency", processor.Config{Chaos: processor.Chaos{Latency: -time.Second}}},
+		{"ErrExecLatency", processor.Config{Chaos: processor.Chaos{ExecLatency: -time.Second}}},
+		{"ErrExecLatencyTooLong", processor.Config{Chaos: processor.Chaos{ExecLatency: 30 * time.Second}}},
 		{"ErrTimeoutHang", processor.Config{TimeoutHang: -time.Second}},
 		{"ErrKeyRetention", processor.Config{KeyRetention: -time.Second}},
 	}

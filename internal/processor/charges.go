@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -128,57 +127,6 @@ func (s *Server) handleGetCharge(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, c)
 	}
-}
-
-// chargeList is the list object of GET /v1/charges.
-type chargeList struct {
-	Object string   `json:"object"`
-	Data   []charge `json:"data"`
-}
-
-// MaxListCharges is the most charges one created_after page returns.
-const MaxListCharges = 1000
-
-// handleListCharges is GET /v1/charges?idempotency_key=K, ?payment_id=P or
-// ?created_after=RFC3339 (oldest first, at most MaxListCharges). Exactly one
-// filter is required: the ledger is never listed whole.
-func (s *Server) handleListCharges(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	key, paymentID, after := q.Get("idempotency_key"), q.Get("payment_id"), q.Get("created_after")
-	var (
-		list []charge
-		err  error
-	)
-	filters := 0
-	for _, f := range []string{key, paymentID, after} {
-		if f != "" {
-			filters++
-		}
-	}
-	switch {
-	case filters > 1:
-		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", "Pass one of idempotency_key, payment_id or created_after."))
-		return
-	case after != "":
-		t, perr := time.Parse(time.RFC3339Nano, after)
-		if perr != nil {
-			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", "created_after must be an RFC 3339 timestamp."))
-			return
-		}
-		list, err = listChargesCreatedAfter(r.Context(), s.pool, t, MaxListCharges)
-	case key != "":
-		list, err = listChargesByKey(r.Context(), s.pool, key)
-	case paymentID != "":
-		list, err = listChargesByPayment(r.Context(), s.pool, paymentID)
-	default:
-		writeError(w, http.StatusBadRequest, invalid("parameter_missing", "Pass one of idempotency_key, payment_id or created_after."))
-		return
-	}
-	if err != nil {
-		s.internalError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, chargeList{Object: "list", Data: list})
 }
 
 // internalError logs err with the request id and answers a generic 500.

@@ -44,8 +44,10 @@ type params[P any] interface {
 }
 
 // handleCreate returns the handler of an idempotent POST: decode and
-// validate the body into P, then run create under the request's key.
-func handleCreate[P any, PP params[P]](s *Server, create func(ctx context.Context, tx pgx.Tx, key string, p P) (outcome, error)) http.HandlerFunc {
+// validate the body into P, then run create under the request's key. done
+// says what the operation does to money ("charged"), for the refusal of a
+// closed key.
+func handleCreate[P any, PP params[P]](s *Server, done string, create func(ctx context.Context, tx pgx.Tx, key string, p P) (outcome, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var p P
 		if err := decodeBody(w, r, &p); err != nil {
@@ -56,7 +58,7 @@ func handleCreate[P any, PP params[P]](s *Server, create func(ctx context.Contex
 			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
 			return
 		}
-		s.idempotent(w, r, p, func(ctx context.Context, tx pgx.Tx, key string) (outcome, error) {
+		s.idempotent(w, r, done, p, func(ctx context.Context, tx pgx.Tx, key string) (outcome, error) {
 			return create(ctx, tx, key, p)
 		})
 	}
@@ -71,7 +73,8 @@ func handleCreate[P any, PP params[P]](s *Server, create func(ctx context.Contex
 // and the outcome is stored, then the transaction commits. A concurrent
 // request with the same key blocks on the key's unique index until the first
 // commits, then reads its outcome; if the first rolls back, the second runs.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, params any, exec execFunc) {
+// A key closed before anything was made under it refuses every request.
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, done string, params any, exec execFunc) {
 	key := r.Header.Get("Idempotency-Key")
 	switch {
 	case key == "":
@@ -92,6 +95,10 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, params any, 
 	defer cancel()
 	out, replayed, err := s.runOnce(ctx, key, r.URL.Path, fingerprint(r.URL.Path, params), exec)
 	switch {
+	case errors.Is(err, errKeyClosed):
+		writeError(w, http.StatusBadRequest, apiError{Type: typeIdempotency, Code: "idempotency_key_closed",
+			Message: "This idempotency key was closed: nothing was or will be " + done + " with it."})
+		return
 	case errors.Is(err, errKeyReused):
 		writeError(w, http.StatusBadRequest, apiError{Type: typeIdempotency, Code: "idempotency_key_reused",
 			Message: "Keys for idempotent requests can only be used with the same parameters they were first used with."})
@@ -119,8 +126,12 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, params any, 
 	writeRaw(w, out.status, out.body)
 }
 
-// errKeyReused reports a key used before with different parameters.
-var errKeyReused = errors.New("idempotency key reused with different parameters")
+var (
+	// errKeyReused reports a key used before with different parameters.
+	errKeyReused = errors.New("idempotency key reused with different parameters")
+	// errKeyClosed reports a key closed before anything was made under it.
+	errKeyClosed = errors.New("idempotency key closed")
+)
 
 // runOnce reserves key and runs exec, or returns the outcome stored under key
 // with replayed set.
@@ -141,16 +152,28 @@ func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec 
 		if err != nil {
 			return outcome{}, false, err
 		}
+		// Closed comes first: a fence row carries the close's own path and
+		// fingerprint, which no request matches, and the refusal must say
+		// that nothing will ever be made rather than blame the parameters.
+		if stored.closed && stored.status == nil {
+			return outcome{}, false, errKeyClosed
+		}
 		if stored.path != path || !bytes.Equal(stored.fingerprint, fp) {
 			return outcome{}, false, errKeyReused
 		}
 		if stored.status == nil {
-			// Unreachable: a key row commits together with its response.
+			// Unreachable: a key row commits together with its response,
+			// unless it is a fence, refused above.
 			return outcome{}, false, fmt.Errorf("key %q has no stored response", key)
 		}
 		return outcome{status: *stored.status, body: stored.body}, true, nil
 	}
 
+	// The card network's own time, spent holding the key, so that a close
+	// of the key waits for this operation.
+	if err := s.execLatency(ctx); err != nil {
+		return outcome{}, false, err
+	}
 	out, err = exec(ctx, tx, key)
 	if err != nil {
 		return outcome{}, false, err
@@ -166,6 +189,23 @@ func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec 
 		return outcome{}, false, fmt.Errorf("commit: %w", err)
 	}
 	return out, false, nil
+}
+
+// execLatency waits for the chaos exec latency, or until ctx ends; ctx is
+// the operation's own, bounded by execTimeout and not by the caller.
+func (s *Server) execLatency(ctx context.Context) error {
+	d := s.cfg.Chaos.ExecLatency
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("exec latency: %w", ctx.Err())
+	}
 }
 
 // hang waits until the caller gives up, the hang limit passes or the server
@@ -228,17 +268,19 @@ type storedKey struct {
 	fingerprint []byte
 	status      *int
 	body        []byte
+	// closed is set once the key is closed; with no status, it is a fence.
+	closed bool
 }
 
 const getKeySQL = `
-SELECT request_path, request_fingerprint, response_status, response_body
+SELECT request_path, request_fingerprint, response_status, response_body, closed_at IS NOT NULL
 FROM processor.idempotency_keys
 WHERE key = $1`
 
 // getKey reads a committed key row.
 func getKey(ctx context.Context, db database.DBTX, key string) (storedKey, error) {
 	var k storedKey
-	err := db.QueryRow(ctx, getKeySQL, key).Scan(&k.path, &k.fingerprint, &k.status, &k.body)
+	err := db.QueryRow(ctx, getKeySQL, key).Scan(&k.path, &k.fingerprint, &k.status, &k.body, &k.closed)
 	if err != nil {
 		return storedKey{}, fmt.Errorf("get key: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// errNotFound reports a charge that does not exist.
+// errNotFound reports a charge or a refund that does not exist.
 var errNotFound = errors.New("not found")
 
 // Charge statuses.
@@ -47,7 +47,7 @@ type refund struct {
 	Charge         string    `json:"charge"`
 	Amount         int64     `json:"amount"`
 	Status         string    `json:"status"`
-	IdempotencyKey string    `json:"-"`
+	IdempotencyKey string    `json:"idempotency_key"`
 	CreatedAt      time.Time `json:"created_at"`
 }
 
@@ -128,75 +128,6 @@ func getChargeForUpdate(ctx context.Context, db database.DBTX, id string) (charg
 	return c, nil
 }
 
-const listChargesByKeySQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE idempotency_key = $1
-ORDER BY created_at, id`
-
-// listChargesByKey returns the charges made under an idempotency key, oldest
-// first. There is at most one unless the key expired and was used again.
-func listChargesByKey(ctx context.Context, db database.DBTX, key string) ([]charge, error) {
-	rows, err := db.Query(ctx, listChargesByKeySQL, key)
-	if err != nil {
-		return nil, fmt.Errorf("list charges by key: %w", err)
-	}
-	return collectCharges(rows)
-}
-
-const listChargesByPaymentSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE payment_id = $1
-ORDER BY created_at, id`
-
-// listChargesByPayment returns the charges referencing a payment, oldest first.
-func listChargesByPayment(ctx context.Context, db database.DBTX, paymentID string) ([]charge, error) {
-	rows, err := db.Query(ctx, listChargesByPaymentSQL, paymentID)
-	if err != nil {
-		return nil, fmt.Errorf("list charges by payment: %w", err)
-	}
-	return collectCharges(rows)
-}
-
-const listChargesCreatedAfterSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE created_at > $1
-ORDER BY created_at, id
-LIMIT $2`
-
-// listChargesCreatedAfter returns up to limit charges made after t, oldest
-// first: the window a reconciler compares with its own records.
-func listChargesCreatedAfter(ctx context.Context, db database.DBTX, t time.Time, limit int) ([]charge, error) {
-	rows, err := db.Query(ctx, listChargesCreatedAfterSQL, t, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list charges created after: %w", err)
-	}
-	return collectCharges(rows)
-}
-
-// collectCharges scans rows into a non-nil slice, so that an empty list is
-// encoded as [] rather than null.
-func collectCharges(rows pgx.Rows) ([]charge, error) {
-	defer rows.Close()
-	list := []charge{}
-	for rows.Next() {
-		c, err := scanCharge(rows)
-		if err != nil {
-			return nil, fmt.Errorf("scan charge: %w", err)
-		}
-		list = append(list, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list charges: %w", err)
-	}
-	return list, nil
-}
-
 const insertRefundSQL = `
 INSERT INTO processor.refunds (id, charge_id, amount, status, idempotency_key, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)`
@@ -216,4 +147,53 @@ func insertRefund(ctx context.Context, db database.DBTX, r refund) error {
 		return fmt.Errorf("add refunded amount: %w", err)
 	}
 	return nil
+}
+
+// scanRefund reads the columns every refund query selects, in their order.
+func scanRefund(row pgx.Row) (refund, error) {
+	r := refund{Object: "refund"}
+	err := row.Scan(&r.ID, &r.Charge, &r.Amount, &r.Status, &r.IdempotencyKey, &r.CreatedAt)
+	r.CreatedAt = r.CreatedAt.UTC()
+	return r, err
+}
+
+const newestChargeByKeySQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE idempotency_key = $1
+ORDER BY created_at DESC, id DESC
+LIMIT 1`
+
+// newestChargeByKey reads the last charge made under an idempotency key, or
+// returns errNotFound.
+func newestChargeByKey(ctx context.Context, db database.DBTX, key string) (charge, error) {
+	c, err := scanCharge(db.QueryRow(ctx, newestChargeByKeySQL, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return charge{}, errNotFound
+	case err != nil:
+		return charge{}, fmt.Errorf("newest charge by key: %w", err)
+	}
+	return c, nil
+}
+
+const newestRefundByKeySQL = `
+SELECT id, charge_id, amount, status, idempotency_key, created_at
+FROM processor.refunds
+WHERE idempotency_key = $1
+ORDER BY created_at DESC, id DESC
+LIMIT 1`
+
+// newestRefundByKey reads the last refund made under an idempotency key, or
+// returns errNotFound.
+func newestRefundByKey(ctx context.Context, db database.DBTX, key string) (refund, error) {
+	r, err := scanRefund(db.QueryRow(ctx, newestRefundByKeySQL, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return refund{}, errNotFound
+	case err != nil:
+		return refund{}, fmt.Errorf("newest refund by key: %w", err)
+	}
+	return r, nil
 }

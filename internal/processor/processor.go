@@ -5,6 +5,11 @@
 // does not answer), and a Chaos configuration injects 5xx answers, dropped
 // responses and latency, so that the service's retries and reconciliation can
 // be exercised against something that behaves like a real card network.
+//
+// Besides charging and refunding, it finds operations by idempotency key,
+// pages through its ledger with a cursor, and closes keys: after a close
+// commits, nothing can ever be made with the key, which is the fence the
+// service raises before giving up on an operation.
 package processor
 
 import (
@@ -39,6 +44,12 @@ type Chaos struct {
 	DropRate float64
 	// Latency is added before every /v1 request is handled.
 	Latency time.Duration
+	// ExecLatency is the time the card network takes to execute a charge or
+	// a refund. It is spent inside the operation's transaction, after its key
+	// is reserved and before it commits, whether or not the caller is still
+	// waiting, so that tests can find an operation in flight. It must be
+	// shorter than the bound on that transaction (30s).
+	ExecLatency time.Duration
 	// Rand returns a number in [0, 1) and must be safe for concurrent use.
 	// Nil means math/rand/v2.Float64; tests pass their own to be
 	// deterministic.
@@ -86,10 +97,13 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.latency)
-		r.Post("/charges", handleCreate(s, s.createCharge))
+		r.Post("/charges", handleCreate(s, "charged", s.createCharge))
+		r.Post("/charges/close", s.handleClose(closeCharges))
 		r.Get("/charges", s.handleListCharges)
 		r.Get("/charges/{id}", s.handleGetCharge)
-		r.Post("/refunds", handleCreate(s, s.createRefund))
+		r.Post("/refunds", handleCreate(s, "refunded", s.createRefund))
+		r.Post("/refunds/close", s.handleClose(closeRefunds))
+		r.Get("/refunds", s.handleListRefunds)
 	})
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: typeInvalidRequest, Code: "resource_missing", Message: "Unrecognized request URL."})
@@ -111,6 +125,11 @@ func validate(cfg *Config) error {
 		return fmt.Errorf("chaos drop rate %v is not between 0 and 1", c.DropRate)
 	case c.Latency < 0:
 		return errors.New("chaos latency is negative")
+	case c.ExecLatency < 0:
+		return errors.New("chaos exec latency is negative")
+	case c.ExecLatency >= execTimeout:
+		// Every operation would time out and roll back.
+		return fmt.Errorf("chaos exec latency %v is not shorter than the %v an operation may take", c.ExecLatency, execTimeout)
 	case cfg.TimeoutHang < 0:
 		return errors.New("timeout hang is negative")
 	case cfg.KeyRetention < 0:
@@ -172,7 +191,8 @@ func (s *Server) latency(next http.Handler) http.Handler {
 }
 
 // accessLog writes one line per request. It logs from a defer so that a
-// response aborted on purpose (status 0) is logged too.
+// response aborted on purpose (status 0) is logged too. The query string is
+// kept, so that a lookup by key or a ledger page can be traced.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
@@ -182,6 +202,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 				slog.String("request_id", middleware.GetReqID(r.Context())),
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
+				slog.String("query", r.URL.RawQuery),
 				slog.String("idempotency_key", r.Header.Get("Idempotency-Key")),
 				slog.Int("status", ww.Status()),
 				slog.Int("bytes", ww.BytesWritten()),

@@ -10,12 +10,13 @@ import (
 
 // refundJSON is the refund object as tests read it.
 type refundJSON struct {
-	ID        string `json:"id"`
-	Object    string `json:"object"`
-	Charge    string `json:"charge"`
-	Amount    int64  `json:"amount"`
-	Status    string `json:"status"`
-	CreatedAt string `json:"created_at"`
+	ID             string `json:"id"`
+	Object         string `json:"object"`
+	Charge         string `json:"charge"`
+	Amount         int64  `json:"amount"`
+	Status         string `json:"status"`
+	IdempotencyKey string `json:"idempotency_key"`
+	CreatedAt      string `json:"created_at"`
 }
 
 // charge creates a charge of 1000 and returns its id.
@@ -50,7 +51,8 @@ func TestRefund(t *testing.T) {
 			t.Fatalf("first refund: %d %s", first.status, first.body)
 		}
 		r := decode[refundJSON](t, first)
-		if r.Object != "refund" || r.Charge != ch || r.Amount != 300 || r.Status != "succeeded" || len(r.ID) < 4 || r.ID[:3] != "re_" {
+		if r.Object != "refund" || r.Charge != ch || r.Amount != 300 || r.Status != "succeeded" || r.IdempotencyKey != "rf-partial-1" ||
+			len(r.ID) < 4 || r.ID[:3] != "re_" || r.CreatedAt == "" {
 			t.Errorf("refund = %s", first.body)
 		}
 		rest := e.post("/v1/refunds", "rf-partial-2", `{"charge":"`+ch+`"}`)

@@ -40,23 +40,14 @@ const (
 	LockTimeout = time.Minute
 )
 
-// Clock is a test clock that moves only when told to.
-type Clock struct{ offset atomic.Int64 }
-
-// Now is the wall clock plus every Advance so far.
-func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
-
 // Options tune a stack; the zero value is a healthy service.
 type Options struct {
 	// Chaos is passed to the processor.
 	Chaos processor.Chaos
-	// MaxAttempts is the charge job's retry budget (default 3).
+	// MaxAttempts is the jobs' retry budget (default 3).
 	MaxAttempts int
-	// ChargeDeadline bounds how long a payment may be charged (default 1h).
-	ChargeDeadline time.Duration
+	// Deadline bounds how long an operation may be attempted (default 1h).
+	Deadline time.Duration
 	// ProcessorTimeout is the gateway's timeout (default 5s).
 	ProcessorTimeout time.Duration
 	// DBProxy puts a Proxy between the API and Postgres (Stack.Proxy).
@@ -64,21 +55,21 @@ type Options struct {
 }
 
 // Stack is the service under test.
+//
+// The service decides time with the database's clock, so a test makes time
+// pass for a row by moving its timestamps back (Exec), never by sleeping.
 type Stack struct {
 	T          testing.TB
 	DB         *testdb.DB
-	Clock      *Clock
 	API        *httptest.Server
 	Processor  *httptest.Server
 	Gateway    *gateway.Client
 	Keys       *idempotency.Store
-	Charger    *payments.Charger
+	Ops        *payments.Operations
 	Reconciler *payments.Reconciler
-	Sweeper    *outbox.Sweeper
+	Sweeper    *payments.Sweeper
 	// Proxy stands between the API and Postgres when Options.DBProxy is set.
 	Proxy *Proxy
-	// Discrepancies counts what the reconciler reported, by kind.
-	Discrepancies sync.Map
 
 	opts      Options
 	logger    *slog.Logger
@@ -93,8 +84,8 @@ func New(t testing.TB, opts Options) *Stack {
 	if opts.MaxAttempts == 0 {
 		opts.MaxAttempts = 3
 	}
-	if opts.ChargeDeadline == 0 {
-		opts.ChargeDeadline = time.Hour
+	if opts.Deadline == 0 {
+		opts.Deadline = time.Hour
 	}
 	if opts.ProcessorTimeout == 0 {
 		opts.ProcessorTimeout = 5 * time.Second
@@ -105,7 +96,7 @@ func New(t testing.TB, opts Options) *Stack {
 	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s := &Stack{T: t, DB: db, Clock: &Clock{}, opts: opts, logger: logger, client: &http.Client{Timeout: 30 * time.Second}}
+	s := &Stack{T: t, DB: db, opts: opts, logger: logger, client: &http.Client{Timeout: 30 * time.Second}}
 	t.Cleanup(s.client.CloseIdleConnections)
 
 	proc, err := processor.New(db.Pool, logger, processor.Config{Chaos: opts.Chaos, TimeoutHang: 10 * time.Second})
@@ -146,11 +137,11 @@ func New(t testing.TB, opts Options) *Stack {
 	t.Cleanup(wg.Wait)
 	t.Cleanup(stopListening)
 
-	apiKeys := &idempotency.Store{DB: apiPool, Now: s.Clock.Now, LockTimeout: LockTimeout, Retention: 24 * time.Hour,
+	apiKeys := &idempotency.Store{DB: apiPool, LockTimeout: LockTimeout, Retention: 24 * time.Hour,
 		Notifications: listener, PollInterval: 200 * time.Millisecond}
 	api := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: apiPool},
-		Payments:    &payments.Service{DB: apiPool, Keys: apiKeys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}, Now: s.Clock.Now},
+		Payments:    &payments.Service{DB: apiPool, Keys: apiKeys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}},
 		Keys:        apiKeys,
 		Logger:      logger,
 		Ready:       apiPool.Ping,
@@ -162,16 +153,13 @@ func New(t testing.TB, opts Options) *Stack {
 	s.API = httptest.NewServer(api.Handler())
 	t.Cleanup(s.API.Close)
 
-	s.Keys = &idempotency.Store{DB: db.Pool, Now: s.Clock.Now, LockTimeout: LockTimeout, Retention: 24 * time.Hour}
+	s.Keys = &idempotency.Store{DB: db.Pool, LockTimeout: LockTimeout, Retention: 24 * time.Hour}
 	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
-	s.Charger = &payments.Charger{DB: db.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.Renderer{},
-		Now: s.Clock.Now, ChargeDeadline: opts.ChargeDeadline}
-	s.Reconciler = &payments.Reconciler{Charger: s.Charger, Logger: logger, Window: time.Hour, Grace: time.Minute, BatchSize: 100,
-		OnDiscrepancy: func(kind string) {
-			n, _ := s.Discrepancies.LoadOrStore(kind, new(atomic.Int64))
-			n.(*atomic.Int64).Add(1)
-		}}
-	s.Sweeper = &outbox.Sweeper{DB: db.Pool, Now: s.Clock.Now, StuckAfter: time.Minute}
+	s.Ops = &payments.Operations{DB: db.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.Renderer{},
+		MaxAttempts: opts.MaxAttempts, Deadline: opts.Deadline}
+	s.Reconciler = &payments.Reconciler{Ops: s.Ops, Logger: logger, Window: time.Hour, Grace: time.Minute, BatchSize: 100}
+	s.Sweeper = &payments.Sweeper{DB: db.Pool, Jobs: outbox.Queue{DB: db.Pool, RescueAfter: time.Minute},
+		StuckAfter: time.Minute, BatchSize: 100}
 	return s
 }
 
@@ -182,10 +170,10 @@ func (s *Stack) StartWorker() {
 		worker, err := outbox.NewWorker(s.DB.Pool, s.logger, outbox.WorkerConfig{
 			MaxWorkers:        10,
 			JobTimeout:        30 * time.Second,
-			MaxAttempts:       s.opts.MaxAttempts,
+			RescueAfter:       outbox.RescueAfter(30 * time.Second),
 			Backoff:           outbox.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
 			FetchPollInterval: 100 * time.Millisecond,
-		}, outbox.Deps{Charger: s.Charger, Refunder: &payments.Refunder{DB: s.DB.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.Renderer{}, Now: s.Clock.Now}})
+		}, outbox.Deps{Ops: s.Ops, Reconciler: s.Reconciler, Sweeper: s.Sweeper, Logger: s.logger})
 		if err != nil {
 			s.T.Fatal(err)
 		}
@@ -247,6 +235,15 @@ func (s *Stack) Pay(apiKey, key, body string, headers ...string) Response {
 	return s.Request(http.MethodPost, "/v1/payments", apiKey, body, append([]string{"Idempotency-Key", key}, headers...)...)
 }
 
+// Exec runs a statement, such as one that moves timestamps back to make
+// time pass for a row.
+func (s *Stack) Exec(sql string, args ...any) {
+	s.T.Helper()
+	if _, err := s.DB.Pool.Exec(context.Background(), sql, args...); err != nil {
+		s.T.Fatal(err)
+	}
+}
+
 // Count runs a counting query.
 func (s *Stack) Count(sql string, args ...any) int {
 	s.T.Helper()
@@ -273,6 +270,21 @@ func (s *Stack) ChargesAtProcessor(paymentID string) int {
 		s.T.Fatalf("payment %s: %d charges by payment, %d by downstream key", paymentID, len(list), len(byKey))
 	}
 	return len(list)
+}
+
+// KeyResource reads the id of the resource a key created; "" when none.
+func (s *Stack) KeyResource(tenantID, key string) string {
+	s.T.Helper()
+	var id *string
+	err := s.DB.Pool.QueryRow(context.Background(),
+		`SELECT resource_id FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`, tenantID, key).Scan(&id)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		s.T.Fatal(err)
+	}
+	if id == nil {
+		return ""
+	}
+	return *id
 }
 
 // RecoveryPoint reads a key's recovery point; "" when there is no such key.

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/payments"
+)
+
+// review is the operator's view of the needs-review queue:
+//
+//	worker review [-all]        list the open cases (-all: resolved ones too)
+//	worker review resolve ID    close a case once it has been dealt with
+func review(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("review", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	all := fs.Bool("all", false, "list resolved cases too")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pool, err := database.Connect(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	if fs.NArg() > 0 {
+		if fs.Arg(0) != "resolve" || fs.NArg() != 2 {
+			return fmt.Errorf("usage: worker review [-all] | worker review resolve ID")
+		}
+		id, err := strconv.ParseInt(fs.Arg(1), 10, 64)
+		if err != nil {
+			return fmt.Errorf("case id %q is not a number", fs.Arg(1))
+		}
+		if err := payments.ResolveReviewCase(ctx, pool, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "case %d resolved\n", id)
+		return nil
+	}
+
+	cases, err := payments.ListReviewCases(ctx, pool, *all)
+	if err != nil {
+		return err
+	}
+	if len(cases) == 0 {
+		fmt.Fprintln(stdout, "nothing needs review")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tREFERENCE\tCREATED\tRESOLVED\tDETAIL")
+	for _, c := range cases {
+		resolved := "-"
+		if c.ResolvedAt != nil {
+			resolved = c.ResolvedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Kind, c.Reference, c.CreatedAt.UTC().Format(time.RFC3339), resolved, c.Detail)
+	}
+	return tw.Flush()
+}
+
+// reviewDesc is the metric of the needs-review queue.
+var reviewDesc = prometheus.NewDesc("payments_needs_review_total",
+	"Cases ever added to the needs-review queue, by kind: each distinct case once, however often it was detected.",
+	[]string{"kind"}, nil)
+
+// reviewCollector reads the needs-review counts from the database at each
+// scrape, so that a case is counted once across restarts and replicas.
+type reviewCollector struct{ db *pgxpool.Pool }
+
+// Describe implements prometheus.Collector.
+func (reviewCollector) Describe(ch chan<- *prometheus.Desc) { ch <- reviewDesc }
+
+// Collect implements prometheus.Collector; every kind is exported, at zero
+// when it has no case, so that alerts see the series.
+func (c reviewCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := payments.CountReviewCases(ctx, c.db)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(reviewDesc, err)
+		return
+	}
+	for _, kind := range payments.ReviewKinds {
+		ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.CounterValue, float64(counts[kind]), kind)
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/example/payments/internal/testdb"
+)
+
+// TestReview lists the needs-review queue, resolves a case, and counts each
+// case once in the metric, whichever process reads it.
+func TestReview(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	list := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := review(ctx, db.URL, args, &out); err != nil {
+			t.Fatalf("review %v: %v", args, err)
+		}
+		return out.String()
+	}
+	if out := list(); !strings.Contains(out, "nothing needs review") {
+		t.Fatalf("empty queue: %q", out)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO needs_review (kind, reference, detail) VALUES
+		('unknown_charge', 'ch_1', 'a charge nobody asked for'), ('payment_given_up', 'pay_1', 'gave up')`); err != nil {
+		t.Fatal(err)
+	}
+	out := list()
+	if !strings.Contains(out, "unknown_charge") || !strings.Contains(out, "ch_1") || !strings.Contains(out, "pay_1") {
+		t.Fatalf("open cases: %q", out)
+	}
+	var id string
+	if err := db.Pool.QueryRow(ctx, `SELECT id::text FROM needs_review WHERE reference = 'ch_1'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	list("resolve", id)
+	if out := list(); strings.Contains(out, "ch_1") || !strings.Contains(out, "pay_1") {
+		t.Fatalf("after resolving ch_1: %q", out)
+	}
+	if out := list("-all"); !strings.Contains(out, "ch_1") {
+		t.Fatalf("-all: %q", out)
+	}
+	if err := review(ctx, db.URL, []string{"resolve", id}, &bytes.Buffer{}); err == nil {
+		t.Fatal("resolving a resolved case succeeded")
+	}
+
+	// Resolved cases still count: the metric is every case ever recorded.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(reviewCollector{db: db.Pool})
+	want := `
+# HELP payments_needs_review_total Cases ever added to the needs-review queue, by kind: each distinct case once, however often it was detected.
+# TYPE payments_needs_review_total counter
+payments_needs_review_total{kind="charged_after_failure"} 0
+payments_needs_review_total{kind="duplicate_charge"} 0
+payments_needs_review_total{kind="duplicate_refund"} 0
+payments_needs_review_total{kind="payment_given_up"} 1
+payments_needs_review_total{kind="refund_given_up"} 0
+payments_needs_review_total{kind="refunded_after_failure"} 0
+payments_needs_review_total{kind="unknown_charge"} 1
+payments_needs_review_total{kind="unknown_refund"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "payments_needs_review_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/example/payments/internal/payments"
+)
+
+// ChargeObject is a charge as the processor returns it. Members that are
+// null on the wire are empty.
+type ChargeObject struct {
+	ID             string    `json:"id"`
+	Object         string    `json:"object"`
+	Amount         int64     `json:"amount"`
+	Currency       string    `json:"currency"`
+	PaymentMethod  string    `json:"payment_method"`
+	PaymentID      string    `json:"payment_id"`
+	Description    string    `json:"description"`
+	Status         string    `json:"status"`
+	FailureCode    string    `json:"failure_code"`
+	FailureMessage string    `json:"failure_message"`
+	AmountRefunded int64     `json:"amount_refunded"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Succeeded reports whether the charge went through.
+func (c ChargeObject) Succeeded() bool { return c.Status == "succeeded" }
+
+// outcome is the charge as an operation's outcome.
+func (c ChargeObject) outcome() payments.Outcome {
+	return payments.Outcome{ID: c.ID, Succeeded: c.Succeeded(), FailureCode: c.FailureCode, FailureMessage: c.FailureMessage}
+}
+
+// chargeRequest is the body of POST /v1/charges.
+type chargeRequest struct {
+	Amount        int64  `json:"amount"`
+	Currency      string `json:"currency"`
+	PaymentMethod string `json:"payment_method"`
+	PaymentID     string `json:"payment_id,omitempty"`
+	Description   string `json:"description,omitempty"`
+}
+
+// Charge creates a charge under req.IdempotencyKey, or returns the one the
+// processor already created under it. A decline is an Outcome with the
+// declined charge's ID; any other 4xx refusal is an Outcome with no ID,
+// since nothing was charged. A closed key wraps payments.ErrKeyClosed; a
+// timeout, connection error, 5xx, 409 or 429 wraps
+// payments.ErrProcessorUnknown.
+func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Outcome, error) {
+	if req.IdempotencyKey == "" {
+		return payments.Outcome{}, errors.New("charge: idempotency key is required")
+	}
+	status, resp, err := c.postJSON(ctx, "/v1/charges", req.IdempotencyKey, chargeRequest{
+		Amount:        req.Amount,
+		Currency:      req.Currency,
+		PaymentMethod: req.PaymentMethod,
+		PaymentID:     req.PaymentID,
+		Description:   req.Description,
+	})
+	if err != nil {
+		return payments.Outcome{}, fmt.Errorf("charge: %w", err)
+	}
+
+	switch status {
+	case http.StatusOK:
+		var ch ChargeObject
+		if err := json.Unmarshal(resp, &ch); err != nil || ch.ID == "" {
+			// The processor said yes, but to what cannot be read: retrying
+			// with the same key replays the answer.
+			return payments.Outcome{}, fmt.Errorf("charge: %w: unreadable 200 answer: %v", payments.ErrProcessorUnknown, err)
+		}
+		return ch.outcome(), nil
+	case http.StatusPaymentRequired:
+		apiErr, _ := decodeError(status, resp)
+		if apiErr.Type != "card_error" || apiErr.Charge == "" {
+			return payments.Outcome{}, fmt.Errorf("charge: %w: unexpected 402 answer: %w", payments.ErrProcessorUnknown, apiErr)
+		}
+		return payments.Outcome{ID: apiErr.Charge, FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
+	}
+	out, err := refusal(status, resp)
+	if err != nil {
+		return payments.Outcome{}, fmt.Errorf("charge: %w", err)
+	}
+	return out, nil
+}
+
+// FindCharge asks the processor for the charge made under key; the newest
+// one, should the key have expired and been used again. found is false only
+// on a definite answer that no charge was made under key.
+func (c *Client) FindCharge(ctx context.Context, key string) (payments.Outcome, bool, error) {
+	return findByKey(func() ([]ChargeObject, error) { return c.ChargesByIdempotencyKey(ctx, key) })
+}
+
+// CloseCharge closes key for good at the processor, waiting for a charge in
+// flight under it, and returns the charge made under it, if any. Any
+// failure to get the processor's definite answer wraps
+// payments.ErrProcessorUnknown: the key may or may not be closed yet, and
+// the close is asked again later.
+func (c *Client) CloseCharge(ctx context.Context, key string) (payments.Outcome, bool, error) {
+	return closeKey[ChargeObject](ctx, c, "/v1/charges/close", "charge", key)
+}
+
+// ChargesByIdempotencyKey lists the charges the processor made under key,
+// oldest first: none when it never executed a request with that key.
+func (c *Client) ChargesByIdempotencyKey(ctx context.Context, key string) ([]ChargeObject, error) {
+	list, err := getFullList[ChargeObject](ctx, c, "/v1/charges", url.Values{"idempotency_key": {key}})
+	if err != nil {
+		return nil, fmt.Errorf("charges by idempotency key: %w", err)
+	}
+	return list, nil
+}
+
+// ChargesByPayment lists the charges that reference paymentID, oldest first.
+func (c *Client) ChargesByPayment(ctx context.Context, paymentID string) ([]ChargeObject, error) {
+	list, err := getFullList[ChargeObject](ctx, c, "/v1/charges", url.Values{"payment_id": {paymentID}})
+	if err != nil {
+		return nil, fmt.Errorf("charges by payment: %w", err)
+	}
+	return list, nil
+}
+
+// GetCharge returns one charge, or an error wrapping ErrNotFound.
+func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error) {
+	status, resp, err := c.do(ctx, http.MethodGet, "/v1/charges/"+url.PathEscape(id), "", nil)
+	if err != nil {
+		return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, err)
+	}
+	switch status {
+	case http.StatusOK:
+		var ch ChargeObject
+		if err := json.Unmarshal(resp, &ch); err != nil {
+			return ChargeObject{}, fmt.Errorf("get charge %s: %w: decode: %w", id, payments.ErrProcessorUnknown, err)
+		}
+		return ch, nil
+	case http.StatusNotFound:
+		return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, ErrNotFound)
+	}
+	return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, classify(status, resp))
+}

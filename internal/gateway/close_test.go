@@ -1,0 +1,124 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/processor"
+)
+
+func TestFind(t *testing.T) {
+	t.Parallel()
+	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	ctx := context.Background()
+
+	if _, found, err := client.FindCharge(ctx, "find-none"); err != nil || found {
+		t.Errorf("FindCharge of an unused key: %v, %v", found, err)
+	}
+	if _, found, err := client.FindRefund(ctx, "find-none"); err != nil || found {
+		t.Errorf("FindRefund of an unused key: %v, %v", found, err)
+	}
+
+	declined, err := client.Charge(ctx, chargeReq("find-declined", "pm_card_declined"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := client.FindCharge(ctx, "find-declined"); err != nil || !found || got != declined {
+		t.Errorf("FindCharge = %+v, %v, %v; want %+v", got, found, err, declined)
+	}
+	charge, err := client.Charge(ctx, chargeReq("find-charge", "pm_card_visa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund, err := client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "find-refund", ChargeID: charge.ID, Amount: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := client.FindRefund(ctx, "find-refund"); err != nil || !found || got != refund {
+		t.Errorf("FindRefund = %+v, %v, %v; want %+v", got, found, err, refund)
+	}
+	// Keys are per operation kind: a charge's key finds no refund.
+	if _, found, err := client.FindRefund(ctx, "find-charge"); err != nil || found {
+		t.Errorf("FindRefund of a charge's key: %v, %v", found, err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	t.Parallel()
+	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	ctx := context.Background()
+
+	t.Run("ChargeNone", func(t *testing.T) {
+		t.Parallel()
+		if got, made, err := client.CloseCharge(ctx, "close-none"); err != nil || made || got != (payments.Outcome{}) {
+			t.Fatalf("close = %+v, %v, %v; want nothing made", got, made, err)
+		}
+		got, err := client.Charge(ctx, chargeReq("close-none", "pm_card_visa"))
+		if !errors.Is(err, payments.ErrKeyClosed) || errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Fatalf("charge after close = %+v, %v; want ErrKeyClosed", got, err)
+		}
+		if list, err := client.ChargesByIdempotencyKey(ctx, "close-none"); err != nil || len(list) != 0 {
+			t.Errorf("charges under key = %+v, %v", list, err)
+		}
+		// Closing again answers the same.
+		if _, made, err := client.CloseCharge(ctx, "close-none"); err != nil || made {
+			t.Errorf("second close = %v, %v", made, err)
+		}
+	})
+	t.Run("ChargeMade", func(t *testing.T) {
+		t.Parallel()
+		for _, method := range []string{"pm_card_visa", "pm_card_declined"} {
+			key := "close-" + method
+			charge, err := client.Charge(ctx, chargeReq(key, method))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, made, err := client.CloseCharge(ctx, key); err != nil || !made || got != charge {
+				t.Errorf("close = %+v, %v, %v; want %+v", got, made, err, charge)
+			}
+			// The charge's own retry still replays it.
+			if again, err := client.Charge(ctx, chargeReq(key, method)); err != nil || again != charge {
+				t.Errorf("retry = %+v, %v; want %+v", again, err, charge)
+			}
+		}
+	})
+	t.Run("Refund", func(t *testing.T) {
+		t.Parallel()
+		charge, err := client.Charge(ctx, chargeReq("close-refund-target", "pm_card_visa"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refund, err := client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "close-refund-made", ChargeID: charge.ID, Amount: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, made, err := client.CloseRefund(ctx, "close-refund-made"); err != nil || !made || got != refund {
+			t.Errorf("close = %+v, %v, %v; want %+v", got, made, err, refund)
+		}
+		if _, made, err := client.CloseRefund(ctx, "close-refund-none"); err != nil || made {
+			t.Fatalf("close = %v, %v; want nothing made", made, err)
+		}
+		_, err = client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "close-refund-none", ChargeID: charge.ID, Amount: 5})
+		if !errors.Is(err, payments.ErrKeyClosed) {
+			t.Errorf("refund after close: %v; want ErrKeyClosed", err)
+		}
+		if list, err := client.RefundsByIdempotencyKey(ctx, "close-refund-none"); err != nil || len(list) != 0 {
+			t.Errorf("refunds under key = %+v, %v", list, err)
+		}
+	})
+	t.Run("ErrChaos", func(t *testing.T) {
+		t.Parallel()
+		failing := gateway.New(startProcessor(t, processor.Config{Chaos: processor.Chaos{FailRate: 1}}), 5*time.Second)
+		if _, _, err := failing.CloseCharge(ctx, "close-chaos"); !errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Errorf("close: %v; want ErrProcessorUnknown", err)
+		}
+		dropping := gateway.New(startProcessor(t, processor.Config{Chaos: processor.Chaos{DropRate: 1}}), 5*time.Second)
+		if _, _, err := dropping.CloseRefund(ctx, "close-chaos"); !errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Errorf("close: %v; want ErrProcessorUnknown", err)
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/example/payments/internal/payments"
+)
+
+// listObject is the processor's answer to a GET listing.
+type listObject[T any] struct {
+	Object  string `json:"object"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
+}
+
+// getList calls GET path?query and decodes the list it answers. An answer
+// that is not a list object, data included, wraps
+// payments.ErrProcessorUnknown: an empty list must be said, not inferred.
+func getList[T any](ctx context.Context, c *Client, path string, query url.Values) (listObject[T], error) {
+	status, resp, err := c.do(ctx, http.MethodGet, path+"?"+query.Encode(), "", nil)
+	if err != nil {
+		return listObject[T]{}, err
+	}
+	if status != http.StatusOK {
+		return listObject[T]{}, classify(status, resp)
+	}
+	var l listObject[T]
+	if err := json.Unmarshal(resp, &l); err != nil {
+		return listObject[T]{}, fmt.Errorf("%w: decode list: %w", payments.ErrProcessorUnknown, err)
+	}
+	if l.Object != "list" || l.Data == nil {
+		return listObject[T]{}, fmt.Errorf("%w: the answer is not a list", payments.ErrProcessorUnknown)
+	}
+	return l, nil
+}
+
+// getFullList is getList for the listings that are never paged (by key,
+// by payment): one that says more rows follow is incomplete, and what it
+// lacks could be the very row asked about.
+func getFullList[T any](ctx context.Context, c *Client, path string, query url.Values) ([]T, error) {
+	l, err := getList[T](ctx, c, path, query)
+	if err != nil {
+		return nil, err
+	}
+	if l.HasMore {
+		return nil, fmt.Errorf("%w: the listing is incomplete", payments.ErrProcessorUnknown)
+	}
+	return l.Data, nil
+}
+
+// LedgerCharges lists one page of the processor's charges created after
+// since, oldest first, starting after the charge cursor names ("" for the
+// first page). next is the id of the page's last charge when another page
+// follows, else "". Any failure wraps payments.ErrProcessorUnknown.
+func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
+	l, err := getList[ChargeObject](ctx, c, "/v1/charges", c.pageQuery(since, cursor))
+	if err != nil {
+		return nil, "", fmt.Errorf("ledger charges: %w", unknown(err))
+	}
+	page := make([]payments.LedgerEntry, len(l.Data))
+	for i, ch := range l.Data {
+		page[i] = payments.LedgerEntry{ID: ch.ID, IdempotencyKey: ch.IdempotencyKey, PaymentID: ch.PaymentID,
+			Succeeded: ch.Succeeded(), Amount: ch.Amount, CreatedAt: ch.CreatedAt}
+	}
+	next, err := nextCursor(page, l.HasMore)
+	if err != nil {
+		return nil, "", fmt.Errorf("ledger charges: %w", err)
+	}
+	return page, next, nil
+}
+
+// LedgerRefunds is LedgerCharges for refunds. Their entries have no
+// PaymentID.
+func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
+	l, err := getList[RefundObject](ctx, c, "/v1/refunds", c.pageQuery(since, cursor))
+	if err != nil {
+		return nil, "", fmt.Errorf("ledger refunds: %w", unknown(err))
+	}
+	page := make([]payments.LedgerEntry, len(l.Data))
+	for i, r := range l.Data {
+		page[i] = payments.LedgerEntry{ID: r.ID, IdempotencyKey: r.IdempotencyKey,
+			Succeeded: r.Succeeded(), Amount: r.Amount, CreatedAt: r.CreatedAt}
+	}
+	next, err := nextCursor(page, l.HasMore)
+	if err != nil {
+		return nil, "", fmt.Errorf("ledger refunds: %w", err)
+	}
+	return page, next, nil
+}
+
+// pageQuery is the query of one ledger page.
+func (c *Client) pageQuery(since time.Time, cursor string) url.Values {
+	size := c.PageSize
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	q := url.Values{
+		"created_after": {since.UTC().Format(time.RFC3339Nano)},
+		"limit":         {strconv.Itoa(size)},
+	}
+	if cursor != "" {
+		q.Set("starting_after", cursor)
+	}
+	return q
+}
+
+// nextCursor is the cursor of the page after page: its last id when more
+// follow.
+func nextCursor(page []payments.LedgerEntry, hasMore bool) (string, error) {
+	switch {
+	case !hasMore:
+		return "", nil
+	case len(page) == 0:
+		return "", fmt.Errorf("%w: an empty page says more follow", payments.ErrProcessorUnknown)
+	}
+	return page[len(page)-1].ID, nil
+}

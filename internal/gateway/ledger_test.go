@@ -1,0 +1,103 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/processor"
+)
+
+// TestLedger walks the processor's ledger of charges and refunds page by
+// page and checks that every row is seen once, in order.
+func TestLedger(t *testing.T) {
+	t.Parallel()
+	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	client.PageSize = 3
+	ctx := context.Background()
+	since := time.Now().Add(-time.Minute)
+
+	var charges, refunds []string
+	for i := range 7 {
+		key := "ledger-" + string(rune('a'+i))
+		c, err := client.Charge(ctx, chargeReq(key, "pm_card_visa"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		charges = append(charges, c.ID)
+		if i < 5 {
+			r, err := client.Refund(ctx, payments.RefundRequest{IdempotencyKey: key + "-refund", ChargeID: c.ID, Amount: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refunds = append(refunds, r.ID)
+		}
+	}
+
+	type pager func(context.Context, time.Time, string) ([]payments.LedgerEntry, string, error)
+	walk := func(t *testing.T, page pager) (ids []string, pages int) {
+		t.Helper()
+		cursor := ""
+		for pages = 1; pages < 10; pages++ {
+			entries, next, err := page(ctx, since, cursor)
+			if err != nil {
+				t.Fatalf("page %d: %v", pages, err)
+			}
+			for _, e := range entries {
+				if e.IdempotencyKey == "" || e.Amount <= 0 || !e.Succeeded || !e.CreatedAt.After(since) {
+					t.Errorf("entry = %+v", e)
+				}
+				ids = append(ids, e.ID)
+			}
+			if next == "" {
+				return ids, pages
+			}
+			if next != entries[len(entries)-1].ID {
+				t.Fatalf("next = %q, want the page's last id", next)
+			}
+			cursor = next
+		}
+		t.Fatal("the ledger never ends")
+		return nil, 0
+	}
+
+	t.Run("Charges", func(t *testing.T) {
+		t.Parallel()
+		ids, pages := walk(t, client.LedgerCharges)
+		if pages != 3 || len(ids) != len(charges) {
+			t.Fatalf("%d pages of %v, want 3 of %v", pages, ids, charges)
+		}
+		for i, id := range ids {
+			if id != charges[i] {
+				t.Errorf("ledger = %v, want %v", ids, charges)
+				break
+			}
+		}
+		entries, _, err := client.LedgerCharges(ctx, since, "")
+		if err != nil || entries[0].PaymentID != "pay_ledger-a" {
+			t.Errorf("first entry = %+v, %v; want its payment id", entries, err)
+		}
+	})
+	t.Run("Refunds", func(t *testing.T) {
+		t.Parallel()
+		ids, pages := walk(t, client.LedgerRefunds)
+		if pages != 2 || len(ids) != len(refunds) {
+			t.Fatalf("%d pages of %v, want 2 of %v", pages, ids, refunds)
+		}
+		for i, id := range ids {
+			if id != refunds[i] {
+				t.Errorf("ledger = %v, want %v", ids, refunds)
+				break
+			}
+		}
+	})
+	t.Run("Empty", func(t *testing.T) {
+		t.Parallel()
+		entries, next, err := client.LedgerCharges(ctx, time.Now().Add(time.Hour), "")
+		if err != nil || len(entries) != 0 || next != "" {
+			t.Errorf("ledger after now = %+v, %q, %v", entries, next, err)
+		}
+	})
+}

@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/example/payments/internal/payments"
+)
+
+// RefundObject is a refund as the processor returns it.
+type RefundObject struct {
+	ID             string    `json:"id"`
+	Object         string    `json:"object"`
+	Charge         string    `json:"charge"`
+	Amount         int64     `json:"amount"`
+	Status         string    `json:"status"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Succeeded reports whether the refund went through.
+func (r RefundObject) Succeeded() bool { return r.Status == "succeeded" }
+
+// outcome is the refund as an operation's outcome.
+func (r RefundObject) outcome() payments.Outcome {
+	return payments.Outcome{ID: r.ID, Succeeded: r.Succeeded()}
+}
+
+// refundRequest is the body of POST /v1/refunds.
+type refundRequest struct {
+	Charge string `json:"charge"`
+	Amount int64  `json:"amount"`
+}
+
+// Refund refunds part of a charge under req.IdempotencyKey, or returns the
+// refund the processor already made under it. A 4xx refusal (an unknown
+// charge, an amount too large, a charge not refundable, a key used before
+// with other parameters) is an Outcome with no ID: nothing was refunded. A
+// closed key wraps payments.ErrKeyClosed; a timeout, connection error, 5xx,
+// 409 or 429 wraps payments.ErrProcessorUnknown.
+func (c *Client) Refund(ctx context.Context, req payments.RefundRequest) (payments.Outcome, error) {
+	if req.IdempotencyKey == "" {
+		return payments.Outcome{}, errors.New("refund: idempotency key is required")
+	}
+	status, resp, err := c.postJSON(ctx, "/v1/refunds", req.IdempotencyKey, refundRequest{Charge: req.ChargeID, Amount: req.Amount})
+	if err != nil {
+		return payments.Outcome{}, fmt.Errorf("refund: %w", err)
+	}
+	if status == http.StatusOK {
+		var ref RefundObject
+		if err := json.Unmarshal(resp, &ref); err != nil || ref.ID == "" {
+			return payments.Outcome{}, fmt.Errorf("refund: %w: unreadable 200 answer: %v", payments.ErrProcessorUnknown, err)
+		}
+		return ref.outcome(), nil
+	}
+	out, err := refusal(status, resp)
+	if err != nil {
+		return payments.Outcome{}, fmt.Errorf("refund: %w", err)
+	}
+	return out, nil
+}
+
+// FindRefund asks the processor for the refund made under key; the newest
+// one, should the key have expired and been used again. found is false only
+// on a definite answer that no refund was made under key.
+func (c *Client) FindRefund(ctx context.Context, key string) (payments.Outcome, bool, error) {
+	return findByKey(func() ([]RefundObject, error) { return c.RefundsByIdempotencyKey(ctx, key) })
+}
+
+// CloseRefund is CloseCharge for refunds.
+func (c *Client) CloseRefund(ctx context.Context, key string) (payments.Outcome, bool, error) {
+	return closeKey[RefundObject](ctx, c, "/v1/refunds/close", "refund", key)
+}
+
+// RefundsByIdempotencyKey lists the refunds the processor made under key,
+// oldest first: none when it never made one with that key.
+func (c *Client) RefundsByIdempotencyKey(ctx context.Context, key string) ([]RefundObject, error) {
+	list, err := getFullList[RefundObject](ctx, c, "/v1/refunds", url.Values{"idempotency_key": {key}})
+	if err != nil {
+		return nil, fmt.Errorf("refunds by idempotency key: %w", err)
+	}
+	return list, nil
+}

@@ -1,0 +1,62 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/processor"
+)
+
+func TestRefund(t *testing.T) {
+	t.Parallel()
+	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	ctx := context.Background()
+	charge, err := client.Charge(ctx, chargeReq("refund-target", "pm_card_visa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		t.Parallel()
+		req := payments.RefundRequest{IdempotencyKey: "refund-ok", ChargeID: charge.ID, Amount: 100}
+		got, err := client.Refund(ctx, req)
+		if err != nil || got.ID == "" || !got.Succeeded {
+			t.Fatalf("refund = %+v, %v", got, err)
+		}
+		if again, err := client.Refund(ctx, req); err != nil || again != got {
+			t.Errorf("retry = %+v, %v; want %+v", again, err, got)
+		}
+		list, err := client.RefundsByIdempotencyKey(ctx, req.IdempotencyKey)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("refunds by key = %+v, %v", list, err)
+		}
+		if r := list[0]; r.ID != got.ID || r.Charge != charge.ID || r.Amount != 100 || !r.Succeeded() ||
+			r.IdempotencyKey != req.IdempotencyKey || r.CreatedAt.IsZero() {
+			t.Errorf("refund object = %+v", r)
+		}
+	})
+
+	// Refusals are definite: nothing was refunded, and retrying cannot
+	// change that.
+	refusals := []struct {
+		name     string
+		req      payments.RefundRequest
+		wantCode string
+	}{
+		{"ErrUnknownCharge", payments.RefundRequest{IdempotencyKey: "refund-404", ChargeID: "ch_missing", Amount: 1}, "resource_missing"},
+		{"ErrTooLarge", payments.RefundRequest{IdempotencyKey: "refund-large", ChargeID: charge.ID, Amount: 1_000_000}, "amount_too_large"},
+		{"ErrKeyReused", payments.RefundRequest{IdempotencyKey: "refund-target", ChargeID: charge.ID, Amount: 1}, "idempotency_key_reused"},
+	}
+	for _, tt := range refusals {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := client.Refund(ctx, tt.req)
+			if err != nil || got.ID != "" || got.Succeeded || got.FailureCode != tt.wantCode || got.FailureMessage == "" {
+				t.Errorf("refund = %+v, %v; want a refusal %s", got, err, tt.wantCode)
+			}
+		})
+	}
+}

@@ -1,0 +1,304 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+)
+
+// ErrHandedToReconciler reports an operation whose retry budget is spent
+// with its outcome still unknown: it was marked for reconciliation, and the
+// job that drove it should stop. It is never dropped.
+var ErrHandedToReconciler = errors.New("retry budget spent: handed to the reconciler")
+
+// FailureProcessorError is the failure code of an operation the service gave
+// up on: the processor confirmed, through the fence, that nothing was or
+// ever will be made under its downstream key.
+const FailureProcessorError = "processor_error"
+
+// CompleteFunc completes the job that drives an operation, inside the
+// transaction of the final phase, so the job ends exactly when the key does.
+type CompleteFunc func(ctx context.Context, tx pgx.Tx) error
+
+// Operations is the state machine of the operations that call the processor,
+// charges and refunds alike. Each moves its key started → <created> →
+// finished, one atomic phase at a time, so that a crash anywhere resumes from
+// the recovery point:
+//
+//   - the outcome phase makes the one processor call, with the operation's
+//     downstream key, and records a definite answer as it advances the key;
+//   - the finish phase stores the final response, stages the event, clears
+//     any reconciliation mark and completes the job; it calls nothing outside.
+//
+// An unknown outcome is retried with the same downstream key until the retry
+// budget is spent; then the operation is marked for reconciliation. The
+// reconciler asks the processor for the operation by key, makes it again
+// while it is confirmed absent, and past the deadline gives up through the
+// fence: it closes the key at the processor and records what the close
+// reports, so that giving up and a late success can never both happen.
+type Operations struct {
+	DB        *pgxpool.Pool
+	Keys      *idempotency.Store
+	Processor Processor
+	// Render turns an operation in its final state into the response stored
+	// on its key and replayed to every retry.
+	Render Renderer
+	// MaxAttempts is the retry budget of a job: after that many attempts
+	// with an unknown outcome the operation goes to the reconciler.
+	MaxAttempts int
+	// Deadline is how long after its creation (database clock) an operation
+	// may still be attempted. It is policy, when to stop trying, not what
+	// makes giving up safe: the fence does that.
+	Deadline time.Duration
+	// Crash, when set, is called at each crash point; the crash tests make it
+	// kill the process. It is nil in production.
+	Crash func(point string)
+}
+
+// operation is what the state machine needs of one kind of operation; the
+// charge and the refund each have one (charge.go, refund_ops.go).
+type operation interface {
+	// resourceType names what the operation's key created, as stored on the
+	// key and in the reconciliation queue.
+	resourceType() string
+	// createdPoint is the recovery point once the outcome is recorded.
+	createdPoint() string
+	// load reads the operation's row as the processor call needs it.
+	load(ctx context.Context, db database.DBTX, id string) (pending, error)
+	// find, close and gaveUp are the processor's lookup by key, its fence,
+	// and what an operation given up on records.
+	find(ctx context.Context, key string) (Outcome, bool, error)
+	close(ctx context.Context, key string) (Outcome, bool, error)
+	gaveUp() Outcome
+	// record writes a definite outcome on the operation's rows in tx.
+	record(ctx context.Context, tx pgx.Tx, id string, out Outcome) error
+	// finish stages the operation's event in tx and renders its final response.
+	finish(ctx context.Context, tx pgx.Tx, id string) (idempotency.Response, error)
+}
+
+// pending is an operation as loaded for its outcome phase.
+type pending struct {
+	// keyID is the operation's idempotency key; nil once reaped, which only
+	// happens to finished keys.
+	keyID *int64
+	// downstreamKey is the processor idempotency key of the operation.
+	downstreamKey string
+	// pastDeadline is whether the deadline has passed, by the database clock.
+	pastDeadline bool
+	// attempt makes the processor call.
+	attempt func(ctx context.Context) (Outcome, error)
+}
+
+// outcome is what the outcome phase learned, and whether it gave up.
+type outcome struct {
+	Outcome
+	gaveUp bool
+}
+
+// run drives the operation id from wherever its key stands, as its job's
+// attempt-th attempt. When the attempt fails and the retry budget is spent,
+// the operation is marked for reconciliation and ErrHandedToReconciler is
+// returned (wrapping the cause): the job should stop.
+func (o *Operations) run(ctx context.Context, op operation, id string, attempt int, complete CompleteFunc) error {
+	_, err := o.drive(ctx, op, id, false, complete)
+	if err == nil || attempt < o.MaxAttempts {
+		return err
+	}
+	// The job's context may be the reason it failed; marking must not be.
+	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if markErr := MarkForReconciliation(markCtx, o.DB, op.resourceType(), id); markErr != nil {
+		return fmt.Errorf("%w; and marking for reconciliation failed: %w", err, markErr)
+	}
+	return fmt.Errorf("%w: %w", ErrHandedToReconciler, err)
+}
+
+// reconcile drives a marked operation with the reconciler's outcome phase.
+// It reports whether this run finished the key; false means another runner
+// settled it first.
+func (o *Operations) reconcile(ctx context.Context, op operation, id string) (bool, error) {
+	return o.drive(ctx, op, id, true, nil)
+}
+
+// LearnOutcome runs only the outcome phase of the operation id of
+// resourceType, if its key is still at started: the run drives it too; tests
+// use it to stop an operation in between.
+func (o *Operations) LearnOutcome(ctx context.Context, resourceType, id string) error {
+	op := o.operation(resourceType)
+	keyID, err := o.keyOf(ctx, op, id)
+	if err != nil || keyID == nil {
+		return err
+	}
+	_, _, err = o.Keys.RunPhase(ctx, *keyID, idempotency.RecoveryStarted, o.outcomePhase(op, id, false))
+	return err
+}
+
+// drive runs the phases the operation's key has not passed yet.
+func (o *Operations) drive(ctx context.Context, op operation, id string, reconciling bool, complete CompleteFunc) (bool, error) {
+	keyID, err := o.keyOf(ctx, op, id)
+	if err != nil || keyID == nil {
+		return false, err
+	}
+	return o.Keys.Drive(ctx, *keyID, idempotency.Phases{
+		idempotency.RecoveryStarted: o.outcomePhase(op, id, reconciling),
+		op.createdPoint():           o.finishPhase(op, id, complete),
+	})
+}
+
+// keyOf returns the key of operation id; nil when it was reaped, and so the
+// operation is finished.
+func (o *Operations) keyOf(ctx context.Context, op operation, id string) (*int64, error) {
+	p, err := op.load(ctx, o.DB, id)
+	if err != nil {
+		return nil, fmt.Errorf("load %s %s: %w", op.resourceType(), id, err)
+	}
+	return p.keyID, nil
+}
+
+// outcomePhase is the phase whose one foreign side effect is the processor
+// call. A definite answer is recorded in the transaction that moves the key
+// to the created point; an unknown outcome is returned as an error, to be
+// tried again with the same downstream key.
+func (o *Operations) outcomePhase(op operation, id string, reconciling bool) idempotency.Phase {
+	var out outcome
+	return idempotency.Phase{
+		Call: func(ctx context.Context, _ idempotency.Key) error {
+			p, err := op.load(ctx, o.DB, id)
+			if err != nil {
+				return fmt.Errorf("load %s %s: %w", op.resourceType(), id, err)
+			}
+			out, err = o.learn(ctx, op, p, reconciling)
+			return err
+		},
+		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+			if err := op.record(ctx, tx, id, out.Outcome); err != nil {
+				return idempotency.Next{}, err
+			}
+			if out.gaveUp {
+				detail := fmt.Sprintf("gave up on %s %s: the processor confirmed through the fence that nothing was made", op.resourceType(), id)
+				if _, err := flagForReview(ctx, tx, op.resourceType()+"_given_up", id, detail); err != nil {
+					return idempotency.Next{}, err
+				}
+			}
+			return idempotency.AdvanceTo(op.createdPoint()), nil
+		},
+	}
+}
+
+// learn finds out the operation's outcome. The worker makes the call; the
+// reconciler first asks what happened under the downstream key, makes the
+// call again only while the processor confirms it absent, and past the
+// deadline gives up through the fence.
+func (o *Operations) learn(ctx context.Context, op operation, p pending, reconciling bool) (outcome, error) {
+	if reconciling {
+		out, found, err := op.find(ctx, p.downstreamKey)
+		switch {
+		case err != nil:
+			return outcome{}, fmt.Errorf("find %s: %w", p.downstreamKey, err)
+		case found:
+			return outcome{Outcome: out}, nil
+		case p.pastDeadline:
+			return o.giveUp(ctx, op, p)
+		}
+	}
+	out, err := p.attempt(ctx)
+	if errors.Is(err, ErrKeyClosed) {
+		// Another runner gave up first: closing again answers what it learned.
+		return o.giveUp(ctx, op, p)
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	if o.Crash != nil {
+		o.Crash(op.resourceType() + "_" + CrashAfterProcessorResponse)
+	}
+	return outcome{Outcome: out}, nil
+}
+
+// giveUp closes the operation's downstream key at the processor, the fence,
+// and returns what the close reports: the operation, if one was made before
+// the close (the close waits for one in flight), else the given-up outcome.
+func (o *Operations) giveUp(ctx context.Context, op operation, p pending) (outcome, error) {
+	out, made, err := op.close(ctx, p.downstreamKey)
+	switch {
+	case err != nil:
+		return outcome{}, fmt.Errorf("close %s: %w", p.downstreamKey, err)
+	case made:
+		return outcome{Outcome: out}, nil
+	}
+	return outcome{Outcome: op.gaveUp(), gaveUp: true}, nil
+}
+
+const settled = `DELETE FROM reconciliations WHERE resource_type = $1 AND resource_id = $2`
+
+// finishPhase stores the final response, stages the event that follows it,
+// clears the reconciliation mark and completes the job.
+func (o *Operations) finishPhase(op operation, id string, complete CompleteFunc) idempotency.Phase {
+	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		// The key is at the created point: the outcome phase has committed.
+		if o.Crash != nil {
+			o.Crash(op.resourceType() + "_" + CrashAfterCreated)
+		}
+		resp, err := op.finish(ctx, tx, id)
+		if err != nil {
+			return idempotency.Next{}, err
+		}
+		if _, err := tx.Exec(ctx, settled, op.resourceType(), id); err != nil {
+			return idempotency.Next{}, fmt.Errorf("clear reconciliation mark: %w", err)
+		}
+		if complete != nil {
+			if err := complete(ctx, tx); err != nil {
+				return idempotency.Next{}, fmt.Errorf("complete job: %w", err)
+			}
+		}
+		return idempotency.Finish(resp), nil
+	}}
+}
+
+const markForReconciliation = `
+INSERT INTO reconciliations (resource_type, resource_id) VALUES ($1, $2)
+ON CONFLICT DO NOTHING`
+
+// MarkForReconciliation hands an operation whose outcome could not be
+// learned to the reconciler. Marking twice is marking once.
+func MarkForReconciliation(ctx context.Context, db database.DBTX, resourceType, id string) error {
+	if _, err := db.Exec(ctx, markForReconciliation, resourceType, id); err != nil {
+		return fmt.Errorf("mark %s %s for reconciliation: %w", resourceType, id, err)
+	}
+	return nil
+}
+
+// Crash points of the worker, for the crash tests (see Operations.Crash).
+// Each is prefixed with the resource type: "payment_after_processor_response",
+// "refund_after_created".
+const (
+	// CrashAfterProcessorResponse is reached when the processor has answered
+	// and the outcome phase has not committed.
+	CrashAfterProcessorResponse = "after_processor_response"
+	// CrashAfterCreated is reached after the outcome phase commits and before
+	// the finished phase starts.
+	CrashAfterCreated = "after_created"
+)
+
+// CrashPoints lists every crash point of the worker.
+func CrashPoints() []string {
+	var points []string
+	for _, t := range []string{ResourceType, RefundResourceType} {
+		points = append(points, t+"_"+CrashAfterProcessorResponse, t+"_"+CrashAfterCreated)
+	}
+	return points
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

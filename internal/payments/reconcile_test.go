@@ -1,0 +1,226 @@
+package payments_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/payments"
+)
+
+// TestReconcilerFairOrder: more marked payments that cannot be settled than a
+// batch holds must not keep a settleable one waiting.
+func TestReconcilerFairOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t)
+	h.rec.BatchSize = 2
+	for range 3 {
+		p := h.pay("pm_card_visa")
+		h.proc.set(h.proc.findFails, payments.DownstreamKey(p.ID), true)
+		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.ResourceType, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settleable := h.pay("pm_card_visa")
+	if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.ResourceType, settleable.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := h.rec.Run(ctx); err != nil || r.Unsettled != 2 || r.Settled != 0 {
+		t.Fatalf("first run: %+v, %v", r, err)
+	}
+	if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
+		t.Fatalf("second run: %+v, %v", r, err)
+	}
+	if got := h.payment(settleable.ID); got.Status != payments.StatusSucceeded {
+		t.Fatalf("settleable payment %+v", got)
+	}
+	if n := h.count(`SELECT count(*) FROM reconciliations WHERE last_error IS NOT NULL`); n != 3 {
+		t.Fatalf("unsettled with their error noted = %d, want 3", n)
+	}
+}
+
+// TestReconcilerConcurrentRuns: two runs at once settle each payment once.
+func TestReconcilerConcurrentRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t)
+	const n = 20
+	var ids []string
+	for range n {
+		p := h.pay("pm_card_visa")
+		ids = append(ids, p.ID)
+		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.ResourceType, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reports := make([]payments.Report, 2)
+	var wg sync.WaitGroup
+	for i := range reports {
+		wg.Go(func() {
+			r, err := h.rec.Run(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			reports[i] = r
+		})
+	}
+	wg.Wait()
+	if settled := reports[0].Settled + reports[1].Settled; settled != n {
+		t.Fatalf("settled %d, want each of %d once: %+v", settled, n, reports)
+	}
+	for _, id := range ids {
+		if got := h.payment(id); got.Status != payments.StatusSucceeded || h.proc.made(payments.DownstreamKey(id)) != 1 {
+			t.Fatalf("payment %+v, %d charges", got, h.proc.made(payments.DownstreamKey(id)))
+		}
+	}
+	if e := h.count(`SELECT count(*) FROM events`); e != n {
+		t.Fatalf("events = %d, want %d", e, n)
+	}
+	if m := h.count(`SELECT count(*) FROM reconciliations`); m != 0 {
+		t.Fatalf("still marked: %d", m)
+	}
+}
+
+// TestLedgerComparison walks the processor's ledger page by page.
+func TestLedgerComparison(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("PagesPastOneThousand", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		const n = 2100
+		// n payments and their charges, recorded on both sides.
+		h.exec(`INSERT INTO payments (id, tenant_id, amount, currency, payment_method, status, processor_charge_id, created_at, updated_at)
+			SELECT 'pay_' || i, 'ten_acme', 100, 'USD', 'pm_card_visa', 'succeeded', 'ch_' || i, now(), now()
+			FROM generate_series(1, $1) i`, n)
+		old := time.Now().Add(-10 * time.Minute)
+		h.proc.mu.Lock()
+		for i := 1; i <= n; i++ {
+			h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: fmt.Sprintf("ch_%d", i), PaymentID: fmt.Sprintf("pay_%d", i),
+				IdempotencyKey: fmt.Sprintf("charge_pay_%d", i), Succeeded: true, Amount: 100, CreatedAt: old})
+		}
+		// The newest charge is one the service knows nothing of.
+		h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: "ch_stranger", PaymentID: "pay_stranger",
+			IdempotencyKey: "charge_pay_stranger", Succeeded: true, Amount: 42, CreatedAt: old.Add(time.Second)})
+		h.proc.mu.Unlock()
+
+		for run := range 2 {
+			r, err := h.rec.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 1 - run; r.Flagged != want {
+				t.Fatalf("run %d flagged %d, want %d", run, r.Flagged, want)
+			}
+		}
+		if c := h.count(`SELECT count(*) FROM needs_review WHERE kind = 'unknown_charge' AND reference = 'ch_stranger'`); c != 1 {
+			t.Fatalf("unknown_charge cases = %d", c)
+		}
+		if c := h.count(`SELECT count(*) FROM needs_review`); c != 1 {
+			t.Fatalf("review cases = %d, want exactly one", c)
+		}
+		counts, err := payments.CountReviewCases(ctx, h.db.Pool)
+		if err != nil || counts[payments.ReviewUnknownCharge] != 1 {
+			t.Fatalf("counts %v, %v", counts, err)
+		}
+	})
+
+	t.Run("RepairsAndFlags", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		// A charge for a payment still processing: repaired, then settled.
+		stuck := h.pay("pm_card_visa")
+		key := payments.DownstreamKey(stuck.ID)
+		h.proc.set(h.proc.dropped, key, true)
+		_ = h.ops.Charge(ctx, stuck.ID, 1, nil)
+		h.proc.set(h.proc.dropped, key, false)
+		// A second charge for a payment already charged: flagged.
+		done := h.paid()
+		// A refund the service has no record of: flagged.
+		h.proc.mu.Lock()
+		h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: "ch_second", PaymentID: done.ID,
+			IdempotencyKey: "other", Succeeded: true, Amount: 1000, CreatedAt: time.Now()})
+		h.proc.refunds = append(h.proc.refunds, payments.LedgerEntry{ID: "re_stranger", IdempotencyKey: "refund_re_stranger",
+			Succeeded: true, Amount: 5, CreatedAt: time.Now()})
+		h.proc.mu.Unlock()
+
+		r, err := h.rec.Run(ctx)
+		if err != nil || r.Repaired != 1 || r.Flagged != 2 {
+			t.Fatalf("report %+v, %v", r, err)
+		}
+		for _, kind := range []string{payments.ReviewDuplicateCharge, payments.ReviewUnknownRefund} {
+			if c := h.count(`SELECT count(*) FROM needs_review WHERE kind = $1`, kind); c != 1 {
+				t.Fatalf("%s cases = %d", kind, c)
+			}
+		}
+		if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
+			t.Fatalf("next run %+v, %v", r, err)
+		}
+		if got := h.payment(stuck.ID); got.Status != payments.StatusSucceeded || h.proc.made(key) != 1 {
+			t.Fatalf("repaired payment %+v", got)
+		}
+	})
+
+	t.Run("GraceLeavesYoungEntriesToTheWorker", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		h.rec.Grace = time.Minute
+		h.proc.mu.Lock()
+		h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: "ch_young", PaymentID: "pay_young",
+			IdempotencyKey: "charge_pay_young", Succeeded: true, Amount: 42, CreatedAt: time.Now()})
+		h.proc.mu.Unlock()
+		if r, err := h.rec.Run(ctx); err != nil || r.Flagged != 0 {
+			t.Fatalf("report %+v, %v", r, err)
+		}
+	})
+}
+
+// liveJobs stands for the job queue's knowledge of live jobs.
+type liveJobs map[string]bool
+
+func (l liveJobs) Live(_ context.Context, _ string, ids []string) (map[string]bool, error) {
+	live := map[string]bool{}
+	for _, id := range ids {
+		live[id] = l[id]
+	}
+	return live, nil
+}
+
+// TestSweep: an operation, payment or refund, whose key stays quiet with no
+// live job is handed to the reconciler; a young one, or one with a live job,
+// is left alone.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t)
+	p := h.paid()
+	refund := h.refund(p, 100)
+	withJob := h.pay("pm_card_visa")
+	young := h.pay("pm_card_visa")
+	quiet := h.pay("pm_card_visa")
+	s := &payments.Sweeper{DB: h.db.Pool, Jobs: liveJobs{withJob.ID: true}, StuckAfter: time.Minute, BatchSize: 10}
+
+	h.exec(`UPDATE idempotency_keys SET updated_at = updated_at - interval '2 minutes' WHERE resource_id = ANY($1)`,
+		[]string{refund.ID, withJob.ID, quiet.ID})
+	if n, err := s.Sweep(ctx); err != nil || n != 2 {
+		t.Fatalf("swept %d, %v", n, err)
+	}
+	for id, want := range map[string]bool{refund.ID: true, quiet.ID: true, withJob.ID: false, young.ID: false, p.ID: false} {
+		if h.marked(id) != want {
+			t.Fatalf("%s marked %t, want %t", id, h.marked(id), want)
+		}
+	}
+	if n, err := s.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("second sweep: %d, %v", n, err)
+	}
+	if r, err := h.rec.Run(ctx); err != nil || r.Settled != 2 {
+		t.Fatalf("report %+v, %v", r, err)
+	}
+	if got := h.refundOf(refund.ID); got.Status != payments.StatusSucceeded {
+		t.Fatalf("swept refund %+v", got)
+	}
+}

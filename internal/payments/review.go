@@ -1,0 +1,132 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+)
+
+// Kinds of case in the needs-review queue. The discrepancies are found by
+// comparing the processor's ledger with ours; the given-up kinds are
+// operations the service gave up on through the fence.
+const (
+	// ReviewUnknownCharge is a processor charge for a payment we do not have.
+	ReviewUnknownCharge = "unknown_charge"
+	// ReviewDuplicateCharge is a second charge for a payment already charged.
+	ReviewDuplicateCharge = "duplicate_charge"
+	// ReviewChargedAfterFailure is a charge for a payment recorded as failed
+	// without it.
+	ReviewChargedAfterFailure = "charged_after_failure"
+	// ReviewUnknownRefund is a processor refund for a refund we do not have.
+	ReviewUnknownRefund = "unknown_refund"
+	// ReviewDuplicateRefund is a second processor refund for one refund.
+	ReviewDuplicateRefund = "duplicate_refund"
+	// ReviewRefundedAfterFailure is a processor refund for a refund recorded
+	// as failed without it.
+	ReviewRefundedAfterFailure = "refunded_after_failure"
+	// ReviewPaymentGivenUp is a payment given up on: failed with
+	// processor_error once the processor confirmed that nothing was charged.
+	ReviewPaymentGivenUp = ResourceType + "_given_up"
+	// ReviewRefundGivenUp is a refund given up on, likewise.
+	ReviewRefundGivenUp = RefundResourceType + "_given_up"
+)
+
+// ReviewKinds lists every kind of case, for metrics that start at zero.
+var ReviewKinds = []string{
+	ReviewUnknownCharge, ReviewDuplicateCharge, ReviewChargedAfterFailure,
+	ReviewUnknownRefund, ReviewDuplicateRefund, ReviewRefundedAfterFailure,
+	ReviewPaymentGivenUp, ReviewRefundGivenUp,
+}
+
+// ErrReviewNotFound reports a case that does not exist or is already resolved.
+var ErrReviewNotFound = errors.New("no such open case")
+
+// ReviewCase is one case an operator must look at.
+type ReviewCase struct {
+	ID         int64
+	Kind       string
+	Reference  string
+	Detail     string
+	CreatedAt  time.Time
+	ResolvedAt *time.Time
+}
+
+const flagCase = `
+INSERT INTO needs_review (kind, reference, detail) VALUES ($1, $2, $3)
+ON CONFLICT (kind, reference) DO NOTHING`
+
+// flagForReview records a case once, however often it is detected, and
+// reports whether this call recorded it.
+func flagForReview(ctx context.Context, db database.DBTX, kind, reference, detail string) (bool, error) {
+	tag, err := db.Exec(ctx, flagCase, kind, reference, detail)
+	if err != nil {
+		return false, fmt.Errorf("flag %s %s for review: %w", kind, reference, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+const listCases = `
+SELECT id, kind, reference, detail, created_at, resolved_at FROM needs_review
+WHERE $1 OR resolved_at IS NULL
+ORDER BY id`
+
+// ListReviewCases returns the open cases, oldest first, or every case when
+// all is set.
+func ListReviewCases(ctx context.Context, db database.DBTX, all bool) ([]ReviewCase, error) {
+	rows, err := db.Query(ctx, listCases, all)
+	if err != nil {
+		return nil, fmt.Errorf("list review cases: %w", err)
+	}
+	cases, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReviewCase, error) {
+		var c ReviewCase
+		err := row.Scan(&c.ID, &c.Kind, &c.Reference, &c.Detail, &c.CreatedAt, &c.ResolvedAt)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list review cases: %w", err)
+	}
+	return cases, nil
+}
+
+const resolveCase = `UPDATE needs_review SET resolved_at = now() WHERE id = $1 AND resolved_at IS NULL`
+
+// ResolveReviewCase marks an open case resolved, or returns ErrReviewNotFound.
+func ResolveReviewCase(ctx context.Context, db database.DBTX, id int64) error {
+	tag, err := db.Exec(ctx, resolveCase, id)
+	if err != nil {
+		return fmt.Errorf("resolve case %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrReviewNotFound
+	}
+	return nil
+}
+
+const countCases = `SELECT kind, count(*) FROM needs_review GROUP BY kind`
+
+// CountReviewCases counts every case ever recorded, by kind: each distinct
+// case once, however often it was detected, whichever replica found it.
+func CountReviewCases(ctx context.Context, db database.DBTX) (map[string]int64, error) {
+	rows, err := db.Query(ctx, countCases)
+	if err != nil {
+		return nil, fmt.Errorf("count review cases: %w", err)
+	}
+	counts := map[string]int64{}
+	var (
+		kind string
+		n    int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&kind, &n}, func() error {
+		counts[kind] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count review cases: %w", err)
+	}
+	return counts, nil
+}

@@ -1,0 +1,212 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+)
+
+// closeParams is the body of POST /v1/charges/close and /v1/refunds/close.
+type closeParams struct {
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// closeKind is what a close fences: charges or refunds. Both share the one
+// key space of processor.idempotency_keys, so a closed key refuses either.
+type closeKind struct {
+	// path is the close's request path, recorded on the fence row.
+	path string
+	// closure reads, in the close's transaction, the newest operation of
+	// this kind made under key and returns the answer to encode, and
+	// whether it carries an operation.
+	closure func(ctx context.Context, db database.DBTX, key string) (answer any, made bool, err error)
+}
+
+var (
+	// closeCharges is POST /v1/charges/close.
+	closeCharges = closeKind{path: "/v1/charges/close", closure: chargeClosureOf}
+	// closeRefunds is POST /v1/refunds/close.
+	closeRefunds = closeKind{path: "/v1/refunds/close", closure: refundClosureOf}
+)
+
+// chargeClosure is the answer of POST /v1/charges/close. Charge is null when
+// nothing was, or ever will be, charged under the key.
+type chargeClosure struct {
+	Object         string  `json:"object"`
+	IdempotencyKey string  `json:"idempotency_key"`
+	Charge         *charge `json:"charge"`
+}
+
+// refundClosure is the answer of POST /v1/refunds/close. Refund is null when
+// nothing was, or ever will be, refunded under the key.
+type refundClosure struct {
+	Object         string  `json:"object"`
+	IdempotencyKey string  `json:"idempotency_key"`
+	Refund         *refund `json:"refund"`
+}
+
+// handleClose returns the handler of a close: after it commits no operation
+// of any kind can be made with the key, and it answers with the operation of
+// kind made under the key before, if any. A request making one right now
+// holds the key uncommitted, so the close waits for it to finish.
+//
+// Closing is idempotent by nature: closing again answers the same, so it
+// needs no Idempotency-Key of its own.
+func (s *Server) handleClose(kind closeKind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var p closeParams
+		if err := decodeBody(w, r, &p); err != nil {
+			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
+			return
+		}
+		switch {
+		case p.IdempotencyKey == "":
+			writeError(w, http.StatusBadRequest, invalid("parameter_missing", "idempotency_key is required."))
+			return
+		case len(p.IdempotencyKey) > maxKeyLength:
+			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", "idempotency_key is longer than 255 characters."))
+			return
+		}
+		if s.chance(s.cfg.Chaos.FailRate) {
+			s.logger.WarnContext(r.Context(), "chaos: failing before closing", "request_id", middleware.GetReqID(r.Context()))
+			writeError(w, http.StatusInternalServerError, apiError{Type: typeAPI, Code: "chaos_failure", Message: "Injected failure; nothing was closed."})
+			return
+		}
+
+		// Unlike an operation, a close follows its caller: one rolled back
+		// because the caller left is simply asked for again.
+		ctx, cancel := context.WithTimeout(r.Context(), execTimeout)
+		defer cancel()
+		answer, made, err := s.closeKey(ctx, kind, p.IdempotencyKey)
+		if err != nil {
+			s.internalError(w, r, fmt.Errorf("close %s: %w", kind.path, err))
+			return
+		}
+		// The key travels in the body, so the access log does not show it.
+		s.logger.InfoContext(r.Context(), "key closed", "request_id", middleware.GetReqID(r.Context()),
+			"path", kind.path, "idempotency_key", p.IdempotencyKey, "made", made)
+		if s.chance(s.cfg.Chaos.DropRate) {
+			s.logger.WarnContext(r.Context(), "chaos: dropping the response", "request_id", middleware.GetReqID(r.Context()))
+			panic(http.ErrAbortHandler)
+		}
+		writeRaw(w, http.StatusOK, answer)
+	}
+}
+
+// closeKey closes key in one transaction and returns the encoded answer, and
+// whether it carries an operation made under key. The fence insert waits on the key row of an operation in flight; by the
+// time the ledger is read (a fresh snapshot, in READ COMMITTED), that
+// operation has committed or rolled back.
+func (s *Server) closeKey(ctx context.Context, kind closeKind, key string) ([]byte, bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+
+	now := s.now()
+	fenced, err := fenceKey(ctx, tx, key, kind.path, fingerprint(kind.path, closeParams{key}), now)
+	if err != nil {
+		return nil, false, err
+	}
+	if !fenced {
+		// The key is live: it holds an operation's answer, or was closed
+		// before. Keep the answer for that operation's retries to replay,
+		// but forever, so that the key can never expire and be taken over
+		// by a new operation.
+		if err := pinKey(ctx, tx, key, now); err != nil {
+			return nil, false, err
+		}
+	}
+	answer, made, err := kind.closure(ctx, tx, key)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, false, fmt.Errorf("commit: %w", err)
+	}
+	return marshal(answer), made, nil
+}
+
+// fenceKeySQL inserts a fence row, with no response and an infinite expiry,
+// or turns an expired key into one. A live key is left alone (the WHERE
+// fails) but stays locked by this transaction; the conflicting row of an
+// uncommitted insert makes it wait, as reserveKeySQL does.
+const fenceKeySQL = `
+INSERT INTO processor.idempotency_keys (key, request_path, request_fingerprint, created_at, expires_at, closed_at)
+VALUES ($1, $2, $3, $4, 'infinity', $4)
+ON CONFLICT (key) DO UPDATE
+SET request_path        = excluded.request_path,
+    request_fingerprint = excluded.request_fingerprint,
+    response_status     = NULL,
+    response_body       = NULL,
+    created_at          = excluded.created_at,
+    expires_at          = excluded.expires_at,
+    closed_at           = excluded.closed_at
+WHERE processor.idempotency_keys.expires_at <= excluded.created_at
+RETURNING key`
+
+// fenceKey reports whether this transaction made key a fence: it was absent
+// or expired. false means a live key row, now locked, holds it.
+func fenceKey(ctx context.Context, db database.DBTX, key, path string, fp []byte, now time.Time) (bool, error) {
+	var k string
+	err := db.QueryRow(ctx, fenceKeySQL, key, path, fp, now).Scan(&k)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("fence key: %w", err)
+	}
+	return true, nil
+}
+
+// pinKeySQL closes a live key without touching its stored answer. A key
+// closed before keeps the time it was first closed.
+const pinKeySQL = `
+UPDATE processor.idempotency_keys
+SET expires_at = 'infinity',
+    closed_at  = coalesce(closed_at, $2)
+WHERE key = $1`
+
+// pinKey closes a live key row, which the caller holds locked.
+func pinKey(ctx context.Context, db database.DBTX, key string, now time.Time) error {
+	if _, err := db.Exec(ctx, pinKeySQL, key, now); err != nil {
+		return fmt.Errorf("pin key: %w", err)
+	}
+	return nil
+}
+
+// chargeClosureOf answers a charge close with the newest charge under key.
+func chargeClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
+	cl := chargeClosure{Object: "key_closure", IdempotencyKey: key}
+	c, err := newestChargeByKey(ctx, db, key)
+	switch {
+	case errors.Is(err, errNotFound):
+	case err != nil:
+		return nil, false, err
+	default:
+		cl.Charge = &c
+	}
+	return cl, cl.Charge != nil, nil
+}
+
+// refundClosureOf answers a refund close with the newest refund under key.
+func refundClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
+	cl := refundClosure{Object: "key_closure", IdempotencyKey: key}
+	r, err := newestRefundByKey(ctx, db, key)
+	switch {
+	case errors.Is(err, errNotFound):
+	case err != nil:
+		return nil, false, err
+	default:
+		cl.Refund = &r
+	}
+	return cl, cl.Refund != nil, nil
+}

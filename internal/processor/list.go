@@ -1,0 +1,282 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+)
+
+const (
+	// MaxListCharges is the largest limit of one ledger page, of charges or
+	// of refunds.
+	MaxListCharges = 1000
+	// DefaultListLimit is the size of a ledger page when no limit is given.
+	DefaultListLimit = 100
+)
+
+// filterCreatedAfter is the filter that pages through the ledger.
+const filterCreatedAfter = "created_after"
+
+// list is the list object of every GET listing. HasMore is set when a
+// ledger page stopped at its limit; the other filters answer in full.
+type list[T any] struct {
+	Object  string `json:"object"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
+}
+
+// page is the position of a created_after listing: rows created after since,
+// oldest first by (created_at, id), strictly after the row startingAfter
+// when it is set, at most limit of them.
+type page struct {
+	since         time.Time
+	startingAfter string
+	limit         int
+}
+
+// listQuery is a validated list request: exactly one filter, and the page
+// when that filter is created_after.
+type listQuery struct {
+	filter, value string
+	page          page
+}
+
+// errUnknownCursor reports a starting_after that names no row of the ledger.
+var errUnknownCursor = errors.New("starting_after names no row")
+
+// parseListQuery checks that q holds exactly one of filters or created_after,
+// and that limit and starting_after, which only page a created_after
+// listing, are valid. The ledger is never listed whole in one answer.
+func parseListQuery(q url.Values, filters ...string) (listQuery, *apiError) {
+	filters = append(filters, filterCreatedAfter)
+	oneOf := "Pass one of " + strings.Join(filters[:len(filters)-1], ", ") + " or " + filterCreatedAfter + "."
+	var lq listQuery
+	n := 0
+	for _, f := range filters {
+		if v := q.Get(f); v != "" {
+			lq.filter, lq.value = f, v
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		e := invalid("parameter_missing", oneOf)
+		return listQuery{}, &e
+	case n > 1:
+		e := invalid("parameter_invalid", oneOf)
+		return listQuery{}, &e
+	case lq.filter != filterCreatedAfter:
+		if q.Has("limit") || q.Has("starting_after") {
+			e := invalid("parameter_invalid", "limit and starting_after page a created_after listing only.")
+			return listQuery{}, &e
+		}
+		return lq, nil
+	}
+
+	since, err := time.Parse(time.RFC3339Nano, lq.value)
+	if err != nil {
+		e := invalid("parameter_invalid", "created_after must be an RFC 3339 timestamp.")
+		return listQuery{}, &e
+	}
+	lq.page = page{since: since, startingAfter: q.Get("starting_after"), limit: DefaultListLimit}
+	if q.Has("limit") {
+		lq.page.limit, err = strconv.Atoi(q.Get("limit"))
+		if err != nil || lq.page.limit < 1 || lq.page.limit > MaxListCharges {
+			e := invalid("parameter_invalid", fmt.Sprintf("limit must be an integer from 1 to %d.", MaxListCharges))
+			return listQuery{}, &e
+		}
+	}
+	if q.Has("starting_after") && lq.page.startingAfter == "" {
+		e := invalid("parameter_invalid", "starting_after must be the id of the last row of the previous page.")
+		return listQuery{}, &e
+	}
+	return lq, nil
+}
+
+// handleListCharges is GET /v1/charges?idempotency_key=K, ?payment_id=P or
+// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
+// is required.
+func (s *Server) handleListCharges(w http.ResponseWriter, r *http.Request) {
+	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key", "payment_id")
+	if apiErr != nil {
+		writeError(w, http.StatusBadRequest, *apiErr)
+		return
+	}
+	var (
+		l   = list[charge]{Object: "list"}
+		err error
+	)
+	switch lq.filter {
+	case "idempotency_key":
+		l.Data, err = listChargesByKey(r.Context(), s.pool, lq.value)
+	case "payment_id":
+		l.Data, err = listChargesByPayment(r.Context(), s.pool, lq.value)
+	default:
+		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, chargeCreatedAtSQL, pageChargesSQL, scanCharge, lq.page)
+	}
+	writeList(s, w, r, l, err)
+}
+
+// handleListRefunds is GET /v1/refunds?idempotency_key=K or
+// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
+// is required.
+func (s *Server) handleListRefunds(w http.ResponseWriter, r *http.Request) {
+	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key")
+	if apiErr != nil {
+		writeError(w, http.StatusBadRequest, *apiErr)
+		return
+	}
+	var (
+		l   = list[refund]{Object: "list"}
+		err error
+	)
+	switch lq.filter {
+	case "idempotency_key":
+		l.Data, err = listRefundsByKey(r.Context(), s.pool, lq.value)
+	default:
+		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, refundCreatedAtSQL, pageRefundsSQL, scanRefund, lq.page)
+	}
+	writeList(s, w, r, l, err)
+}
+
+// writeList answers a listing, or the error that stopped it.
+func writeList[T any](s *Server, w http.ResponseWriter, r *http.Request, l list[T], err error) {
+	switch {
+	case errors.Is(err, errUnknownCursor):
+		writeError(w, http.StatusBadRequest, invalid("parameter_invalid", "starting_after must be the id of a row of the previous page."))
+	case err != nil:
+		s.internalError(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, l)
+	}
+}
+
+// listPage reads one ledger page with pageSQL, looking the cursor row up
+// with cursorSQL first. It reads one row more than the limit to tell
+// whether another page follows.
+func listPage[T any](ctx context.Context, db database.DBTX, cursorSQL, pageSQL string, scan func(pgx.Row) (T, error), p page) ([]T, bool, error) {
+	// Without a cursor the (created_at, id) bound is implied by since.
+	after, afterID := p.since, ""
+	if p.startingAfter != "" {
+		err := db.QueryRow(ctx, cursorSQL, p.startingAfter).Scan(&after)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil, false, errUnknownCursor
+		case err != nil:
+			return nil, false, fmt.Errorf("read cursor: %w", err)
+		}
+		afterID = p.startingAfter
+	}
+	rows, err := db.Query(ctx, pageSQL, p.since, after, afterID, p.limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list page: %w", err)
+	}
+	data, err := collect(rows, scan)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(data) > p.limit {
+		return data[:p.limit], true, nil
+	}
+	return data, false, nil
+}
+
+const chargeCreatedAtSQL = `SELECT created_at FROM processor.charges WHERE id = $1`
+
+// pageChargesSQL is one page of charges: created after $1, and after the
+// cursor row ($2, $3) in the order of the index on (created_at, id).
+const pageChargesSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE created_at > $1
+  AND (created_at, id) > ($2::timestamptz, $3::text)
+ORDER BY created_at, id
+LIMIT $4`
+
+const refundCreatedAtSQL = `SELECT created_at FROM processor.refunds WHERE id = $1`
+
+// pageRefundsSQL is pageChargesSQL for refunds.
+const pageRefundsSQL = `
+SELECT id, charge_id, amount, status, idempotency_key, created_at
+FROM processor.refunds
+WHERE created_at > $1
+  AND (created_at, id) > ($2::timestamptz, $3::text)
+ORDER BY created_at, id
+LIMIT $4`
+
+const listChargesByKeySQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE idempotency_key = $1
+ORDER BY created_at, id`
+
+// listChargesByKey returns the charges made under an idempotency key, oldest
+// first. There is at most one unless the key expired and was used again.
+func listChargesByKey(ctx context.Context, db database.DBTX, key string) ([]charge, error) {
+	rows, err := db.Query(ctx, listChargesByKeySQL, key)
+	if err != nil {
+		return nil, fmt.Errorf("list charges by key: %w", err)
+	}
+	return collect(rows, scanCharge)
+}
+
+const listChargesByPaymentSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE payment_id = $1
+ORDER BY created_at, id`
+
+// listChargesByPayment returns the charges referencing a payment, oldest first.
+func listChargesByPayment(ctx context.Context, db database.DBTX, paymentID string) ([]charge, error) {
+	rows, err := db.Query(ctx, listChargesByPaymentSQL, paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("list charges by payment: %w", err)
+	}
+	return collect(rows, scanCharge)
+}
+
+const listRefundsByKeySQL = `
+SELECT id, charge_id, amount, status, idempotency_key, created_at
+FROM processor.refunds
+WHERE idempotency_key = $1
+ORDER BY created_at, id`
+
+// listRefundsByKey returns the refunds made under an idempotency key, oldest
+// first. There is at most one unless the key expired and was used again.
+func listRefundsByKey(ctx context.Context, db database.DBTX, key string) ([]refund, error) {
+	rows, err := db.Query(ctx, listRefundsByKeySQL, key)
+	if err != nil {
+		return nil, fmt.Errorf("list refunds by key: %w", err)
+	}
+	return collect(rows, scanRefund)
+}
+
+// collect scans rows into a non-nil slice, so that an empty list is encoded
+// as [] rather than null.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (T, error)) ([]T, error) {
+	defer rows.Close()
+	data := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan: %w", err)
+		}
+		data = append(data, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read rows: %w", err)
+	}
+	return data, nil
+}
