@@ -4,7 +4,7 @@ export DATABASE_URL
 
 GO ?= go
 
-.PHONY: run test build migrate seed vet clean
+.PHONY: run test build migrate seed vet fuzz clean
 
 ## run: build, migrate, seed the demo tenants, then run processor, worker and API until Ctrl-C
 run: migrate seed
@@ -30,6 +30,14 @@ seed: build
 vet:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 	$(GO) vet ./...
+
+## fuzz: run each fuzz target for FUZZTIME (default 5m), one after the other; failing inputs land in testdata/fuzz
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./internal/idempotency/
+	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./internal/idempotency/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./internal/http/
+	$(GO) test -run '^$$' -fuzz '^FuzzRouter$$' -fuzztime $(FUZZTIME) ./internal/http/
 
 clean:
 	rm -rf bin/

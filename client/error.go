@@ -20,6 +20,8 @@ const (
 	CodeIdempotencyKeyInvalid  = "idempotency_key_invalid"
 	CodeIdempotencyKeyInUse    = "idempotency_key_in_use"
 	CodeIdempotencyKeyMismatch = "idempotency_key_mismatch"
+	CodeIdempotencyKeyExpired  = "idempotency_key_expired"
+	CodeRateLimited            = "rate_limited"
 	CodePaymentNotRefundable   = "payment_not_refundable"
 	CodeRefundExceedsPayment   = "refund_exceeds_payment"
 	CodeCardDeclined           = "card_declined"
@@ -48,8 +50,18 @@ type Error struct {
 	Errors  []FieldError `json:"errors,omitempty"`
 	Payment *Payment     `json:"payment,omitempty"`
 	Refund  *Refund      `json:"refund,omitempty"`
+	// Resource names what an expired key created (idempotency_key_expired):
+	// the request was executed once; fetch it from URL.
+	Resource *Resource `json:"resource,omitempty"`
 
 	RetryAfter time.Duration `json:"-"`
+}
+
+// Resource is what an idempotency key created, and where to fetch it.
+type Resource struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	URL  string `json:"url"`
 }
 
 // Error describes the problem in one line, field errors included.

@@ -38,6 +38,8 @@ type config struct {
 	LockTimeout     time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s"`
 	KeyRetention    time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h"`
 	RetryAfter      time.Duration `envconfig:"RETRY_AFTER" default:"1s"`
+	RateLimit       int           `envconfig:"TENANT_RATE_LIMIT" default:"100"`
+	RateWindow      time.Duration `envconfig:"TENANT_RATE_WINDOW" default:"1s"`
 	CrashPoint      string        `envconfig:"CRASH_POINT"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s"`
 }
@@ -45,6 +47,9 @@ type config struct {
 func (c config) validate() error {
 	if c.LockTimeout <= c.MaxWait {
 		return fmt.Errorf("IDEMPOTENCY_LOCK_TIMEOUT (%s) must exceed IDEMPOTENCY_MAX_WAIT (%s): a waiting request holds the key's lock", c.LockTimeout, c.MaxWait)
+	}
+	if c.RateLimit < 0 || (c.RateLimit > 0 && c.RateWindow < time.Second) {
+		return fmt.Errorf("TENANT_RATE_LIMIT (%d) must be 0 (off) or positive, with TENANT_RATE_WINDOW (%s) at least 1s", c.RateLimit, c.RateWindow)
 	}
 	if c.DefaultWait > c.MaxWait {
 		return fmt.Errorf("IDEMPOTENCY_DEFAULT_WAIT (%s) must not exceed IDEMPOTENCY_MAX_WAIT (%s)", c.DefaultWait, c.MaxWait)
@@ -152,6 +157,7 @@ func serveAPI(ctx context.Context, cfg config, logger *slog.Logger) error {
 		MaxWait:     cfg.MaxWait,
 		RetryAfter:  cfg.RetryAfter,
 		Registry:    registry,
+		RateLimit:   httpapi.RateLimit{Requests: cfg.RateLimit, Window: cfg.RateWindow},
 	}
 	srv := &serve.Server{
 		Addr:            cfg.Addr,

@@ -32,4 +32,9 @@ func TestConfigValidate(t *testing.T) {
 	if err := long.validate(); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_DEFAULT_WAIT") {
 		t.Fatalf("a default wait over the maximum: %v", err)
 	}
+	window := cfg
+	window.RateWindow = 100 * time.Millisecond
+	if err := window.validate(); err == nil || !strings.Contains(err.Error(), "TENANT_RATE_WINDOW") {
+		t.Fatalf("a rate window under a second: %v", err)
+	}
 }

@@ -54,6 +54,7 @@ type config struct {
 	ReconcileBatch        int           `envconfig:"RECONCILE_BATCH" default:"100"`
 	LedgerPageSize        int           `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000"`
 	KeyRetention          time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h"`
+	TombstoneRetention    time.Duration `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h"`
 	ReapInterval          time.Duration `envconfig:"REAP_INTERVAL" default:"10m"`
 	ReapBatch             int           `envconfig:"REAP_BATCH" default:"1000"`
 	CrashPoint            string        `envconfig:"CRASH_POINT"`
@@ -73,6 +74,8 @@ func (c config) validate() error {
 		return fmt.Errorf("JOB_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a job is cancelled mid-call", c.JobTimeout, c.ProcessorTimeout)
 	case c.Concurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
 		return fmt.Errorf("WORKER_CONCURRENCY, CHARGE_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.TombstoneRetention <= 0:
+		return fmt.Errorf("IDEMPOTENCY_TOMBSTONE_RETENTION (%s) must be positive: a reaped key's retry must be told it expired", c.TombstoneRetention)
 	case c.LedgerPageSize < 1 || c.LedgerPageSize > 1000:
 		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to 1000, the processor's page limit", c.LedgerPageSize)
 	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
@@ -139,7 +142,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
 	gw.PageSize = cfg.LedgerPageSize
-	keys := &idempotency.Store{DB: pool, Retention: cfg.KeyRetention}
+	keys := &idempotency.Store{DB: pool, Retention: cfg.KeyRetention, TombstoneRetention: cfg.TombstoneRetention}
 	ops := &payments.Operations{
 		DB: pool, Keys: keys, Processor: gw, Render: httpapi.Renderer{},
 		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.ChargeDeadline, Crash: crashAt,

@@ -40,6 +40,8 @@ func TestConfigValidate(t *testing.T) {
 		{"ErrStuckAfter", func(c *config) { c.StuckAfter = c.JobTimeout }, "RECONCILE_STUCK_AFTER"},
 		{"ErrBackoff", func(c *config) { c.RetryMaxDelay = c.RetryBaseDelay / 2 }, "RETRY_BASE_DELAY"},
 		{"ErrAttempts", func(c *config) { c.MaxAttempts = 0 }, "CHARGE_MAX_ATTEMPTS"},
+		{"ErrTombstones", func(c *config) { c.TombstoneRetention = 0 }, "IDEMPOTENCY_TOMBSTONE_RETENTION"},
+		{"ErrLedgerPage", func(c *config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

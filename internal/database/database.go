@@ -88,6 +88,14 @@ func IsCode(err error, sqlstate string) bool {
 // IsUniqueViolation reports whether err is a unique_violation (23505).
 func IsUniqueViolation(err error) bool { return IsCode(err, "23505") }
 
+// IsDataException reports whether err is Postgres refusing a value (SQLSTATE
+// class 22: invalid byte sequence, a NUL in text, a value out of range), that
+// is, the data was at fault and not the database.
+func IsDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
+}
+
 // IsUnavailable reports whether err says the database could not be reached
 // (a failed connection, a broken socket, a server shutting down), so that the
 // statement was not executed and the request may be retried.

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/payments"
 )
 
 // keyView is an idempotency key as GET /v1/idempotency-keys/{key} shows it.
@@ -26,14 +27,41 @@ type keyView struct {
 	ExpiresAt      *time.Time `json:"expires_at"`
 }
 
+// resource is what a key created, with where to fetch it.
 type resource struct {
 	Type string `json:"type"`
 	ID   string `json:"id"`
+	URL  string `json:"url"`
+}
+
+// resourceOf names a key's resource and its URL; nil when it created none.
+func resourceOf(r idempotency.Resource) *resource {
+	var url string
+	switch r.Type {
+	case payments.ResourceType:
+		url = paymentLocation(r.ID)
+	case payments.RefundResourceType:
+		url = refundLocation(r.ID)
+	default:
+		return nil
+	}
+	return &resource{Type: r.Type, ID: r.ID, URL: url}
+}
+
+// pathParam returns a URL parameter decoded exactly once. chi matches on the
+// raw, escaped path when the request has one (so "%2F" stays inside a
+// parameter) and on the decoded path otherwise; only the first needs decoding.
+func pathParam(r *http.Request, name string) (string, error) {
+	v := chi.URLParam(r, name)
+	if r.URL.RawPath == "" {
+		return v, nil
+	}
+	return url.PathUnescape(v)
 }
 
 // getIdempotencyKey handles GET /v1/idempotency-keys/{key}.
 func (s *Server) getIdempotencyKey(w http.ResponseWriter, r *http.Request) {
-	raw, err := url.PathUnescape(chi.URLParam(r, "key"))
+	raw, err := pathParam(r, "key")
 	if err != nil {
 		s.writeError(w, r, idempotency.ErrKeyInvalid)
 		return
@@ -56,8 +84,6 @@ func (s *Server) getIdempotencyKey(w http.ResponseWriter, r *http.Request) {
 	if k.Response != nil {
 		view.ResponseStatus = &k.Response.Status
 	}
-	if k.Resource.ID != "" {
-		view.Resource = &resource{Type: k.Resource.Type, ID: k.Resource.ID}
-	}
+	view.Resource = resourceOf(k.Resource)
 	writeJSON(w, http.StatusOK, view)
 }

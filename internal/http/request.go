@@ -43,20 +43,29 @@ func idempotencyRequest(r *http.Request, key string, body []byte) (idempotency.R
 // readJSON reads a JSON object body of at most MaxBodyBytes into dst. Field
 // names must match exactly, unknown fields are rejected, and a value of the
 // wrong type names its field. It returns the raw body for fingerprinting.
-func readJSON(w http.ResponseWriter, r *http.Request, dst any) ([]byte, error) {
+// When the body is optional, an empty one, whatever its framing, is the
+// empty object: the same request as {}, under the same fingerprint.
+func readJSON(w http.ResponseWriter, r *http.Request, dst any, optional bool) ([]byte, error) {
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return nil, errEncoding
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, errTooLarge
+	case err != nil:
+		// A slow, truncated or reset body is the client's doing, never the
+		// store's: %v keeps the network error out of the chain, so that it
+		// cannot be taken for a database outage.
+		return nil, fmt.Errorf("%w: %v", errBodyUnreadable, err)
+	case len(body) == 0 && optional:
+		return []byte("{}"), nil
+	}
 	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mediaType != "application/json" {
 		return nil, errMediaType
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, errTooLarge
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-
 	// Decoding into a map first makes names exact: encoding/json alone would
 	// let "AMOUNT" fill amount.
 	var fields map[string]json.RawMessage
@@ -131,7 +140,13 @@ func (s *Server) preferredWait(r *http.Request) time.Duration {
 			case "respond-async":
 				return 0
 			case "wait":
-				if n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(value), `"`)); err == nil && n >= 0 {
+				// A number too large for any clock asks for the longest wait,
+				// never (by overflow) for none.
+				n, err := strconv.ParseUint(strings.Trim(strings.TrimSpace(value), `"`), 10, 64)
+				switch {
+				case errors.Is(err, strconv.ErrRange) || (err == nil && n > uint64(s.MaxWait/time.Second)):
+					wait = s.MaxWait
+				case err == nil:
 					wait = time.Duration(n) * time.Second
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/idempotency"
 )
@@ -20,20 +21,19 @@ type current func(ctx context.Context, tenantID, id string) (body any, location 
 func idempotentPost[B any](s *Server, bodyOptional bool,
 	start func(r *http.Request, req idempotency.Request, body B) (idempotency.Lease, error), load current) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.limited(w, r) {
+			return
+		}
 		key, err := keyHeader(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		var (
-			decoded B
-			body    []byte
-		)
-		if !bodyOptional || r.ContentLength != 0 {
-			if body, err = readJSON(w, r, &decoded); err != nil {
-				s.writeError(w, r, err)
-				return
-			}
+		var decoded B
+		body, err := readJSON(w, r, &decoded, bodyOptional)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
 		}
 		req, err := idempotencyRequest(r, key, body)
 		if err != nil {
@@ -69,8 +69,8 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 		return
 	}
 	if key.Finished() {
-		if !lease.Created && s.metrics != nil {
-			s.metrics.replays.Inc()
+		if !lease.Created {
+			s.count(r, func(m *keyMetrics) *prometheus.CounterVec { return m.replays })
 		}
 		writeStored(w, *key.Response, !lease.Created)
 		return
@@ -83,6 +83,13 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 	w.Header().Set("Location", location)
 	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 	writeJSON(w, http.StatusAccepted, body)
+}
+
+// count adds one to the tenant's series of the counter which picks.
+func (s *Server) count(r *http.Request, which func(*keyMetrics) *prometheus.CounterVec) {
+	if s.keyMetrics != nil {
+		which(s.keyMetrics).WithLabelValues(tenantID(r)).Inc()
+	}
 }
 
 // writeStored writes a stored final response exactly as it was stored. A

@@ -5,6 +5,9 @@ package http
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/go-chi/httprate"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/idempotency"
@@ -38,20 +42,30 @@ type Server struct {
 	RetryAfter time.Duration
 	// Registry, when set, gets the API's metrics and is served on /metrics.
 	Registry *prometheus.Registry
+	// RateLimit limits each tenant's idempotent POSTs; the zero value is off.
+	RateLimit RateLimit
 
-	metrics *metrics
+	metrics    *metrics
+	keyMetrics *keyMetrics
+	limiter    *httprate.RateLimiter
 }
 
 // Handler returns the routed API with its middleware.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.RealIP, s.accessLog, middleware.Recoverer, echoIdempotencyKey)
+	// GetHead answers HEAD on every GET route, as HTTP clients expect.
+	r.Use(requestID, middleware.RealIP, s.accessLog, middleware.Recoverer, echoIdempotencyKey, middleware.GetHead)
 	if s.Registry != nil {
 		s.metrics = newMetrics(s.Registry)
+		s.keyMetrics = newKeyMetrics(s.Registry)
 		r.Method(http.MethodGet, "/metrics", metricsHandler(s.Registry))
 	}
+	s.limiter = s.newLimiter(s.RateLimit)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errRouteNotFound) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errMethodNotAllowed) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", strings.Join(allowed(r, req), ", "))
+		s.writeError(w, req, errMethodNotAllowed)
+	})
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
@@ -75,11 +89,37 @@ func (s *Server) retryAfterSeconds() int {
 
 type tenantKey struct{}
 
-// authenticate resolves the bearer API key to its tenant.
+// allowed lists the methods that route the request's path, for the Allow
+// header of a 405.
+func allowed(routes chi.Routes, r *http.Request) []string {
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		probe := m
+		if m == http.MethodHead {
+			probe = http.MethodGet // GetHead answers HEAD wherever GET is routed
+		}
+		if routes.Match(chi.NewRouteContext(), probe, path) {
+			methods = append(methods, m)
+		}
+	}
+	return methods
+}
+
+// authenticate resolves the bearer API key to its tenant. The header must be
+// sent once, with the Bearer scheme in any case (RFC 9110).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
+		values := r.Header.Values("Authorization")
+		if len(values) > 1 {
+			s.writeError(w, r, fmt.Errorf("%w: send the Authorization header once", tenants.ErrUnauthorized))
+			return
+		}
+		scheme, token, _ := strings.Cut(strings.TrimSpace(strings.Join(values, "")), " ")
+		if !strings.EqualFold(scheme, "Bearer") {
 			s.writeError(w, r, tenants.ErrUnauthorized)
 			return
 		}
@@ -104,6 +144,22 @@ func echoIdempotencyKey(next http.Handler) http.Handler {
 	})
 }
 
+// requestID gives every request an id of the server's own making, in the
+// context where middleware.GetReqID finds it. An X-Request-Id the client sent
+// is never adopted as the server's id (it could collide or mislead); the
+// access log keeps it apart, as client_request_id.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b) // never fails, per crypto/rand
+		ctx := context.WithValue(r.Context(), middleware.RequestIDKey, "req_"+hex.EncodeToString(b))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// maxLoggedClientID bounds what the access log keeps of a client's request id.
+const maxLoggedClientID = 128
+
 // accessLog logs one line per request with its request id.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -114,8 +170,12 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if s.metrics != nil {
 			s.metrics.observe(r, ww.Status(), time.Since(start))
 		}
-		s.Logger.Info("request", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
-			"path", r.URL.Path, "status", ww.Status(), "bytes", ww.BytesWritten(), "duration", time.Since(start))
+		attrs := []any{"request_id", middleware.GetReqID(r.Context()), "method", r.Method,
+			"path", r.URL.Path, "status", ww.Status(), "bytes", ww.BytesWritten(), "duration", time.Since(start)}
+		if client := r.Header.Get("X-Request-Id"); client != "" {
+			attrs = append(attrs, "client_request_id", client[:min(len(client), maxLoggedClientID)])
+		}
+		s.Logger.Info("request", attrs...)
 	})
 }
 

@@ -148,7 +148,7 @@ type Phases map[string]Phase
 func (s *Store) Drive(ctx context.Context, keyID int64, phases Phases) (bool, error) {
 	key, err := s.GetByID(ctx, s.DB, keyID)
 	finished := false
-	for err == nil && !key.Finished() {
+	for err == nil && !key.Finished() && !key.Expired() {
 		phase, ok := phases[key.RecoveryPoint]
 		if !ok {
 			return false, fmt.Errorf("key %d: no phase for recovery point %q", keyID, key.RecoveryPoint)

@@ -15,9 +15,12 @@ import (
 
 // The recovery points every operation shares; an operation names its own
 // points in between (a payment's charge_created, a refund's refund_created).
+// Expired is the state after finished: the stored response was reaped and a
+// tombstone remains.
 const (
 	RecoveryStarted  = "started"
 	RecoveryFinished = "finished"
+	RecoveryExpired  = "expired"
 )
 
 var (
@@ -27,7 +30,23 @@ var (
 	ErrKeyMismatch = errors.New("idempotency key reused with a different request")
 	// ErrNotFound reports that no such key exists for the tenant.
 	ErrNotFound = errors.New("idempotency key not found")
+	// ErrKeyExpired reports a retry under a key whose response was reaped:
+	// the request it stands for was executed, and is not executed again.
+	ErrKeyExpired = errors.New("idempotency key expired")
 )
+
+// ExpiredError is ErrKeyExpired with what the key created, so that the
+// client can be pointed to it.
+type ExpiredError struct {
+	Resource Resource
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("%v: it created %s %s", ErrKeyExpired, e.Resource.Type, e.Resource.ID)
+}
+
+// Unwrap makes errors.Is(err, ErrKeyExpired) true.
+func (e *ExpiredError) Unwrap() error { return ErrKeyExpired }
 
 // Request is one attempt at an operation under a key.
 type Request struct {
@@ -74,6 +93,10 @@ type Key struct {
 // Finished reports whether the key's operation has its final response.
 func (k Key) Finished() bool { return k.RecoveryPoint == RecoveryFinished }
 
+// Expired reports whether the key is a tombstone: finished long ago, its
+// response reaped.
+func (k Key) Expired() bool { return k.RecoveryPoint == RecoveryExpired }
+
 // Lease is the outcome of Acquire. Unless the key is already finished, the
 // caller holds its lock and must Release it.
 type Lease struct {
@@ -99,6 +122,9 @@ type Store struct {
 	LockTimeout time.Duration
 	// Retention is how long a finished key is kept before it may be reaped.
 	Retention time.Duration
+	// TombstoneRetention is how long a reaped key's tombstone answers 410
+	// before it is deleted and the key may be used again.
+	TombstoneRetention time.Duration
 	// Notifications, when set, wakes Wait as soon as a key finishes.
 	Notifications *Listener
 	// PollInterval is how often Wait looks at the key without a notification.
@@ -118,7 +144,7 @@ INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, requ
 VALUES ($1, $2, $3, $4, $5, 'started', now(), now(), now())
 ON CONFLICT (tenant_id, key) DO UPDATE SET locked_at = EXCLUDED.locked_at
 WHERE idempotency_keys.request_fingerprint = EXCLUDED.request_fingerprint
-	AND idempotency_keys.recovery_point <> 'finished'
+	AND idempotency_keys.recovery_point NOT IN ('finished', 'expired')
 	AND (idempotency_keys.locked_at IS NULL OR idempotency_keys.locked_at < now() - $6::interval)
 RETURNING ` + keyColumns + `, xmax = 0 AS inserted`
 
@@ -177,7 +203,8 @@ func (s *Store) Acquire(ctx context.Context, req Request, first FirstPhase) (Lea
 }
 
 // refused explains why reserveKey took nothing: the key belongs to another
-// request, is finished (replay it), or is locked by a live request.
+// request, is finished (replay it), expired (a tombstone), or is locked by a
+// live request.
 func (s *Store) refused(ctx context.Context, req Request) (Lease, error) {
 	key, err := s.Get(ctx, req.TenantID, req.Key)
 	switch {
@@ -191,6 +218,8 @@ func (s *Store) refused(ctx context.Context, req Request) (Lease, error) {
 		return Lease{}, ErrKeyMismatch
 	case key.Finished():
 		return Lease{Key: key}, nil
+	case key.Expired():
+		return Lease{}, &ExpiredError{Resource: key.Resource}
 	default:
 		return Lease{}, ErrKeyInUse
 	}
@@ -279,23 +308,54 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-const reapKeys = `
-DELETE FROM idempotency_keys WHERE id IN (
+// expireKeys turns a batch of finished keys past their retention into
+// tombstones: the response goes, the key, its fingerprint and what it created
+// stay until the tombstone's own expiry.
+const expireKeys = `
+UPDATE idempotency_keys
+SET recovery_point = 'expired', response_status = NULL, response_headers = NULL, response_body = NULL,
+	locked_at = NULL, updated_at = now(), expires_at = now() + $2::interval
+WHERE id IN (
 	SELECT id FROM idempotency_keys
 	WHERE recovery_point = 'finished' AND expires_at < now()
 	ORDER BY expires_at
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED)`
 
-// Reap deletes finished keys past their expiry, batch keys per statement,
-// until none is left. Unfinished keys are never reaped, and what a key
-// created outlives it. It returns how many keys it deleted.
-func (s *Store) Reap(ctx context.Context, batch int) (int, error) {
+// reapTombstones deletes a batch of tombstones past their expiry.
+const reapTombstones = `
+DELETE FROM idempotency_keys WHERE id IN (
+	SELECT id FROM idempotency_keys
+	WHERE recovery_point = 'expired' AND expires_at < now()
+	ORDER BY expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED)`
+
+// Reap turns finished keys past their retention into tombstones and deletes
+// tombstones past theirs, batch keys per statement, until none is left.
+// Unfinished keys are never reaped, and what a key created outlives it. It
+// returns how many keys it expired and how many tombstones it deleted.
+func (s *Store) Reap(ctx context.Context, batch int) (expired, deleted int, err error) {
+	if s.TombstoneRetention <= 0 {
+		return 0, 0, errors.New("reap keys: the store has no TombstoneRetention set")
+	}
+	if expired, err = s.inBatches(ctx, expireKeys, batch, s.TombstoneRetention); err != nil {
+		return expired, 0, fmt.Errorf("expire keys: %w", err)
+	}
+	if deleted, err = s.inBatches(ctx, reapTombstones, batch); err != nil {
+		return expired, deleted, fmt.Errorf("reap tombstones: %w", err)
+	}
+	return expired, deleted, nil
+}
+
+// inBatches runs a statement that takes the batch size as $1 until it
+// affects fewer rows than a batch, and returns how many it affected.
+func (s *Store) inBatches(ctx context.Context, sql string, batch int, args ...any) (int, error) {
 	total := 0
 	for {
-		tag, err := s.DB.Exec(ctx, reapKeys, batch)
+		tag, err := s.DB.Exec(ctx, sql, append([]any{batch}, args...)...)
 		if err != nil {
-			return total, fmt.Errorf("reap keys: %w", err)
+			return total, err
 		}
 		total += int(tag.RowsAffected())
 		if tag.RowsAffected() < int64(batch) {

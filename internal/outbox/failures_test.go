@@ -368,8 +368,9 @@ func TestLiveJobs(t *testing.T) {
 	}
 }
 
-// TestReaper deletes only finished, expired keys, in batches; payments stay,
-// and a reaped key used again is a new request.
+// TestReaper turns only finished, expired keys into tombstones, in batches,
+// then deletes tombstones past theirs; payments stay, and a key used again
+// answers 410 until its tombstone is gone, then is a new request.
 func TestReaper(t *testing.T) {
 	t.Parallel()
 	s := stacktest.New(t, stacktest.Options{})
@@ -383,18 +384,25 @@ func TestReaper(t *testing.T) {
 			t.Fatalf("%s: %d", key, res.Status)
 		}
 	}
-	if n, err := s.Keys.Reap(ctx, 2); err != nil || n != 0 {
-		t.Fatalf("before expiry: reaped %d, %v", n, err)
+	if expired, deleted, err := s.Keys.Reap(ctx, 2); err != nil || expired+deleted != 0 {
+		t.Fatalf("before expiry: %d, %d, %v", expired, deleted, err)
 	}
 	s.Exec(`UPDATE idempotency_keys SET expires_at = expires_at - interval '25 hours' WHERE expires_at IS NOT NULL`)
-	if n, err := s.Keys.Reap(ctx, 2); err != nil || n != 5 {
-		t.Fatalf("after expiry: reaped %d, %v", n, err)
+	if expired, deleted, err := s.Keys.Reap(ctx, 2); err != nil || expired != 5 || deleted != 0 {
+		t.Fatalf("after expiry: %d expired, %d deleted, %v", expired, deleted, err)
 	}
-	if n := s.Count(`SELECT count(*) FROM idempotency_keys`); n != 1 {
-		t.Fatalf("keys left = %d, want the unfinished one", n)
+	if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE recovery_point = 'expired' AND response_body IS NULL`); n != 5 {
+		t.Fatalf("tombstones = %d, want 5", n)
 	}
 	if point := s.RecoveryPoint(stacktest.AcmeID, "unfinished"); point != "started" {
 		t.Fatalf("unfinished key: %q", point)
+	}
+	if res := s.Pay(acme, "k1", pay("pm_card_visa")); res.Status != http.StatusGone {
+		t.Fatalf("retry under a tombstone: %d %s", res.Status, res.Body)
+	}
+	s.Exec(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE recovery_point = 'expired'`)
+	if expired, deleted, err := s.Keys.Reap(ctx, 2); err != nil || expired != 0 || deleted != 5 {
+		t.Fatalf("tombstones past theirs: %d expired, %d deleted, %v", expired, deleted, err)
 	}
 	if n := s.Count(`SELECT count(*) FROM payments`); n != 6 {
 		t.Fatalf("payments = %d, want 6", n)

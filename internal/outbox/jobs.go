@@ -135,7 +135,8 @@ type ReapArgs struct{}
 // Kind names the job in River's tables.
 func (ReapArgs) Kind() string { return "reap_idempotency_keys" }
 
-// ReapWorker deletes finished keys past their expiry, in batches.
+// ReapWorker turns finished keys past their retention into tombstones, and
+// deletes tombstones past theirs, in batches.
 type ReapWorker struct {
 	river.WorkerDefaults[ReapArgs]
 	Keys   *idempotency.Store
@@ -145,9 +146,9 @@ type ReapWorker struct {
 
 // Work reaps until no expired key is left.
 func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
-	n, err := w.Keys.Reap(ctx, w.Batch)
-	if n > 0 {
-		w.Logger.Info("reaped idempotency keys", "deleted", n)
+	expired, deleted, err := w.Keys.Reap(ctx, w.Batch)
+	if expired+deleted > 0 {
+		w.Logger.Info("reaped idempotency keys", "expired", expired, "tombstones_deleted", deleted)
 	}
 	return err
 }

@@ -41,6 +41,9 @@ LIMIT $3`
 // starting after the event startingAfter when it is not empty.
 func (s *Service) ListEvents(ctx context.Context, tenantID string, limit int, startingAfter string) ([]Event, bool, error) {
 	if startingAfter != "" {
+		if !validID("evt_", startingAfter) {
+			return nil, false, ErrEventNotFound
+		}
 		var id string
 		err := s.DB.QueryRow(ctx, getEvent, tenantID, startingAfter).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -9,7 +9,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -66,11 +68,22 @@ type Payment struct {
 
 // NewPayment is the request to create a payment.
 type NewPayment struct {
-	Amount        *int64            `json:"amount"`
-	Currency      string            `json:"currency"`
-	PaymentMethod string            `json:"payment_method"`
-	Description   *string           `json:"description"`
-	Metadata      map[string]string `json:"metadata"`
+	Amount        *int64  `json:"amount"`
+	Currency      string  `json:"currency"`
+	PaymentMethod string  `json:"payment_method"`
+	Description   *string `json:"description"`
+	// Metadata values are pointers so that a null value is told apart from
+	// "" and refused, rather than stored as "".
+	Metadata map[string]*string `json:"metadata"`
+}
+
+// metadata returns the validated metadata as stored: never nil.
+func (p NewPayment) metadata() map[string]string {
+	m := make(map[string]string, len(p.Metadata))
+	for k, v := range p.Metadata {
+		m[k] = *v
+	}
+	return m
 }
 
 // FieldError is one invalid field of a request.
@@ -113,18 +126,29 @@ func (p NewPayment) Validate() error {
 	case len(p.PaymentMethod) > MaxPaymentMethod || !paymentMethodPattern.MatchString(p.PaymentMethod):
 		add("payment_method", "must be a payment method token such as pm_card_visa")
 	}
-	if p.Description != nil && utf8.RuneCountInString(*p.Description) > MaxDescription {
+	switch {
+	case p.Description == nil:
+	case utf8.RuneCountInString(*p.Description) > MaxDescription:
 		add("description", "must be at most %d characters", MaxDescription)
+	case !Storable(*p.Description):
+		add("description", "must be valid UTF-8 text without NUL characters")
 	}
 	if len(p.Metadata) > MaxMetadataPairs {
 		add("metadata", "must have at most %d keys", MaxMetadataPairs)
 	}
-	for k, v := range p.Metadata {
+	for _, k := range slices.Sorted(maps.Keys(p.Metadata)) {
+		v := p.Metadata[k]
 		switch {
 		case k == "" || utf8.RuneCountInString(k) > MaxMetadataKey:
 			add("metadata", "keys must be 1 to %d characters", MaxMetadataKey)
-		case utf8.RuneCountInString(v) > MaxMetadataValue:
+		case !Storable(k):
+			add("metadata", "keys must be valid UTF-8 text without NUL characters")
+		case v == nil:
+			add("metadata."+k, "must be a string, not null")
+		case utf8.RuneCountInString(*v) > MaxMetadataValue:
 			add("metadata."+k, "must be at most %d characters", MaxMetadataValue)
+		case !Storable(*v):
+			add("metadata."+k, "must be valid UTF-8 text without NUL characters")
 		}
 	}
 	if len(errs) > 0 {
@@ -133,20 +157,52 @@ func (p NewPayment) Validate() error {
 	return nil
 }
 
-// validCurrency accepts a three-letter ISO 4217 code in upper case.
-func validCurrency(code string) bool {
-	if len(code) != 3 || code[0] < 'A' || code[0] > 'Z' || code[1] < 'A' || code[1] > 'Z' || code[2] < 'A' || code[2] > 'Z' {
-		return false
-	}
-	_, err := currency.ParseISO(code)
-	return err == nil
+// Storable reports whether s can be stored as Postgres text: valid UTF-8
+// with no NUL character. Text from a client is checked before any query, so
+// the database never refuses it.
+func Storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
-const idAlphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+// currencies are the ISO 4217 codes of money: the tender currencies in use
+// today, as golang.org/x/text's CLDR data knows them. Codes that are not money
+// (XXX, XTS, the precious metals XAU and the like, fund codes such as USN)
+// and withdrawn ones (DEM) are not in it.
+var currencies = func() map[string]bool {
+	set := map[string]bool{}
+	for it := currency.Query(); it.Next(); {
+		set[it.Unit().String()] = true
+	}
+	return set
+}()
+
+// validCurrency accepts a three-letter ISO 4217 code of money, in upper case.
+func validCurrency(code string) bool { return currencies[code] }
+
+const (
+	idAlphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	idLength   = 24
+)
+
+// validID reports whether id has the shape of an id newID made with prefix.
+// Anything else names nothing, and is answered as not found without a query,
+// so that no client text reaches the database as an id.
+func validID(prefix, id string) bool {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok || len(rest) != idLength {
+		return false
+	}
+	for i := range len(rest) {
+		if strings.IndexByte(idAlphabet, rest[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // newID returns prefix followed by 24 random base62 characters.
 func newID(prefix string) string {
-	b := make([]byte, 24)
+	b := make([]byte, idLength)
 	_, _ = rand.Read(b)
 	for i := range b {
 		// The slight modulo bias does not matter for identifiers.

@@ -90,6 +90,9 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 	if err := nr.Validate(); err != nil {
 		return idempotency.Lease{}, err
 	}
+	if !validID("pay_", paymentID) {
+		return idempotency.Lease{}, ErrNotFound
+	}
 	return s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, *idempotency.Response, error) {
 		p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID))
 		if err != nil {
@@ -134,6 +137,9 @@ const getRefund = `SELECT ` + refundColumns + ` FROM refunds r WHERE r.tenant_id
 
 // GetRefund returns the tenant's refund, or ErrRefundNotFound.
 func (s *Service) GetRefund(ctx context.Context, tenantID, id string) (Refund, error) {
+	if !validID("re_", id) {
+		return Refund{}, ErrRefundNotFound
+	}
 	return scanRefund(s.DB.QueryRow(ctx, getRefund, tenantID, id))
 }
 

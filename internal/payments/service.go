@@ -54,10 +54,7 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 	}
 	lease, err := s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, *idempotency.Response, error) {
 		id := newID("pay_")
-		metadata := np.Metadata
-		if metadata == nil {
-			metadata = map[string]string{}
-		}
+		metadata := np.metadata()
 		_, err := tx.Exec(ctx, insertPayment, id, req.TenantID, keyID, *np.Amount, strings.ToUpper(np.Currency),
 			np.PaymentMethod, np.Description, metadata, StatusProcessing)
 		if err != nil {
@@ -81,6 +78,9 @@ const getPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id 
 
 // Get returns the tenant's payment, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID, id string) (Payment, error) {
+	if !validID("pay_", id) {
+		return Payment{}, ErrNotFound
+	}
 	return scanPayment(s.DB.QueryRow(ctx, getPayment, tenantID, id))
 }
 

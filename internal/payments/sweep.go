@@ -35,7 +35,7 @@ type Sweeper struct {
 // marked, oldest first.
 const quietKeys = `
 SELECT k.resource_type, k.resource_id FROM idempotency_keys k
-WHERE k.recovery_point <> 'finished'
+WHERE k.recovery_point NOT IN ('finished', 'expired')
 	AND k.updated_at < now() - $1::interval
 	AND k.resource_type IN ('payment', 'refund')
 	AND NOT EXISTS (SELECT 1 FROM reconciliations r

@@ -52,6 +52,8 @@ type Options struct {
 	ProcessorTimeout time.Duration
 	// DBProxy puts a Proxy between the API and Postgres (Stack.Proxy).
 	DBProxy bool
+	// RateLimit limits each tenant's idempotent POSTs; off by default.
+	RateLimit httpapi.RateLimit
 }
 
 // Stack is the service under test.
@@ -149,11 +151,12 @@ func New(t testing.TB, opts Options) *Stack {
 		DefaultWait: 10 * time.Second,
 		MaxWait:     20 * time.Second,
 		RetryAfter:  time.Second,
+		RateLimit:   opts.RateLimit,
 	}
 	s.API = httptest.NewServer(api.Handler())
 	t.Cleanup(s.API.Close)
 
-	s.Keys = &idempotency.Store{DB: db.Pool, LockTimeout: LockTimeout, Retention: 24 * time.Hour}
+	s.Keys = &idempotency.Store{DB: db.Pool, LockTimeout: LockTimeout, Retention: 24 * time.Hour, TombstoneRetention: 7 * 24 * time.Hour}
 	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
 	s.Ops = &payments.Operations{DB: db.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.Renderer{},
 		MaxAttempts: opts.MaxAttempts, Deadline: opts.Deadline}
