@@ -4,15 +4,24 @@ export DATABASE_URL
 
 GO ?= go
 
-.PHONY: run test build migrate seed vet fuzz clean
+.PHONY: run test chaos build migrate seed vet fuzz clean
 
 ## run: build, migrate, seed the demo tenants, then run processor, worker and API until Ctrl-C
+## (logs as text for a person; LOG_FORMAT=json for what production writes)
+run migrate seed: export LOG_FORMAT ?= text
 run: migrate seed
 	./scripts/run.sh
 
 ## test: every test, under the race detector, against the Postgres at TEST_DATABASE_URL (default: local)
 test:
 	$(GO) test -race -count=1 ./...
+
+## chaos: the invariants under kills, outages and races, with its own stack and database
+## (CHAOS_PROFILE=short, about two minutes, or long; CHAOS_SEED repeats a run)
+CHAOS_PROFILE ?= short
+chaos: build
+	$(GO) build -o bin/ ./cmd/chaos
+	CHAOS_PROFILE=$(CHAOS_PROFILE) ./bin/chaos
 
 ## build: the three binaries into bin/
 build:
@@ -40,4 +49,4 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRouter$$' -fuzztime $(FUZZTIME) ./internal/http/
 
 clean:
-	rm -rf bin/
+	rm -rf bin/ chaos-logs/

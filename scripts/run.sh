@@ -23,10 +23,20 @@ stop() {
 }
 trap stop INT TERM EXIT
 
+# A person reads these logs: one line a record, not JSON (LOG_FORMAT=json to
+# see what production writes).
+export LOG_FORMAT=${LOG_FORMAT:-text}
+
 prefixed processor ./bin/processor
 prefixed worker ./bin/worker
 prefixed api ./bin/api
-echo "[run] API on ${API_ADDR:-:8080}, processor on ${PROCESSOR_ADDR:-:8090}; Ctrl-C stops all three"
+cat <<EOF
+[run] API        http://localhost${API_ADDR:-:8080}   (try: curl localhost${API_ADDR:-:8080}/healthz)
+[run] processor  http://localhost${PROCESSOR_ADDR:-:8090}
+[run] worker     http://localhost${METRICS_ADDR:-:9091}/metrics
+[run] demo API keys: sk_test_acme (Acme), sk_test_globex (Globex)
+[run] Ctrl-C stops all three
+EOF
 
 # Return as soon as any of them exits; the trap stops the others.
 wait -n "${pids[@]}"

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/goleak"
 )
 
@@ -13,28 +15,16 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func TestConfigValidate(t *testing.T) {
+// TestHelp lists the variables the API reads.
+func TestHelp(t *testing.T) {
 	t.Parallel()
-	var cfg config
-	if err := envconfig.Process("payments_api_test_unset", &cfg); err != nil {
-		t.Fatal(err)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v", err)
 	}
-	if err := cfg.validate(); err != nil {
-		t.Fatalf("the defaults are refused: %v", err)
-	}
-	short := cfg
-	short.LockTimeout = cfg.MaxWait - time.Second
-	if err := short.validate(); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_LOCK_TIMEOUT") {
-		t.Fatalf("a lock timeout under the longest wait: %v", err)
-	}
-	long := cfg
-	long.DefaultWait = cfg.MaxWait + time.Second
-	if err := long.validate(); err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_DEFAULT_WAIT") {
-		t.Fatalf("a default wait over the maximum: %v", err)
-	}
-	window := cfg
-	window.RateWindow = 100 * time.Millisecond
-	if err := window.validate(); err == nil || !strings.Contains(err.Error(), "TENANT_RATE_WINDOW") {
-		t.Fatalf("a rate window under a second: %v", err)
+	for _, v := range []string{"DATABASE_URL", "API_ADDR", "IDEMPOTENCY_KEY_RETENTION", "TENANT_RATE_LIMIT", "LOG_FORMAT"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("-h lacks %s:\n%s", v, out.String())
+		}
 	}
 }

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/processor"
 )
 
 func TestFind(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
 	ctx := context.Background()
 
 	if _, found, err := client.FindCharge(ctx, "find-none"); err != nil || found {
@@ -49,7 +49,7 @@ func TestFind(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
 	ctx := context.Background()
 
 	t.Run("ChargeNone", func(t *testing.T) {
@@ -112,11 +112,11 @@ func TestClose(t *testing.T) {
 	})
 	t.Run("ErrChaos", func(t *testing.T) {
 		t.Parallel()
-		failing := gateway.New(startProcessor(t, processor.Config{Chaos: processor.Chaos{FailRate: 1}}), 5*time.Second)
+		failing := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{FailRate: 1}}), 5*time.Second)
 		if _, _, err := failing.CloseCharge(ctx, "close-chaos"); !errors.Is(err, payments.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}
-		dropping := gateway.New(startProcessor(t, processor.Config{Chaos: processor.Chaos{DropRate: 1}}), 5*time.Second)
+		dropping := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{DropRate: 1}}), 5*time.Second)
 		if _, _, err := dropping.CloseRefund(ctx, "close-chaos"); !errors.Is(err, payments.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}

@@ -11,9 +11,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/processor"
 	"github.com/example/payments/internal/testdb"
 	"github.com/example/payments/internal/testwait"
 )
@@ -24,10 +24,10 @@ func TestMain(m *testing.M) {
 
 // startProcessor runs the fake processor with cfg on a fresh database and
 // returns its URL.
-func startProcessor(t *testing.T, cfg processor.Config) string {
+func startProcessor(t *testing.T, cfg fakeprocessor.Config) string {
 	t.Helper()
 	db := testdb.New(t)
-	proc, err := processor.New(db.Pool, slog.New(slog.NewTextHandler(t.Output(), nil)), cfg)
+	proc, err := fakeprocessor.New(db.Pool, slog.New(slog.NewTextHandler(t.Output(), nil)), cfg)
 	if err != nil {
 		t.Fatalf("new processor: %v", err)
 	}
@@ -50,7 +50,7 @@ func chargeReq(key, method string) payments.ChargeRequest {
 
 func TestCharge(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
 
 	tests := []struct {
 		name        string
@@ -99,7 +99,7 @@ func TestCharge(t *testing.T) {
 
 func TestChargeErrors(t *testing.T) {
 	t.Parallel()
-	url := startProcessor(t, processor.Config{})
+	url := startProcessor(t, fakeprocessor.Config{})
 	client := gateway.New(url, 5*time.Second)
 	ctx := context.Background()
 
@@ -139,7 +139,7 @@ func TestChargeErrors(t *testing.T) {
 
 func TestChargeTimeout(t *testing.T) {
 	t.Parallel()
-	url := startProcessor(t, processor.Config{TimeoutHang: time.Hour})
+	url := startProcessor(t, fakeprocessor.Config{TimeoutHang: time.Hour})
 	ctx := context.Background()
 	req := chargeReq("timeout", "pm_card_timeout")
 
@@ -172,16 +172,16 @@ func TestChargeChaos(t *testing.T) {
 
 	tests := []struct {
 		name       string
-		chaos      processor.Chaos
+		chaos      fakeprocessor.Chaos
 		wantCharge bool
 	}{
-		{"Fail", processor.Chaos{FailRate: 1}, false},
-		{"Drop", processor.Chaos{DropRate: 1}, true},
+		{"Fail", fakeprocessor.Chaos{FailRate: 1}, false},
+		{"Drop", fakeprocessor.Chaos{DropRate: 1}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			client := gateway.New(startProcessor(t, processor.Config{Chaos: tt.chaos}), 5*time.Second)
+			client := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: tt.chaos}), 5*time.Second)
 			ctx := context.Background()
 			req := chargeReq("chaos", "pm_card_visa")
 
@@ -210,7 +210,7 @@ func TestChargeChaos(t *testing.T) {
 
 func TestLookups(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
 	ctx := context.Background()
 
 	declined, err := client.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "look-1", PaymentID: "pay_look", Amount: 10, Currency: "USD", PaymentMethod: "pm_card_declined"})

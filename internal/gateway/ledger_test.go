@@ -5,16 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/processor"
 )
 
 // TestLedger walks the processor's ledger of charges and refunds page by
 // page and checks that every row is seen once, in order.
 func TestLedger(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
 	client.PageSize = 3
 	ctx := context.Background()
 	since := time.Now().Add(-time.Minute)

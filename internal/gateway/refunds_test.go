@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/processor"
 )
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, processor.Config{}), 5*time.Second)
+	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
 	ctx := context.Background()
 	charge, err := client.Charge(ctx, chargeReq("refund-target", "pm_card_visa"))
 	if err != nil {

@@ -8,44 +8,23 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/render"
 )
 
 // keyView is an idempotency key as GET /v1/idempotency-keys/{key} shows it.
 type keyView struct {
-	Object         string     `json:"object"`
-	Key            string     `json:"key"`
-	RecoveryPoint  string     `json:"recovery_point"`
-	RequestMethod  string     `json:"request_method"`
-	RequestPath    string     `json:"request_path"`
-	Locked         bool       `json:"locked"`
-	ResponseStatus *int       `json:"response_status"`
-	Resource       *resource  `json:"resource"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
-	FinishedAt     *time.Time `json:"finished_at"`
-	ExpiresAt      *time.Time `json:"expires_at"`
-}
-
-// resource is what a key created, with where to fetch it.
-type resource struct {
-	Type string `json:"type"`
-	ID   string `json:"id"`
-	URL  string `json:"url"`
-}
-
-// resourceOf names a key's resource and its URL; nil when it created none.
-func resourceOf(r idempotency.Resource) *resource {
-	var url string
-	switch r.Type {
-	case payments.ResourceType:
-		url = paymentLocation(r.ID)
-	case payments.RefundResourceType:
-		url = refundLocation(r.ID)
-	default:
-		return nil
-	}
-	return &resource{Type: r.Type, ID: r.ID, URL: url}
+	Object         string           `json:"object"`
+	Key            string           `json:"key"`
+	RecoveryPoint  string           `json:"recovery_point"`
+	RequestMethod  string           `json:"request_method"`
+	RequestPath    string           `json:"request_path"`
+	Locked         bool             `json:"locked"`
+	ResponseStatus *int             `json:"response_status"`
+	Resource       *render.Resource `json:"resource"`
+	CreatedAt      time.Time        `json:"created_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+	FinishedAt     *time.Time       `json:"finished_at"`
+	ExpiresAt      *time.Time       `json:"expires_at"`
 }
 
 // pathParam returns a URL parameter decoded exactly once. chi matches on the
@@ -71,19 +50,19 @@ func (s *Server) getIdempotencyKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	k, err := s.Keys.Get(r.Context(), tenantID(r), name)
+	k, locked, err := s.Keys.Inspect(r.Context(), tenantID(r), name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	view := keyView{
 		Object: "idempotency_key", Key: k.Key, RecoveryPoint: k.RecoveryPoint,
-		RequestMethod: k.Method, RequestPath: k.Path, Locked: k.LockedAt != nil && time.Since(*k.LockedAt) < s.Keys.LockTimeout,
+		RequestMethod: k.Method, RequestPath: k.Path, Locked: locked,
 		CreatedAt: k.CreatedAt, UpdatedAt: k.UpdatedAt, FinishedAt: k.FinishedAt, ExpiresAt: k.ExpiresAt,
 	}
 	if k.Response != nil {
 		view.ResponseStatus = &k.Response.Status
 	}
-	view.Resource = resourceOf(k.Resource)
+	view.Resource = render.ResourceOf(k.Resource)
 	writeJSON(w, http.StatusOK, view)
 }

@@ -1,17 +1,15 @@
 package http
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/go-chi/httprate"
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// errRateLimited reports a tenant sending idempotent POSTs faster than its limit.
-var errRateLimited = errors.New("this API key sends requests that create idempotency keys faster than its limit")
+	"github.com/example/payments/internal/render"
+)
 
 // RateLimit is the per-tenant limit on idempotent POSTs, the requests that
 // create keys: at most Requests in each Window, per API process. Zero
@@ -31,7 +29,7 @@ func (s *Server) newLimiter(l RateLimit) *httprate.RateLimiter {
 	return httprate.NewRateLimiter(l.Requests, l.Window,
 		httprate.WithLimitHandler(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(l.Window.Round(time.Second)/time.Second))))
-			s.writeError(w, r, errRateLimited)
+			s.writeError(w, r, render.ErrRateLimited)
 		}))
 }
 

@@ -18,6 +18,7 @@ import (
 
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/stacktest"
 )
 
@@ -132,7 +133,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 // or as the default of a missing failure code.
 var (
 	tableCode   = regexp.MustCompile(`(?m)^\s*\{[\w.]+,\s*http\.Status\w+,\s*"([a-z_]+)"`)
-	problemCode = regexp.MustCompile(`newProblem\([^,]+,\s*"([a-z_]+)"`)
+	problemCode = regexp.MustCompile(`(?:render\.)?NewProblem\([^,]+,\s*"([a-z_]+)"`)
 	defaultCode = regexp.MustCompile(`deref\(\w+\.FailureCode,\s*"([a-z_]+)"\)`)
 )
 
@@ -147,8 +148,9 @@ func TestOpenAPIProblemCodes(t *testing.T) {
 	t.Parallel()
 	var codes []string
 	for file, patterns := range map[string][]*regexp.Regexp{
-		"problem.go": {tableCode, problemCode},
-		"render.go":  {problemCode, defaultCode},
+		"problem.go":           {problemCode},
+		"../render/problem.go": {tableCode, problemCode},
+		"../render/render.go":  {problemCode, defaultCode},
 	} {
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -188,7 +190,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"Refund":     payments.Refund{},
 		"NewRefund":  payments.NewRefund{},
 		"Event":      payments.Event{},
-		"Problem":    httpapi.Problem{},
+		"Problem":    render.Problem{},
 	} {
 		s, ok := schemas[name]
 		if !ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/render"
 )
 
 // createPayment handles POST /v1/payments.
@@ -19,7 +20,7 @@ func (s *Server) createPayment() http.HandlerFunc {
 		},
 		func(ctx context.Context, tenantID, id string) (any, string, error) {
 			p, err := s.Payments.Get(ctx, tenantID, id)
-			return p, paymentLocation(id), err
+			return p, render.PaymentLocation(id), err
 		})
 }
 
@@ -63,9 +64,7 @@ func listLimit(r *http.Request) (int, error) {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 || n > 100 {
-		return 0, &invalidRequestError{detail: "limit must be an integer from 1 to 100."}
+		return 0, &render.InvalidRequestError{Detail: "limit must be an integer from 1 to 100."}
 	}
 	return n, nil
 }
-
-func paymentLocation(id string) string { return "/v1/payments/" + id }

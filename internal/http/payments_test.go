@@ -395,8 +395,14 @@ func TestResume(t *testing.T) {
 			t.Fatalf("while locked: %d %s", held.Status, held.Body)
 		}
 
+		if view := decodeProblem(t, s.Request(http.MethodGet, "/v1/idempotency-keys/stale", acme, "").Body); view["locked"] != true {
+			t.Fatalf("a live lock shown as %v", view["locked"])
+		}
 		// The lock's age is the database's clock: move the lock back in time.
 		s.Exec(`UPDATE idempotency_keys SET locked_at = locked_at - $1::interval WHERE key = 'stale'`, stacktest.LockTimeout+time.Second)
+		if view := decodeProblem(t, s.Request(http.MethodGet, "/v1/idempotency-keys/stale", acme, "").Body); view["locked"] != false {
+			t.Fatalf("a stale lock shown as %v", view["locked"])
+		}
 		s.StartWorker()
 		final := s.Pay(acme, "stale", visa)
 		if final.Status != http.StatusCreated {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/render"
 )
 
 // createRefund handles POST /v1/payments/{id}/refunds. The body is optional:
@@ -19,7 +20,7 @@ func (s *Server) createRefund() http.HandlerFunc {
 		},
 		func(ctx context.Context, tenantID, id string) (any, string, error) {
 			ref, err := s.Payments.GetRefund(ctx, tenantID, id)
-			return ref, refundLocation(id), err
+			return ref, render.RefundLocation(id), err
 		})
 }
 
@@ -32,8 +33,6 @@ func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, ref)
 }
-
-func refundLocation(id string) string { return "/v1/refunds/" + id }
 
 // listEvents handles GET /v1/events?limit=&starting_after=.
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {

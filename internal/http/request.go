@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/render"
 )
 
 // keyHeader returns the request's idempotency key. It runs before the body
@@ -22,7 +23,7 @@ func keyHeader(r *http.Request) (string, error) {
 	values := r.Header.Values("Idempotency-Key")
 	switch len(values) {
 	case 0:
-		return "", errKeyMissing
+		return "", render.ErrKeyMissing
 	case 1:
 		return idempotency.ParseKey(values[0])
 	default:
@@ -35,7 +36,7 @@ func keyHeader(r *http.Request) (string, error) {
 func idempotencyRequest(r *http.Request, key string, body []byte) (idempotency.Request, error) {
 	fp, err := idempotency.Fingerprint(r.Method, r.URL.Path, body)
 	if err != nil {
-		return idempotency.Request{}, &invalidRequestError{detail: "The request body is not valid JSON."}
+		return idempotency.Request{}, &render.InvalidRequestError{Detail: "The request body is not valid JSON."}
 	}
 	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Fingerprint: fp}, nil
 }
@@ -47,43 +48,43 @@ func idempotencyRequest(r *http.Request, key string, body []byte) (idempotency.R
 // empty object: the same request as {}, under the same fingerprint.
 func readJSON(w http.ResponseWriter, r *http.Request, dst any, optional bool) ([]byte, error) {
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		return nil, errEncoding
+		return nil, render.ErrEncoding
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, errTooLarge
+		return nil, render.ErrTooLarge
 	case err != nil:
 		// A slow, truncated or reset body is the client's doing, never the
 		// store's: %v keeps the network error out of the chain, so that it
 		// cannot be taken for a database outage.
-		return nil, fmt.Errorf("%w: %v", errBodyUnreadable, err)
+		return nil, fmt.Errorf("%w: %v", render.ErrBodyUnreadable, err)
 	case len(body) == 0 && optional:
 		return []byte("{}"), nil
 	}
 	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mediaType != "application/json" {
-		return nil, errMediaType
+		return nil, render.ErrMediaType
 	}
 	// Decoding into a map first makes names exact: encoding/json alone would
 	// let "AMOUNT" fill amount.
 	var fields map[string]json.RawMessage
 	if err := strictDecode(body, &fields); err != nil || fields == nil {
-		return nil, &invalidRequestError{detail: "The request body must be a JSON object."}
+		return nil, &render.InvalidRequestError{Detail: "The request body must be a JSON object."}
 	}
 	known := jsonFields(dst)
 	for name := range fields {
 		if !known[name] {
-			return nil, &invalidRequestError{detail: fmt.Sprintf("Unknown field %q.", name)}
+			return nil, &render.InvalidRequestError{Detail: fmt.Sprintf("Unknown field %q.", name)}
 		}
 	}
 	if err := strictDecode(body, dst); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return nil, &invalidRequestError{detail: fmt.Sprintf("Field %q must be %s.", typeErr.Field, describeType(typeErr.Type))}
+			return nil, &render.InvalidRequestError{Detail: fmt.Sprintf("Field %q must be %s.", typeErr.Field, describeType(typeErr.Type))}
 		}
-		return nil, &invalidRequestError{detail: "The request body is not valid JSON."}
+		return nil, &render.InvalidRequestError{Detail: "The request body is not valid JSON."}
 	}
 	return body, nil
 }

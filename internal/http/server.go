@@ -1,5 +1,6 @@
 // Package http is the API's HTTP adapter: routing, authentication, request
-// decoding, the Idempotency-Key protocol on the wire, and problem+json errors.
+// decoding, the Idempotency-Key protocol on the wire, rate limits and metrics;
+// errors are answered as problem+json, as package render maps them.
 // It turns requests into calls on the payments and idempotency packages.
 package http
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/tenants"
 )
 
@@ -61,10 +63,10 @@ func (s *Server) Handler() http.Handler {
 		r.Method(http.MethodGet, "/metrics", metricsHandler(s.Registry))
 	}
 	s.limiter = s.newLimiter(s.RateLimit)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, errRouteNotFound) })
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, render.ErrRouteNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", strings.Join(allowed(r, req), ", "))
-		s.writeError(w, req, errMethodNotAllowed)
+		s.writeError(w, req, render.ErrMethodNotAllowed)
 	})
 
 	r.Get("/healthz", s.healthz)

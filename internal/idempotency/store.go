@@ -253,6 +253,23 @@ func (s *Store) Get(ctx context.Context, tenantID, key string) (Key, error) {
 	return k, nil
 }
 
+const inspectKey = `SELECT ` + keyColumns + `, false, locked_at >= now() - $3::interval
+FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
+
+// Inspect returns the tenant's key, or ErrNotFound, and whether a request
+// holds its lock now (a stale lock is not held), by the database's clock.
+func (s *Store) Inspect(ctx context.Context, tenantID, key string) (Key, bool, error) {
+	var locked *bool
+	k, err := scanKey(s.DB.QueryRow(ctx, inspectKey, tenantID, key, s.LockTimeout), nil, &locked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, false, ErrNotFound
+	}
+	if err != nil {
+		return Key{}, false, fmt.Errorf("inspect key: %w", err)
+	}
+	return k, locked != nil && *locked, nil
+}
+
 const getKeyByID = `SELECT ` + keyColumns + `, false FROM idempotency_keys WHERE id = $1`
 
 // GetByID returns the key with the given id, or ErrNotFound.
@@ -267,7 +284,9 @@ func (s *Store) GetByID(ctx context.Context, db database.DBTX, id int64) (Key, e
 	return k, nil
 }
 
-func scanKey(row pgx.Row, inserted *bool) (Key, error) {
+// scanKey reads the key columns and a boolean into inserted (nil: a
+// constant false is read and dropped), then any extra columns into extra.
+func scanKey(row pgx.Row, inserted *bool, extra ...any) (Key, error) {
 	var (
 		k                        Key
 		resType, resID           *string
@@ -280,9 +299,9 @@ func scanKey(row pgx.Row, inserted *bool) (Key, error) {
 	if inserted == nil {
 		inserted = &discard
 	}
-	err := row.Scan(&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.RecoveryPoint,
-		&lockedAt, &resType, &resID, &status, &header, &body,
-		&k.CreatedAt, &k.UpdatedAt, &finished, &exps, inserted)
+	err := row.Scan(append([]any{&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.RecoveryPoint,
+		&lockedAt, &resType, &resID, &status, &header, &body, &k.CreatedAt, &k.UpdatedAt, &finished, &exps, inserted},
+		extra...)...)
 	if err != nil {
 		return Key{}, err
 	}

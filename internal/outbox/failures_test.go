@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/processor"
 	"github.com/example/payments/internal/stacktest"
 )
 
@@ -155,7 +155,7 @@ func inFlight(t *testing.T, s *stacktest.Stack) {
 func TestGiveUpWhileInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	opts := stacktest.Options{ProcessorTimeout: 300 * time.Millisecond, Chaos: processor.Chaos{ExecLatency: 3 * time.Second}}
+	opts := stacktest.Options{ProcessorTimeout: 300 * time.Millisecond, Chaos: fakeprocessor.Chaos{ExecLatency: 3 * time.Second}}
 	// patient is the stack's reconciler with a caller that waits out the
 	// processor's latency, as the close must wait for what is in flight.
 	patient := func(s *stacktest.Stack) (*payments.Operations, *payments.Reconciler) {

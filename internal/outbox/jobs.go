@@ -87,17 +87,18 @@ type ReconcileArgs struct{}
 // Kind names the job in River's tables.
 func (ReconcileArgs) Kind() string { return "reconcile" }
 
-// InsertOpts keeps reconciliation to one run at a time across all workers:
-// while one is waiting or running, the periodic enqueuer inserts no other.
-// A run that fails is not retried on top of the next one: the next periodic
-// run starts afresh.
-func (ReconcileArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		MaxAttempts: 1,
-		UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
-			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
-		}},
-	}
+// InsertOpts: see onePeriodicRun.
+func (ReconcileArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
+
+// onePeriodicRun keeps a periodic job to one run at a time across all
+// workers: while one is waiting or running, the periodic enqueuer inserts no
+// other. A run that fails is not retried on top of the next one: the next
+// periodic run starts afresh.
+var onePeriodicRun = river.InsertOpts{
+	MaxAttempts: 1,
+	UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+	}},
 }
 
 // ReconcileWorker sweeps stuck operations and then runs the reconciler.
@@ -134,6 +135,9 @@ type ReapArgs struct{}
 
 // Kind names the job in River's tables.
 func (ReapArgs) Kind() string { return "reap_idempotency_keys" }
+
+// InsertOpts: see onePeriodicRun.
+func (ReapArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
 
 // ReapWorker turns finished keys past their retention into tombstones, and
 // deletes tombstones past theirs, in batches.

@@ -63,7 +63,7 @@ type Operations struct {
 }
 
 // operation is what the state machine needs of one kind of operation; the
-// charge and the refund each have one (charge.go, refund_ops.go).
+// charge and the refund each have one (charge.go, refund_op.go).
 type operation interface {
 	// resourceType names what the operation's key created, as stored on the
 	// key and in the reconciliation queue.

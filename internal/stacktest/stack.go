@@ -1,6 +1,7 @@
-// Package stacktest runs the whole service inside one test: its own
-// database, the fake processor and the API on real HTTP servers, and a River
-// worker started on demand. Tests of several packages share it.
+// Package stacktest runs the whole service inside one test process: its own
+// database, and the fake processor, the API and the worker, each built by its
+// process constructor and serving real HTTP on a loopback port (the worker
+// starts on demand). Tests of several packages share it.
 package stacktest
 
 import (
@@ -10,23 +11,22 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/kelseyhightower/envconfig"
 
-	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/process/api"
+	"github.com/example/payments/internal/process/processor"
+	"github.com/example/payments/internal/process/worker"
 	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/internal/testdb"
 	"github.com/example/payments/internal/testwait"
@@ -43,7 +43,7 @@ const (
 // Options tune a stack; the zero value is a healthy service.
 type Options struct {
 	// Chaos is passed to the processor.
-	Chaos processor.Chaos
+	Chaos fakeprocessor.Chaos
 	// MaxAttempts is the jobs' retry budget (default 3).
 	MaxAttempts int
 	// Deadline bounds how long an operation may be attempted (default 1h).
@@ -56,16 +56,24 @@ type Options struct {
 	RateLimit httpapi.RateLimit
 }
 
-// Stack is the service under test.
+// Endpoint is where a process of the stack answers.
+type Endpoint struct{ URL string }
+
+// Stack is the service under test: the processor, the API and the worker,
+// each built by its process constructor (package process/api, /worker, /processor) as the binaries
+// build them, on free loopback ports.
 //
 // The service decides time with the database's clock, so a test makes time
 // pass for a row by moving its timestamps back (Exec), never by sleeping.
 type Stack struct {
-	T          testing.TB
-	DB         *testdb.DB
-	API        *httptest.Server
-	Processor  *httptest.Server
-	Gateway    *gateway.Client
+	T   testing.TB
+	DB  *testdb.DB
+	API Endpoint
+	// Processor is the processor as the worker reaches it, through a proxy
+	// that ProcessorDown cuts.
+	Processor Endpoint
+	Gateway   *gateway.Client
+	// The worker's parts, for tests that drive them directly.
 	Keys       *idempotency.Store
 	Ops        *payments.Operations
 	Reconciler *payments.Reconciler
@@ -73,10 +81,10 @@ type Stack struct {
 	// Proxy stands between the API and Postgres when Options.DBProxy is set.
 	Proxy *Proxy
 
-	opts      Options
-	logger    *slog.Logger
 	client    *http.Client
-	down      atomic.Bool
+	procProxy *Proxy
+	worker    *worker.Worker
+	run       func(name string, p interface{ Run(context.Context) error })
 	startOnce sync.Once
 }
 
@@ -92,110 +100,106 @@ func New(t testing.TB, opts Options) *Stack {
 	if opts.ProcessorTimeout == 0 {
 		opts.ProcessorTimeout = 5 * time.Second
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
 	db := testdb.New(t)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s := &Stack{T: t, DB: db, opts: opts, logger: logger, client: &http.Client{Timeout: 30 * time.Second}}
+	s := &Stack{T: t, DB: db, client: &http.Client{Timeout: 30 * time.Second}}
 	t.Cleanup(s.client.CloseIdleConnections)
+	// Each process runs until the test ends; its cleanup waits for it.
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	t.Cleanup(cancel)
+	s.run = func(name string, p interface{ Run(context.Context) error }) {
+		wg.Go(func() {
+			if err := p.Run(ctx); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
 
-	proc, err := processor.New(db.Pool, logger, processor.Config{Chaos: opts.Chaos, TimeoutHang: 10 * time.Second})
+	var pcfg processor.Config
+	defaults(t, &pcfg)
+	pcfg.DatabaseURL, pcfg.Addr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", 10*time.Second
+	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
+	proc, err := processor.New(ctx, pcfg, logger.With("process", "processor"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Processor = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.down.Load() {
-			panic(http.ErrAbortHandler) // an outage: the connection drops unanswered
-		}
-		proc.ServeHTTP(w, r)
-	}))
-	t.Cleanup(s.Processor.Close)
-	t.Cleanup(proc.Close)
+	s.run("processor", proc)
+	s.procProxy = NewProxy(t, proc.Addr())
+	s.Processor = Endpoint{URL: "http://" + s.procProxy.Addr()}
 
-	// The API may reach Postgres through a proxy; the worker side never does.
-	apiPool := db.Pool
+	var acfg api.Config
+	defaults(t, &acfg)
+	acfg.DatabaseURL, acfg.Addr = db.URL, "127.0.0.1:0"
+	acfg.LockTimeout, acfg.DefaultWait, acfg.MaxWait, acfg.RetryAfter = LockTimeout, 10*time.Second, 20*time.Second, time.Second
+	acfg.RateLimit, acfg.RateWindow = opts.RateLimit.Requests, max(opts.RateLimit.Window, time.Second)
 	if opts.DBProxy {
+		// The API may reach Postgres through a proxy; the worker never does.
 		u, err := url.Parse(db.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Proxy = NewProxy(t, u.Host)
 		u.Host = s.Proxy.Addr()
-		if apiPool, err = database.Connect(ctx, u.String()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(apiPool.Close)
+		acfg.DatabaseURL = u.String()
 	}
-	inserter, err := outbox.NewInserter(apiPool, logger)
+	a, err := api.New(ctx, acfg, logger.With("process", "api"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	listener := idempotency.NewListener(apiPool, logger)
-	listenCtx, stopListening := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { listener.Run(listenCtx) })
-	t.Cleanup(wg.Wait)
-	t.Cleanup(stopListening)
+	s.run("api", a)
+	s.API = Endpoint{URL: "http://" + a.Addr()}
 
-	apiKeys := &idempotency.Store{DB: apiPool, LockTimeout: LockTimeout, Retention: 24 * time.Hour,
-		Notifications: listener, PollInterval: 200 * time.Millisecond}
-	api := &httpapi.Server{
-		Tenants:     &tenants.Store{DB: apiPool},
-		Payments:    &payments.Service{DB: apiPool, Keys: apiKeys, Jobs: outbox.Queue{Client: inserter}, Render: httpapi.Renderer{}},
-		Keys:        apiKeys,
-		Logger:      logger,
-		Ready:       apiPool.Ping,
-		Registry:    prometheus.NewRegistry(),
-		DefaultWait: 10 * time.Second,
-		MaxWait:     20 * time.Second,
-		RetryAfter:  time.Second,
-		RateLimit:   opts.RateLimit,
+	// The worker is built now and started by StartWorker: retries are fast,
+	// and the periodic jobs are left to the tests to run.
+	var wcfg worker.Config
+	defaults(t, &wcfg)
+	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = db.URL, "127.0.0.1:0", s.Processor.URL
+	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.ChargeDeadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
+	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = 30*time.Second, 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
+	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = 0, 0, time.Hour, time.Minute
+	wcfg.TombstoneRetention = 7 * 24 * time.Hour
+	s.worker, err = worker.New(ctx, wcfg, logger.With("process", "worker"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.API = httptest.NewServer(api.Handler())
-	t.Cleanup(s.API.Close)
-
-	s.Keys = &idempotency.Store{DB: db.Pool, LockTimeout: LockTimeout, Retention: 24 * time.Hour, TombstoneRetention: 7 * 24 * time.Hour}
+	t.Cleanup(func() {
+		s.startOnce.Do(s.worker.Close) // a worker never started is closed
+	})
+	s.Keys, s.Ops, s.Reconciler, s.Sweeper = s.worker.Keys, s.worker.Ops, s.worker.Reconciler, s.worker.Sweeper
+	s.Keys.LockTimeout = LockTimeout
 	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
-	s.Ops = &payments.Operations{DB: db.Pool, Keys: s.Keys, Processor: s.Gateway, Render: httpapi.Renderer{},
-		MaxAttempts: opts.MaxAttempts, Deadline: opts.Deadline}
-	s.Reconciler = &payments.Reconciler{Ops: s.Ops, Logger: logger, Window: time.Hour, Grace: time.Minute, BatchSize: 100}
-	s.Sweeper = &payments.Sweeper{DB: db.Pool, Jobs: outbox.Queue{DB: db.Pool, RescueAfter: time.Minute},
-		StuckAfter: time.Minute, BatchSize: 100}
 	return s
 }
 
-// StartWorker starts a River worker that runs charge jobs until the test
-// ends. Retries are fast; the periodic jobs are left to the tests to run.
-func (s *Stack) StartWorker() {
-	s.startOnce.Do(func() {
-		worker, err := outbox.NewWorker(s.DB.Pool, s.logger, outbox.WorkerConfig{
-			MaxWorkers:        10,
-			JobTimeout:        30 * time.Second,
-			RescueAfter:       outbox.RescueAfter(30 * time.Second),
-			Backoff:           outbox.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
-			FetchPollInterval: 100 * time.Millisecond,
-		}, outbox.Deps{Ops: s.Ops, Reconciler: s.Reconciler, Sweeper: s.Sweeper, Logger: s.logger})
-		if err != nil {
-			s.T.Fatal(err)
-		}
-		if err := worker.Start(context.Background()); err != nil {
-			s.T.Fatal(err)
-		}
-		s.T.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := worker.Stop(ctx); err != nil {
-				s.T.Errorf("stop worker: %v", err)
-			}
-		})
-	})
+// defaults fills cfg with every default, as a binary with an empty
+// environment would read it.
+func defaults(t testing.TB, cfg any) {
+	t.Helper()
+	if err := envconfig.Process("payments_stacktest_unset", cfg); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// ProcessorDown makes every processor call drop its connection unanswered,
-// or, with false, brings the processor back.
-func (s *Stack) ProcessorDown(down bool) { s.down.Store(down) }
+// StartWorker starts the worker, which runs jobs until the test ends.
+func (s *Stack) StartWorker() {
+	s.startOnce.Do(func() { s.run("worker", s.worker) })
+}
+
+// ProcessorDown cuts the worker off the processor: open connections drop
+// and new ones are refused, so a call's outcome is unknown. With false, the
+// processor is back.
+func (s *Stack) ProcessorDown(down bool) {
+	if down {
+		s.procProxy.Cut()
+	} else {
+		s.procProxy.Restore()
+	}
+}
 
 // Response is what the API answered.
 type Response struct {

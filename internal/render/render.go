@@ -1,4 +1,4 @@
-package http
+package render
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 	"github.com/example/payments/internal/payments"
 )
 
-// Renderer writes the final responses that the payments package stores on
+// Renderer makes the final responses that the payments package stores on
 // idempotency keys, with the same encoding and error table as live answers.
 // It implements payments.Renderer.
 type Renderer struct{}
@@ -17,26 +17,26 @@ var _ payments.Renderer = Renderer{}
 // Payment is 201 with the payment when it succeeded, else a 402 problem
 // (502 when the processor could not charge) carrying the payment.
 func (Renderer) Payment(p payments.Payment) idempotency.Response {
-	location := paymentLocation(p.ID)
+	location := PaymentLocation(p.ID)
 	if p.Status == payments.StatusSucceeded {
-		return stored(http.StatusCreated, "application/json", location, encode(p))
+		return stored(http.StatusCreated, "application/json", location, Encode(p))
 	}
 	status, title := http.StatusPaymentRequired, "Payment declined"
 	code := deref(p.FailureCode, "payment_failed")
 	if code == payments.FailureProcessorError {
 		status, title = http.StatusBadGateway, "Processor error"
 	}
-	problem := newProblem(status, code, title, deref(p.FailureMessage, "The payment failed."))
+	problem := NewProblem(status, code, title, deref(p.FailureMessage, "The payment failed."))
 	problem.Payment = &p
-	return stored(status, "application/problem+json", location, encode(problem))
+	return stored(status, "application/problem+json", location, Encode(problem))
 }
 
 // Refund is 201 with the refund when it succeeded, else a 402 problem (502
 // when the service gave up on it) carrying the refund.
 func (Renderer) Refund(r payments.Refund) idempotency.Response {
-	location := refundLocation(r.ID)
+	location := RefundLocation(r.ID)
 	if r.Status == payments.StatusSucceeded {
-		return stored(http.StatusCreated, "application/json", location, encode(r))
+		return stored(http.StatusCreated, "application/json", location, Encode(r))
 	}
 	status, title, detail := http.StatusPaymentRequired, "Refund failed", "The processor refused the refund."
 	code := deref(r.FailureCode, "refund_failed")
@@ -44,18 +44,18 @@ func (Renderer) Refund(r payments.Refund) idempotency.Response {
 		status, title = http.StatusBadGateway, "Processor error"
 		detail = "The processor could not confirm the refund before the deadline. Nothing was refunded, and nothing will be."
 	}
-	problem := newProblem(status, code, title, detail)
+	problem := NewProblem(status, code, title, detail)
 	problem.Refund = &r
-	return stored(status, "application/problem+json", location, encode(problem))
+	return stored(status, "application/problem+json", location, Encode(problem))
 }
 
 // Error is the problem of a refusal that is final and stored.
 func (Renderer) Error(err error) idempotency.Response {
-	p, ok := problemFor(err)
+	p, ok := For(err)
 	if !ok {
-		p = newProblem(http.StatusInternalServerError, "internal_error", "Internal server error", "An unexpected error occurred.")
+		p = NewProblem(http.StatusInternalServerError, "internal_error", "Internal server error", "An unexpected error occurred.")
 	}
-	return stored(p.Status, "application/problem+json", "", encode(p))
+	return stored(p.Status, "application/problem+json", "", Encode(p))
 }
 
 func stored(status int, contentType, location string, body []byte) idempotency.Response {
@@ -72,3 +72,30 @@ func deref(s *string, otherwise string) string {
 	}
 	return *s
 }
+
+// Resource is what a key created, with where to fetch it.
+type Resource struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	URL  string `json:"url"`
+}
+
+// ResourceOf names a key's resource and its URL; nil when it created none.
+func ResourceOf(r idempotency.Resource) *Resource {
+	var url string
+	switch r.Type {
+	case payments.ResourceType:
+		url = PaymentLocation(r.ID)
+	case payments.RefundResourceType:
+		url = RefundLocation(r.ID)
+	default:
+		return nil
+	}
+	return &Resource{Type: r.Type, ID: r.ID, URL: url}
+}
+
+// PaymentLocation is the URL of a payment.
+func PaymentLocation(id string) string { return "/v1/payments/" + id }
+
+// RefundLocation is the URL of a refund.
+func RefundLocation(id string) string { return "/v1/refunds/" + id }

@@ -1,11 +1,11 @@
-package processor_test
+package fakeprocessor_test
 
 import (
 	"bytes"
 	"net/http"
 	"testing"
 
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/fakeprocessor"
 )
 
 // refundJSON is the refund object as tests read it.
@@ -41,7 +41,7 @@ func (e *env) refunded(chargeID string) int64 {
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	t.Run("PartialThenRest", func(t *testing.T) {
 		t.Parallel()

@@ -1,4 +1,4 @@
-// Package processor is a fake, Stripe-like card processor: a JSON HTTP API
+// Package fakeprocessor is a fake, Stripe-like card processor: a JSON HTTP API
 // with its own durable ledger in the Postgres schema "processor" and its own
 // idempotency keys. Test payment methods choose the outcome (pm_card_visa
 // succeeds, pm_card_declined is declined, pm_card_timeout charges and then
@@ -10,7 +10,7 @@
 // pages through its ledger with a cursor, and closes keys: after a close
 // commits, nothing can ever be made with the key, which is the fence the
 // service raises before giving up on an operation.
-package processor
+package fakeprocessor
 
 import (
 	"errors"

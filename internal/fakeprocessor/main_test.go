@@ -1,4 +1,4 @@
-package processor_test
+package fakeprocessor_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/testdb"
 )
 
@@ -26,16 +26,16 @@ func TestMain(m *testing.M) {
 type env struct {
 	t      *testing.T
 	db     *testdb.DB
-	proc   *processor.Server
+	proc   *fakeprocessor.Server
 	server *httptest.Server
 }
 
 // newEnv starts a processor with cfg on a fresh database.
-func newEnv(t *testing.T, cfg processor.Config) *env {
+func newEnv(t *testing.T, cfg fakeprocessor.Config) *env {
 	t.Helper()
 	db := testdb.New(t)
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	proc, err := processor.New(db.Pool, logger, cfg)
+	proc, err := fakeprocessor.New(db.Pool, logger, cfg)
 	if err != nil {
 		t.Fatalf("new processor: %v", err)
 	}

@@ -1,4 +1,4 @@
-package processor_test
+package fakeprocessor_test
 
 import (
 	"bufio"
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/testdb"
 	"github.com/example/payments/internal/testwait"
 )
@@ -45,7 +45,7 @@ func getList[T any](e *env, path string) listJSON[T] {
 
 func TestListRefundsByKey(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 	ch := e.charge("lr-charge", "pm_card_visa")
 	first := decode[refundJSON](t, e.post("/v1/refunds", "lr-1", `{"charge":"`+ch+`","amount":100}`))
 	e.post("/v1/refunds", "lr-2", `{"charge":"`+ch+`","amount":200}`)
@@ -128,7 +128,7 @@ func TestLedgerPaging(t *testing.T) {
 	for _, table := range []string{"charges", "refunds"} {
 		t.Run(table, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, processor.Config{})
+			e := newEnv(t, fakeprocessor.Config{})
 			want := e.ledgerRows(table, since, 250)
 
 			var (
@@ -185,7 +185,7 @@ func TestLedgerPaging(t *testing.T) {
 
 func TestListInvalid(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 	e.charge("inv-charge", "pm_card_visa")
 	after := "created_after=" + url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
 
@@ -261,7 +261,7 @@ func TestAccessLogQuery(t *testing.T) {
 	db := testdb.New(t)
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), nil))
-	proc, err := processor.New(db.Pool, logger, processor.Config{})
+	proc, err := fakeprocessor.New(db.Pool, logger, fakeprocessor.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	"github.com/example/payments/internal/payments"
 )
 
-// review is the operator's view of the needs-review queue:
+// Review is the operator's view of the needs-review queue:
 //
 //	worker review [-all]        list the open cases (-all: resolved ones too)
 //	worker review resolve ID    close a case once it has been dealt with
-func review(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+func Review(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("review", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	all := fs.Bool("all", false, "list resolved cases too")

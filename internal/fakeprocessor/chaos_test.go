@@ -1,4 +1,4 @@
-package processor_test
+package fakeprocessor_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/testwait"
 )
 
@@ -19,7 +19,7 @@ func TestTimeoutToken(t *testing.T) {
 
 	t.Run("CallerGivesUp", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, processor.Config{TimeoutHang: time.Hour})
+		e := newEnv(t, fakeprocessor.Config{TimeoutHang: time.Hour})
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		if resp, err := e.postCtx(ctx, "/v1/charges", "timeout", body); err == nil {
@@ -41,7 +41,7 @@ func TestTimeoutToken(t *testing.T) {
 	})
 	t.Run("HangLimit", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, processor.Config{TimeoutHang: 50 * time.Millisecond})
+		e := newEnv(t, fakeprocessor.Config{TimeoutHang: 50 * time.Millisecond})
 		start := time.Now()
 		resp := e.post("/v1/charges", "hang-limit", body)
 		if resp.status != http.StatusOK {
@@ -53,7 +53,7 @@ func TestTimeoutToken(t *testing.T) {
 	})
 	t.Run("ReleasedByClose", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, processor.Config{TimeoutHang: time.Hour})
+		e := newEnv(t, fakeprocessor.Config{TimeoutHang: time.Hour})
 		done := make(chan response, 1)
 		go func() {
 			resp, err := e.postCtx(context.Background(), "/v1/charges", "released", body)
@@ -75,20 +75,20 @@ func TestChaos(t *testing.T) {
 
 	tests := []struct {
 		name       string
-		chaos      processor.Chaos
+		chaos      fakeprocessor.Chaos
 		wantStatus int // 0: the connection is dropped
 		wantCharge bool
 	}{
-		{"FailAlways", processor.Chaos{FailRate: 1}, http.StatusInternalServerError, false},
-		{"FailDrawn", processor.Chaos{FailRate: 0.5, Rand: func() float64 { return 0.49 }}, http.StatusInternalServerError, false},
-		{"FailNotDrawn", processor.Chaos{FailRate: 0.5, Rand: func() float64 { return 0.5 }}, http.StatusOK, true},
-		{"DropAlways", processor.Chaos{DropRate: 1}, 0, true},
-		{"DropNotDrawn", processor.Chaos{DropRate: 0.1, Rand: func() float64 { return 0.2 }}, http.StatusOK, true},
+		{"FailAlways", fakeprocessor.Chaos{FailRate: 1}, http.StatusInternalServerError, false},
+		{"FailDrawn", fakeprocessor.Chaos{FailRate: 0.5, Rand: func() float64 { return 0.49 }}, http.StatusInternalServerError, false},
+		{"FailNotDrawn", fakeprocessor.Chaos{FailRate: 0.5, Rand: func() float64 { return 0.5 }}, http.StatusOK, true},
+		{"DropAlways", fakeprocessor.Chaos{DropRate: 1}, 0, true},
+		{"DropNotDrawn", fakeprocessor.Chaos{DropRate: 0.1, Rand: func() float64 { return 0.2 }}, http.StatusOK, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, processor.Config{Chaos: tt.chaos})
+			e := newEnv(t, fakeprocessor.Config{Chaos: tt.chaos})
 			resp, err := e.postCtx(context.Background(), "/v1/charges", "chaos", visaBody)
 			switch {
 			case tt.wantStatus == 0 && err == nil:
@@ -114,7 +114,7 @@ func TestChaos(t *testing.T) {
 
 func TestChaosDropThenRetry(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{Chaos: processor.Chaos{DropRate: 1}})
+	e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{DropRate: 1}})
 	if _, err := e.postCtx(context.Background(), "/v1/charges", "dropped", visaBody); err == nil {
 		t.Fatal("got an answer, want a dropped connection")
 	}
@@ -131,7 +131,7 @@ func TestChaosDropThenRetry(t *testing.T) {
 
 func TestChaosLatency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{Chaos: processor.Chaos{Latency: 100 * time.Millisecond}})
+	e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{Latency: 100 * time.Millisecond}})
 	start := time.Now()
 	resp := e.get("/v1/charges?idempotency_key=none")
 	if resp.status != http.StatusOK {
@@ -146,7 +146,7 @@ func TestChaosLatency(t *testing.T) {
 // not the caller is still there: the charge commits after its caller left.
 func TestChaosExecLatency(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{Chaos: processor.Chaos{ExecLatency: 500 * time.Millisecond}})
+	e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{ExecLatency: 500 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if resp, err := e.postCtx(ctx, "/v1/charges", "exec-latency", visaBody); err == nil {
@@ -163,20 +163,20 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		cfg  processor.Config
+		cfg  fakeprocessor.Config
 	}{
-		{"ErrFailRate", processor.Config{Chaos: processor.Chaos{FailRate: 1.5}}},
-		{"ErrDropRate", processor.Config{Chaos: processor.Chaos{DropRate: -0.1}}},
-		{"ErrLatency", processor.Config{Chaos: processor.Chaos{Latency: -time.Second}}},
-		{"ErrExecLatency", processor.Config{Chaos: processor.Chaos{ExecLatency: -time.Second}}},
-		{"ErrExecLatencyTooLong", processor.Config{Chaos: processor.Chaos{ExecLatency: 30 * time.Second}}},
-		{"ErrTimeoutHang", processor.Config{TimeoutHang: -time.Second}},
-		{"ErrKeyRetention", processor.Config{KeyRetention: -time.Second}},
+		{"ErrFailRate", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{FailRate: 1.5}}},
+		{"ErrDropRate", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{DropRate: -0.1}}},
+		{"ErrLatency", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{Latency: -time.Second}}},
+		{"ErrExecLatency", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{ExecLatency: -time.Second}}},
+		{"ErrExecLatencyTooLong", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{ExecLatency: 30 * time.Second}}},
+		{"ErrTimeoutHang", fakeprocessor.Config{TimeoutHang: -time.Second}},
+		{"ErrKeyRetention", fakeprocessor.Config{KeyRetention: -time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := processor.New(nil, nil, tt.cfg); err == nil {
+			if _, err := fakeprocessor.New(nil, nil, tt.cfg); err == nil {
 				t.Error("New accepted the configuration")
 			}
 		})

@@ -1,4 +1,4 @@
-package processor_test
+package fakeprocessor_test
 
 import (
 	"bytes"
@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/fakeprocessor"
 )
 
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	tests := []struct {
 		name, method string
@@ -47,7 +47,7 @@ func TestReplay(t *testing.T) {
 
 func TestKeyReused(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 	first := e.post("/v1/charges", "reused", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
 	if first.status != http.StatusOK {
 		t.Fatalf("first: %d %s", first.status, first.body)
@@ -79,7 +79,7 @@ func TestKeyReused(t *testing.T) {
 
 func TestConcurrentSameKey(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 	const n = 20
 
 	var (
@@ -123,7 +123,7 @@ func TestConcurrentSameKey(t *testing.T) {
 
 func TestProcessingError(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	resp := e.post("/v1/charges", "proc-err", `{"amount":100,"currency":"USD","payment_method":"pm_card_processing_error"}`)
 	if resp.status != http.StatusInternalServerError {
@@ -148,7 +148,7 @@ func TestProcessingError(t *testing.T) {
 func TestKeyExpiry(t *testing.T) {
 	t.Parallel()
 	c := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
-	e := newEnv(t, processor.Config{KeyRetention: 24 * time.Hour, Now: c.Now})
+	e := newEnv(t, fakeprocessor.Config{KeyRetention: 24 * time.Hour, Now: c.Now})
 
 	first := e.post("/v1/charges", "expiring", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
 	if first.status != http.StatusOK {

@@ -1,4 +1,4 @@
-package processor_test
+package fakeprocessor_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/testwait"
 )
 
@@ -55,7 +55,7 @@ func wantClosedRefusal(t *testing.T, resp response) {
 
 func TestCloseCharge(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	t.Run("BeforeCharge", func(t *testing.T) {
 		t.Parallel()
@@ -145,7 +145,7 @@ func TestCloseCharge(t *testing.T) {
 func TestCloseNeverExpires(t *testing.T) {
 	t.Parallel()
 	c := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
-	e := newEnv(t, processor.Config{KeyRetention: time.Hour, Now: c.Now})
+	e := newEnv(t, fakeprocessor.Config{KeyRetention: time.Hour, Now: c.Now})
 
 	e.close("/v1/charges/close", "ne-fence")
 	e.charge("ne-made", "pm_card_visa")
@@ -183,7 +183,7 @@ func TestCloseInFlight(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, processor.Config{Chaos: processor.Chaos{ExecLatency: 2 * time.Second}})
+			e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{ExecLatency: 2 * time.Second}})
 			body := tt.body(e)
 
 			done := make(chan response, 1)
@@ -228,7 +228,7 @@ func TestCloseInFlight(t *testing.T) {
 
 func TestCloseRefund(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	t.Run("Made", func(t *testing.T) {
 		t.Parallel()
@@ -266,7 +266,7 @@ func TestCloseRefund(t *testing.T) {
 
 func TestCloseInvalid(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	tests := []struct {
 		name     string
@@ -303,7 +303,7 @@ func TestCloseChaos(t *testing.T) {
 
 	t.Run("Fail", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, processor.Config{Chaos: processor.Chaos{FailRate: 1}})
+		e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{FailRate: 1}})
 		resp := e.post("/v1/charges/close", "", `{"idempotency_key":"chaos-fail"}`)
 		if resp.status != http.StatusInternalServerError {
 			t.Fatalf("status = %d: %s", resp.status, resp.body)
@@ -314,7 +314,7 @@ func TestCloseChaos(t *testing.T) {
 	})
 	t.Run("Drop", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, processor.Config{Chaos: processor.Chaos{DropRate: 1}})
+		e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{DropRate: 1}})
 		if resp, err := e.postCtx(context.Background(), "/v1/refunds/close", "", `{"idempotency_key":"chaos-drop"}`); err == nil {
 			t.Fatalf("got an answer, want a dropped connection: %d %s", resp.status, resp.body)
 		}
@@ -325,7 +325,7 @@ func TestCloseChaos(t *testing.T) {
 	})
 	t.Run("Latency", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, processor.Config{Chaos: processor.Chaos{Latency: 100 * time.Millisecond}})
+		e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{Latency: 100 * time.Millisecond}})
 		start := time.Now()
 		e.close("/v1/charges/close", "chaos-latency")
 		if elapsed := time.Since(start); elapsed < 100*time.Millisecond {

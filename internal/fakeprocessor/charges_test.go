@@ -1,4 +1,4 @@
-package processor_test
+package fakeprocessor_test
 
 import (
 	"bytes"
@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/payments/internal/processor"
+	"github.com/example/payments/internal/fakeprocessor"
 )
 
 func TestCreateCharge(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	tests := []struct {
 		name        string
@@ -80,7 +80,7 @@ func TestCreateCharge(t *testing.T) {
 
 func TestCreateChargeInvalid(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	tests := []struct {
 		name     string
@@ -127,7 +127,7 @@ func TestCreateChargeInvalid(t *testing.T) {
 
 func TestGetCharge(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
@@ -156,7 +156,7 @@ func TestGetCharge(t *testing.T) {
 
 func TestListCharges(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 	e.post("/v1/charges", "list-1", `{"amount":100,"currency":"USD","payment_method":"pm_card_declined","payment_id":"pay_list"}`)
 	e.post("/v1/charges", "list-2", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa","payment_id":"pay_list"}`)
 	e.post("/v1/charges", "list-3", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa","payment_id":"pay_other"}`)
@@ -201,7 +201,7 @@ func TestListCharges(t *testing.T) {
 
 func TestHealthz(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, processor.Config{})
+	e := newEnv(t, fakeprocessor.Config{})
 	if resp := e.get("/healthz"); resp.status != http.StatusOK {
 		t.Fatalf("status = %d", resp.status)
 	}

@@ -1,4 +1,4 @@
-package main
+package worker
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func TestReview(t *testing.T) {
 	list := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
-		if err := review(ctx, db.URL, args, &out); err != nil {
+		if err := Review(ctx, db.URL, args, &out); err != nil {
 			t.Fatalf("review %v: %v", args, err)
 		}
 		return out.String()
@@ -48,7 +48,7 @@ func TestReview(t *testing.T) {
 	if out := list("-all"); !strings.Contains(out, "ch_1") {
 		t.Fatalf("-all: %q", out)
 	}
-	if err := review(ctx, db.URL, []string{"resolve", id}, &bytes.Buffer{}); err == nil {
+	if err := Review(ctx, db.URL, []string{"resolve", id}, &bytes.Buffer{}); err == nil {
 		t.Fatal("resolving a resolved case succeeded")
 	}
 

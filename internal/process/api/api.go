@@ -1,0 +1,169 @@
+// Package api builds and runs the API process: the HTTP API, the listener
+// that wakes requests waiting for their keys, and its database pool. It also
+// holds the api binary's two commands, migrate and seed.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/example/payments/internal/crash"
+	"github.com/example/payments/internal/database"
+	httpapi "github.com/example/payments/internal/http"
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/render"
+	"github.com/example/payments/internal/tenants"
+)
+
+// Config is the configuration of the API.
+type Config struct {
+	process.Common
+	process.KeyRetention
+	process.CrashPoint
+	Addr        string        `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
+	DefaultWait time.Duration `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
+	MaxWait     time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
+	LockTimeout time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`
+	RetryAfter  time.Duration `envconfig:"RETRY_AFTER" default:"1s" desc:"Retry-After on 202, 409 and 503"`
+	RateLimit   int           `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
+	RateWindow  time.Duration `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
+}
+
+// Validate refuses settings that break the API's promises, naming the
+// setting to change.
+func (c Config) Validate() error {
+	switch {
+	case c.LockTimeout <= c.MaxWait:
+		return fmt.Errorf("IDEMPOTENCY_LOCK_TIMEOUT (%s) must exceed IDEMPOTENCY_MAX_WAIT (%s): a waiting request holds the key's lock", c.LockTimeout, c.MaxWait)
+	case c.DefaultWait > c.MaxWait:
+		return fmt.Errorf("IDEMPOTENCY_DEFAULT_WAIT (%s) must not exceed IDEMPOTENCY_MAX_WAIT (%s)", c.DefaultWait, c.MaxWait)
+	case c.RateLimit < 0 || (c.RateLimit > 0 && c.RateWindow < time.Second):
+		return fmt.Errorf("TENANT_RATE_LIMIT (%d) must be 0 (off) or positive, with TENANT_RATE_WINDOW (%s) at least 1s", c.RateLimit, c.RateWindow)
+	}
+	return c.Common.Validate()
+}
+
+// API is the API process: the HTTP API, listening from the moment it is
+// made, the listener that wakes requests waiting for their keys, and the
+// database pool.
+type API struct {
+	// Keys is the API's key store, for tools and tests.
+	Keys *idempotency.Store
+
+	pool     *pgxpool.Pool
+	listener *idempotency.Listener
+	http     *process.HTTPServer
+}
+
+// New builds the API from cfg and starts listening on cfg.Addr. It starts
+// even while the database is down: it answers 503 and /readyz says not ready
+// until the database is back. Run serves; an API that is not run must be
+// closed.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	process.LogConfig(logger, cfg)
+	crashAt, err := crash.Hook(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashAfterFirstPhase)
+	if err != nil {
+		return nil, err
+	}
+	if crashAt != nil {
+		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
+	}
+	pool, err := database.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		logger.Warn("database not reachable yet: failing closed until it is", "err", err)
+	}
+	inserter, err := outbox.NewInserter(pool, process.Quiet(logger))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger)}
+	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
+	server := &httpapi.Server{
+		Tenants:     &tenants.Store{DB: pool},
+		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}, Crash: crashAt},
+		Keys:        a.Keys,
+		Logger:      logger,
+		Ready:       pool.Ping,
+		DefaultWait: cfg.DefaultWait,
+		MaxWait:     cfg.MaxWait,
+		RetryAfter:  cfg.RetryAfter,
+		Registry:    registry,
+		RateLimit:   httpapi.RateLimit{Requests: cfg.RateLimit, Window: cfg.RateWindow},
+	}
+	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Addr is where the API listens.
+func (a *API) Addr() string { return a.http.Addr() }
+
+// Run serves until ctx ends, then lets in-flight requests finish within the
+// shutdown timeout, and closes the API.
+func (a *API) Run(ctx context.Context) error {
+	defer a.pool.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before Wait: stops the listener when the server fails too
+	wg.Go(func() { a.listener.Run(ctx) })
+	return a.http.Run(ctx)
+}
+
+// Close releases an API that was never run.
+func (a *API) Close() {
+	a.http.Close()
+	a.pool.Close()
+}
+
+// Migrate creates the database if it is missing and applies every
+// migration, the service's and River's.
+func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error {
+	if err := database.EnsureDatabase(ctx, databaseURL); err != nil {
+		return err
+	}
+	pool, err := database.Connect(ctx, databaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return database.Migrate(ctx, pool, logger)
+}
+
+// Seed creates the demo tenants, whose API keys are public; only in
+// development.
+func Seed(ctx context.Context, cfg process.Common) error {
+	if cfg.AppEnv != "development" {
+		return errors.New("seed creates demo tenants with public API keys: it runs only with APP_ENV=development")
+	}
+	pool, err := database.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return (&tenants.Store{DB: pool}).SeedDemos(ctx)
+}

@@ -1,0 +1,93 @@
+// Package process holds what the service's three processes share: the
+// configuration they all read (declared once here and embedded in each
+// process's own), logging, and an HTTP server that shuts down gracefully.
+// Each process is built by one constructor from one configuration struct, in
+// a package of its own so that a binary links only what it runs:
+// process/api, process/worker and process/processor. The binaries under cmd
+// only read their configuration and call these; the end-to-end tests, the
+// chaos run and every harness use the same constructors.
+package process
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Common is the configuration every process reads.
+type Common struct {
+	DatabaseURL string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable" desc:"Postgres connection URL"`
+	AppEnv      string `envconfig:"APP_ENV" default:"production" desc:"production, development (allows api seed) or test (allows CRASH_POINT)"`
+	// LogFormat is "json" for machines (the default) or "text" for a person
+	// at a terminal (make run).
+	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s" desc:"how long in-flight work may finish on shutdown"`
+}
+
+// KeyRetention is shared by the API, which finishes the keys of refusals it
+// stores at once, and the worker, which finishes every other key.
+type KeyRetention struct {
+	KeyRetention time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h" desc:"how long a finished key is kept"`
+}
+
+// ProcessorKeys is shared by the processor, which keeps its keys that long,
+// and the worker, which refuses to start if that is too short to be safe.
+type ProcessorKeys struct {
+	ProcessorKeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h" desc:"how long the processor remembers its idempotency keys"`
+}
+
+// CrashPoint names a point where the process kills itself, for the crash
+// tests; refused unless APP_ENV=test.
+type CrashPoint struct {
+	CrashPoint string `envconfig:"CRASH_POINT" desc:"test only: where to die with SIGKILL"`
+}
+
+// Load reads cfg, a pointer to one of the configuration structs, from the
+// environment, with every default applied.
+func Load(cfg any) error {
+	if err := envconfig.Process("", cfg); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return nil
+}
+
+// Validate checks what every process shares.
+func (c Common) Validate() error {
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
+	}
+	return nil
+}
+
+// Usage writes the environment variables cfg reads, with their defaults and
+// descriptions, for a binary's -h.
+func Usage(w io.Writer, name, summary string, cfg any) error {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nEnvironment:\n", name, summary)
+	tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
+	if err := envconfig.Usagef("", cfg, tw, envconfig.DefaultTableFormat); err != nil {
+		return err
+	}
+	return tw.Flush()
+}
+
+// Main runs a binary: run gets a context that ends on SIGINT or SIGTERM, the
+// arguments and standard output. An error ends the process with status 1,
+// after -h, which ends it with 0.
+func Main(name string, run func(ctx context.Context, args []string, stdout io.Writer) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}

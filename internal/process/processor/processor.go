@@ -1,0 +1,96 @@
+// Package processor builds and runs the fake card processor process: the
+// fakeprocessor HTTP API on its own port, and the pool holding its ledger.
+package processor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/fakeprocessor"
+	"github.com/example/payments/internal/process"
+)
+
+// Config is the configuration of the fake card processor.
+type Config struct {
+	process.Common
+	process.ProcessorKeys
+	Addr        string        `envconfig:"PROCESSOR_ADDR" default:":8090" desc:"address to listen on"`
+	FailRate    float64       `envconfig:"PROCESSOR_FAIL_RATE" default:"0" desc:"chaos: share of POSTs answered 500 before charging (0 to 1)"`
+	DropRate    float64       `envconfig:"PROCESSOR_DROP_RATE" default:"0" desc:"chaos: share of new results committed and then not answered (0 to 1)"`
+	Latency     time.Duration `envconfig:"PROCESSOR_LATENCY" default:"0s" desc:"chaos: latency added to every request"`
+	ExecLatency time.Duration `envconfig:"PROCESSOR_EXEC_LATENCY" default:"0s" desc:"chaos: time a charge or refund takes inside the processor, its key held, whether or not the caller waits"`
+	TimeoutHang time.Duration `envconfig:"PROCESSOR_TIMEOUT_HANG" default:"60s" desc:"how long pm_card_timeout withholds its answer"`
+}
+
+// Validate checks what the processor shares with the others; its own
+// settings are checked by fakeprocessor.New.
+func (c Config) Validate() error { return c.Common.Validate() }
+
+// Processor is the fake card processor process: its HTTP API and the
+// database pool holding its ledger.
+type Processor struct {
+	pool   *pgxpool.Pool
+	server *fakeprocessor.Server
+	http   *process.HTTPServer
+}
+
+// New builds the fake processor from cfg and starts listening on
+// cfg.Addr; Run serves. It does not migrate the database; Migrate does. A
+// processor that is not run must be closed.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	process.LogConfig(logger, cfg)
+	pool, err := database.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	server, err := fakeprocessor.New(pool, logger, fakeprocessor.Config{
+		Chaos: fakeprocessor.Chaos{
+			FailRate:    cfg.FailRate,
+			DropRate:    cfg.DropRate,
+			Latency:     cfg.Latency,
+			ExecLatency: cfg.ExecLatency,
+		},
+		TimeoutHang:  cfg.TimeoutHang,
+		KeyRetention: cfg.ProcessorKeyRetention,
+	})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	// A response may legitimately take the latency, the execution and the
+	// hang limit.
+	writeTimeout := cfg.Latency + cfg.ExecLatency + cfg.TimeoutHang + 30*time.Second
+	h, err := process.Listen(cfg.Addr, server, logger, writeTimeout, 15*time.Second)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Processor{pool: pool, server: server, http: h}, nil
+}
+
+// Addr is where the processor listens.
+func (p *Processor) Addr() string { return p.http.Addr() }
+
+// Run serves until ctx ends, then shuts down gracefully and closes the
+// processor. Requests held by pm_card_timeout answer as soon as shutdown
+// starts, instead of holding it up for the hang limit.
+func (p *Processor) Run(ctx context.Context) error {
+	defer p.pool.Close()
+	stop := context.AfterFunc(ctx, p.server.Close)
+	defer stop()
+	return p.http.Run(ctx)
+}
+
+// Close releases a processor that was never run.
+func (p *Processor) Close() {
+	p.http.Close()
+	p.pool.Close()
+}

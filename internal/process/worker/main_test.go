@@ -1,0 +1,67 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// defaults is the configuration with every default applied.
+func defaults(t *testing.T) Config {
+	t.Helper()
+	var cfg Config
+	if err := envconfig.Process("payments_worker_test_unset", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestWorkerConfigValidate(t *testing.T) {
+	t.Parallel()
+	if err := defaults(t).Validate(); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(*Config)
+		setting string // the setting the message must name
+	}{
+		{"ErrProcessorForgetsKeys", func(c *Config) { c.ProcessorKeyRetention = 24 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
+		{"ErrRetentionEatsMargin", func(c *Config) { c.KeyRetention.KeyRetention = 200 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
+		{"ErrDeadlineBeforeRetries", func(c *Config) { c.ChargeDeadline = time.Minute }, "CHARGE_DEADLINE"},
+		{"ErrJobTimeout", func(c *Config) { c.JobTimeout = c.ProcessorTimeout }, "JOB_TIMEOUT"},
+		{"ErrStuckAfter", func(c *Config) { c.StuckAfter = c.JobTimeout }, "RECONCILE_STUCK_AFTER"},
+		{"ErrBackoff", func(c *Config) { c.RetryMaxDelay = c.RetryBaseDelay / 2 }, "RETRY_BASE_DELAY"},
+		{"ErrAttempts", func(c *Config) { c.MaxAttempts = 0 }, "CHARGE_MAX_ATTEMPTS"},
+		{"ErrTombstones", func(c *Config) { c.TombstoneRetention = 0 }, "IDEMPOTENCY_TOMBSTONE_RETENTION"},
+		{"ErrLedgerPage", func(c *Config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := defaults(t)
+			tc.change(&cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.setting) {
+				t.Fatalf("err = %v, want one naming %s", err, tc.setting)
+			}
+		})
+	}
+}
+
+// TestCommon: a log format nobody reads is refused, by every process,
+// here the worker.
+func TestCommon(t *testing.T) {
+	t.Parallel()
+	cfg := defaults(t)
+	cfg.LogFormat = "xml"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "LOG_FORMAT") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,208 @@
+// Package worker builds and runs the worker process: River running the jobs
+// that drive payments and refunds through their phases, the periodic
+// reconciler and key reaper, and a small HTTP server for /metrics. It also
+// holds the worker binary's review command.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riverqueue/river"
+
+	"github.com/example/payments/internal/crash"
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/render"
+)
+
+// Config is the configuration of the worker.
+type Config struct {
+	process.Common
+	process.KeyRetention
+	process.ProcessorKeys
+	process.CrashPoint
+	MetricsAddr        string        `envconfig:"METRICS_ADDR" default:":9091" desc:"address of /metrics and /healthz"`
+	ProcessorURL       string        `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
+	ProcessorTimeout   time.Duration `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
+	Concurrency        int           `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once"`
+	JobTimeout         time.Duration `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
+	FetchPollInterval  time.Duration `envconfig:"WORKER_POLL_INTERVAL" default:"1s" desc:"queue poll when no notification arrives"`
+	MaxAttempts        int           `envconfig:"CHARGE_MAX_ATTEMPTS" default:"10" desc:"retry budget of a charge or refund"`
+	RetryBaseDelay     time.Duration `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
+	RetryMaxDelay      time.Duration `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
+	ChargeDeadline     time.Duration `envconfig:"CHARGE_DEADLINE" default:"1h" desc:"after this, an operation confirmed absent is given up through the fence"`
+	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
+	ReconcileTimeout   time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"10m" desc:"bound on one reconciler run"`
+	ReconcileWindow    time.Duration `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
+	StuckAfter         time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
+	ReconcileBatch     int           `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
+	LedgerPageSize     int           `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
+	TombstoneRetention time.Duration `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
+	ReapInterval       time.Duration `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
+	ReapBatch          int           `envconfig:"REAP_BATCH" default:"1000" desc:"keys reaped per statement"`
+}
+
+func (c Config) backoff() outbox.Backoff {
+	return outbox.Backoff{Base: c.RetryBaseDelay, Max: c.RetryMaxDelay}
+}
+
+// Validate refuses settings under which a payment could be charged twice or
+// left behind, naming the setting to change.
+func (c Config) Validate() error {
+	horizon := c.backoff().Horizon(c.MaxAttempts, c.JobTimeout)
+	switch {
+	case c.JobTimeout <= c.ProcessorTimeout:
+		return fmt.Errorf("JOB_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a job is cancelled mid-call", c.JobTimeout, c.ProcessorTimeout)
+	case c.Concurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
+		return fmt.Errorf("WORKER_CONCURRENCY, CHARGE_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
+		return fmt.Errorf("RETRY_BASE_DELAY (%s) must be positive and at most RETRY_MAX_DELAY (%s)", c.RetryBaseDelay, c.RetryMaxDelay)
+	case c.StuckAfter <= c.JobTimeout:
+		return fmt.Errorf("RECONCILE_STUCK_AFTER (%s) must exceed JOB_TIMEOUT (%s), or running jobs look stuck", c.StuckAfter, c.JobTimeout)
+	case c.ChargeDeadline < horizon:
+		return fmt.Errorf("CHARGE_DEADLINE (%s) must be at least the jobs' retry horizon (%s, from CHARGE_MAX_ATTEMPTS, RETRY_*_DELAY and JOB_TIMEOUT), so the reconciler has the last word", c.ChargeDeadline, horizon)
+	case c.ProcessorKeyRetention <= c.ChargeDeadline+c.JobTimeout+c.KeyRetention.KeyRetention:
+		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed CHARGE_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
+			c.ProcessorKeyRetention, c.ChargeDeadline+c.JobTimeout+c.KeyRetention.KeyRetention)
+	case c.TombstoneRetention <= 0:
+		return fmt.Errorf("IDEMPOTENCY_TOMBSTONE_RETENTION (%s) must be positive: a reaped key's retry must be told it expired", c.TombstoneRetention)
+	case c.LedgerPageSize < 1 || c.LedgerPageSize > 1000:
+		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to 1000, the processor's page limit", c.LedgerPageSize)
+	}
+	return c.Common.Validate()
+}
+
+// Worker is the worker process: River running the jobs that drive payments
+// and refunds through their phases, the periodic reconciler and key reaper,
+// and a small HTTP server for /metrics and /healthz.
+type Worker struct {
+	// The parts the jobs run, for tools and tests that drive them directly.
+	Ops        *payments.Operations
+	Reconciler *payments.Reconciler
+	Sweeper    *payments.Sweeper
+	Keys       *idempotency.Store
+
+	cfg    Config
+	logger *slog.Logger
+	pool   *pgxpool.Pool
+	river  *river.Client[pgx.Tx]
+	http   *process.HTTPServer
+}
+
+// New builds the worker from cfg and starts listening on
+// cfg.MetricsAddr; Run starts working jobs. A worker that is not run must be
+// closed.
+func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	process.LogConfig(logger, cfg)
+	crashAt, err := crash.Hook(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashPoints()...)
+	if err != nil {
+		return nil, err
+	}
+	if crashAt != nil {
+		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
+	}
+	pool, err := database.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+
+	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
+	gw.PageSize = cfg.LedgerPageSize
+	w := &Worker{cfg: cfg, logger: logger, pool: pool}
+	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention}
+	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.ChargeDeadline, Crash: crashAt}
+	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
+		BatchSize: cfg.ReconcileBatch}
+	rescueAfter := outbox.RescueAfter(cfg.JobTimeout)
+	w.Sweeper = &payments.Sweeper{DB: pool, Jobs: outbox.Queue{DB: pool, RescueAfter: rescueAfter},
+		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
+	w.river, err = outbox.NewWorker(pool, process.Quiet(logger), outbox.WorkerConfig{
+		MaxWorkers:        cfg.Concurrency,
+		JobTimeout:        cfg.JobTimeout,
+		RescueAfter:       rescueAfter,
+		Backoff:           cfg.backoff(),
+		FetchPollInterval: cfg.FetchPollInterval,
+		ReconcileTimeout:  cfg.ReconcileTimeout,
+		ReconcileInterval: cfg.ReconcileInterval,
+		ReapInterval:      cfg.ReapInterval,
+	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch, Logger: logger})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		reviewCollector{db: pool})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
+	w.http, err = process.Listen(cfg.MetricsAddr, mux, logger, 10*time.Second, 5*time.Second)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// MetricsAddr is where the worker serves /metrics.
+func (w *Worker) MetricsAddr() string { return w.http.Addr() }
+
+// Run works jobs until ctx ends; then it stops fetching, lets running jobs
+// finish within the shutdown timeout, cancels what is left, and closes the
+// worker.
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.pool.Close()
+	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopMetrics()
+	wg.Go(func() {
+		if err := w.http.Run(metricsCtx); err != nil {
+			w.logger.Error("metrics server", "err", err)
+		}
+	})
+
+	// Cancelling Start's context would cancel running jobs at once; the end
+	// of ctx starts a graceful Stop below instead.
+	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	w.logger.Info("working jobs")
+	<-ctx.Done()
+
+	w.logger.Info("shutting down: finishing running jobs")
+	soft, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := w.river.Stop(soft); err != nil {
+		w.logger.Warn("jobs still running at the shutdown timeout: cancelling them", "err", err)
+		hard, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return w.river.StopAndCancel(hard)
+	}
+	return nil
+}
+
+// Close releases a worker that was never run.
+func (w *Worker) Close() {
+	w.http.Close()
+	w.pool.Close()
+}

@@ -1,0 +1,147 @@
+// Package render makes the bodies the API answers with and the worker stores:
+// problem+json (RFC 9457) with the one table that maps every error to its
+// status and code, and the final responses of payments and refunds that are
+// stored on idempotency keys and replayed byte for byte. The API and the
+// worker both import it, so that a live answer and a stored one read the same.
+package render
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/tenants"
+)
+
+// ProblemTypeBase prefixes every problem's code to make its type URI.
+const ProblemTypeBase = "https://payments.example/problems/"
+
+// Problem is an RFC 9457 problem detail with the stable code clients branch on.
+type Problem struct {
+	Type    string                `json:"type"`
+	Title   string                `json:"title"`
+	Status  int                   `json:"status"`
+	Detail  string                `json:"detail,omitempty"`
+	Code    string                `json:"code"`
+	Errors  []payments.FieldError `json:"errors,omitempty"`
+	Payment *payments.Payment     `json:"payment,omitempty"`
+	Refund  *payments.Refund      `json:"refund,omitempty"`
+	// Resource is what an expired key created, to be fetched instead.
+	Resource *Resource `json:"resource,omitempty"`
+}
+
+// NewProblem is a problem with its type URI made from code.
+func NewProblem(status int, code, title, detail string) Problem {
+	return Problem{Type: ProblemTypeBase + code, Title: title, Status: status, Detail: detail, Code: code}
+}
+
+// Errors of the HTTP layer itself, about the request's shape; the domain's
+// come from its packages. They are here so that the table below is the one
+// place that maps every error to its status.
+var (
+	ErrKeyMissing       = errors.New("this request needs an Idempotency-Key header")
+	ErrTooLarge         = errors.New("the request body is larger than 64 KiB")
+	ErrMediaType        = errors.New("the request body must be application/json")
+	ErrEncoding         = errors.New("the request body must be sent uncompressed, without Content-Encoding")
+	ErrBodyUnreadable   = errors.New("the request body could not be read in full")
+	ErrStorable         = errors.New("the request holds a value that cannot be stored, such as a NUL character or invalid UTF-8")
+	ErrRouteNotFound    = errors.New("no such endpoint")
+	ErrMethodNotAllowed = errors.New("method not allowed on this endpoint")
+	ErrRateLimited      = errors.New("this API key sends requests that create idempotency keys faster than its limit")
+)
+
+// InvalidRequestError is a body that is not the JSON the endpoint takes.
+type InvalidRequestError struct{ Detail string }
+
+func (e *InvalidRequestError) Error() string { return e.Detail }
+
+// errorTable maps each error a handler may return to its status, code and
+// title: the one place where that decision is made.
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+	title  string
+	// detail, when set, replaces the error's own text.
+	detail string
+}{
+	{tenants.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key",
+		"Send your API key as Authorization: Bearer <key>."},
+	{ErrKeyMissing, http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required",
+		"Send a unique Idempotency-Key header, such as a UUID, with every POST, and the same one when you retry it."},
+	{idempotency.ErrKeyInvalid, http.StatusBadRequest, "idempotency_key_invalid", "Invalid Idempotency-Key", ""},
+	{idempotency.ErrKeyInUse, http.StatusConflict, "idempotency_key_in_use", "Idempotency key in use",
+		"Another request with this Idempotency-Key is in progress. Retry after the time in Retry-After."},
+	{idempotency.ErrKeyMismatch, http.StatusUnprocessableEntity, "idempotency_key_mismatch", "Idempotency key reused with a different request",
+		"This Idempotency-Key was first used with a different method, path or body. Use a new key for a new request."},
+	{idempotency.ErrKeyExpired, http.StatusGone, "idempotency_key_expired", "Idempotency key expired",
+		"This Idempotency-Key was used, and its stored response has expired: the request was executed and is not executed again. Fetch what it created, or use a new key for a new request."},
+	{idempotency.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such idempotency key."},
+	{payments.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such payment."},
+	{payments.ErrRefundNotFound, http.StatusNotFound, "not_found", "Not found", "No such refund."},
+	{payments.ErrEventNotFound, http.StatusNotFound, "not_found", "Not found", "No such event."},
+	{payments.ErrNotRefundable, http.StatusConflict, "payment_not_refundable", "Payment not refundable", ""},
+	{payments.ErrRefundExceedsPayment, http.StatusBadRequest, "refund_exceeds_payment", "Refund exceeds payment", ""},
+	{ErrRouteNotFound, http.StatusNotFound, "not_found", "Not found", ""},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", ""},
+	{ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large", ""},
+	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", "Too many requests",
+		"This API key sends requests that create idempotency keys faster than its limit. Retry after the time in Retry-After, with the same Idempotency-Key."},
+	{ErrMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
+	{ErrEncoding, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
+	{ErrBodyUnreadable, http.StatusBadRequest, "invalid_request", "Invalid request", ""},
+	{ErrStorable, http.StatusBadRequest, "invalid_request", "Invalid request", ""},
+}
+
+// For maps err to its problem: a validation error, an invalid body, an
+// expired key (naming what it created), or an entry of errorTable. It reports
+// false for an error it does not know.
+func For(err error) (Problem, bool) {
+	var (
+		validation *payments.ValidationError
+		invalid    *InvalidRequestError
+	)
+	switch {
+	case errors.As(err, &validation):
+		p := NewProblem(http.StatusBadRequest, "invalid_request", "Invalid request", "The request body has invalid fields.")
+		p.Errors = validation.Fields
+		return p, true
+	case errors.As(err, &invalid):
+		return NewProblem(http.StatusBadRequest, "invalid_request", "Invalid request", invalid.Detail), true
+	}
+	var expired *idempotency.ExpiredError
+	if errors.As(err, &expired) {
+		p, _ := For(idempotency.ErrKeyExpired)
+		p.Resource = ResourceOf(expired.Resource)
+		return p, true
+	}
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			detail := e.detail
+			if detail == "" {
+				detail = upperFirst(err.Error()) + "."
+			}
+			return NewProblem(e.status, e.code, e.title, detail), true
+		}
+	}
+	return Problem{}, false
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// Encode is the one JSON encoding of every body, stored or not.
+func Encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only values of this package's own types are encoded
+	}
+	return append(b, '\n')
+}
