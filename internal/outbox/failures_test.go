@@ -14,6 +14,7 @@ import (
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/internal/testwait"
 )
 
 const (
@@ -325,6 +326,40 @@ func TestReconcileJob(t *testing.T) {
 	third, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil)
 	if err != nil || third.UniqueSkippedAsDuplicate {
 		t.Fatalf("next run after the failed one: %+v, %v", third, err)
+	}
+}
+
+// TestDeadWorkersReconcileRun: a reconcile run left running by a worker
+// that died holds up reconciliation no longer than the run's timeout: River
+// takes it for dead then, and the next periodic run settles what is marked.
+// (The chaos run found it: with the run bounded by ten minutes, one kill
+// stopped all reconciliation for ten minutes.)
+func TestDeadWorkersReconcileRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := stacktest.New(t, stacktest.Options{ReconcileInterval: time.Second, ReconcileTimeout: 6 * time.Second})
+	p := paymentOf(t, s.Pay(acme, "orphan", pay("pm_card_visa"), "Prefer", "respond-async").Body)
+	// Only reconciliation can settle it: its job was cancelled, the payment marked.
+	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE kind = 'charge_payment'`)
+	if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.ResourceType, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The reconcile run of a worker that died a minute ago.
+	inserter, err := outbox.NewInserter(s.DB.Pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 minute',
+		attempted_by = '{dead-worker}' WHERE kind = 'reconcile'`)
+	s.StartWorker()
+	testwait.Within(t, 90*time.Second, "the payment to be settled by reconciliation", func() bool {
+		return s.RecoveryPoint(stacktest.AcmeID, "orphan") == "finished"
+	})
+	if n := s.ChargesAtProcessor(p.ID); n != 1 {
+		t.Fatalf("processor charges = %d, want 1", n)
 	}
 }
 

@@ -81,7 +81,8 @@ func completeInTx[T river.JobArgs](job *river.Job[T]) payments.CompleteFunc {
 	}
 }
 
-// ReconcileArgs is the periodic reconciliation job.
+// ReconcileArgs is the periodic job that settles what the worker could not:
+// it sweeps stuck operations and tries a batch of marked ones.
 type ReconcileArgs struct{}
 
 // Kind names the job in River's tables.
@@ -93,7 +94,9 @@ func (ReconcileArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
 // onePeriodicRun keeps a periodic job to one run at a time across all
 // workers: while one is waiting or running, the periodic enqueuer inserts no
 // other. A run that fails is not retried on top of the next one: the next
-// periodic run starts afresh.
+// periodic run starts afresh. The run of a worker that died is taken for dead
+// once its own timeout has passed, so each periodic job's timeout bounds how
+// long a dead worker can hold it up.
 var onePeriodicRun = river.InsertOpts{
 	MaxAttempts: 1,
 	UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
@@ -101,31 +104,61 @@ var onePeriodicRun = river.InsertOpts{
 	}},
 }
 
-// ReconcileWorker sweeps stuck operations and then runs the reconciler.
+// ReconcileWorker sweeps stuck operations and settles a batch of marked
+// ones.
 type ReconcileWorker struct {
 	river.WorkerDefaults[ReconcileArgs]
 	Reconciler *payments.Reconciler
 	Sweeper    *payments.Sweeper
 	Logger     *slog.Logger
-	// RunTimeout bounds one run, which pages through the whole ledger and
-	// may wait on closes, so it is longer than an operation's job timeout.
-	// River's rescuer leaves the run alone for that long too.
+	// RunTimeout bounds one run: what it has not tried by then waits for the
+	// next, at the front of the line.
 	RunTimeout time.Duration
 }
 
 // Timeout implements river.Worker.
 func (w *ReconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration { return w.RunTimeout }
 
-// Work runs one reconciliation pass.
+// Work runs one pass.
 func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
 	stuck, err := w.Sweeper.Sweep(ctx)
 	if err != nil {
 		return err
 	}
-	r, err := w.Reconciler.Run(ctx)
-	if stuck+r.Settled+r.Lost+r.Unsettled+r.Repaired+r.Flagged > 0 {
-		w.Logger.Info("reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost,
-			"unsettled", r.Unsettled, "repaired", r.Repaired, "flagged", r.Flagged)
+	r, err := w.Reconciler.Settle(ctx)
+	if stuck+r.Settled+r.Lost+r.Unsettled > 0 {
+		w.Logger.Info("reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost, "unsettled", r.Unsettled)
+	}
+	return err
+}
+
+// LedgerArgs is the periodic job that compares the processor's ledger with
+// ours.
+type LedgerArgs struct{}
+
+// Kind names the job in River's tables.
+func (LedgerArgs) Kind() string { return "compare_ledger" }
+
+// InsertOpts: see onePeriodicRun.
+func (LedgerArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
+
+// LedgerWorker runs the ledger comparison, which pages through the whole
+// window and so may take longer than a reconcile run.
+type LedgerWorker struct {
+	river.WorkerDefaults[LedgerArgs]
+	Reconciler *payments.Reconciler
+	Logger     *slog.Logger
+	RunTimeout time.Duration
+}
+
+// Timeout implements river.Worker.
+func (w *LedgerWorker) Timeout(*river.Job[LedgerArgs]) time.Duration { return w.RunTimeout }
+
+// Work compares the ledgers once.
+func (w *LedgerWorker) Work(ctx context.Context, _ *river.Job[LedgerArgs]) error {
+	r, err := w.Reconciler.CompareLedger(ctx)
+	if r.Repaired+r.Flagged > 0 {
+		w.Logger.Info("compared the ledgers", "repaired", r.Repaired, "flagged", r.Flagged)
 	}
 	return err
 }

@@ -135,8 +135,10 @@ type WorkerConfig struct {
 	// FetchPollInterval is how often the queue is polled when no notification
 	// says that a job is waiting.
 	FetchPollInterval time.Duration
-	// ReconcileTimeout bounds one reconciliation run (zero: JobTimeout).
-	ReconcileTimeout time.Duration
+	// ReconcileTimeout bounds one reconcile run (sweep and a batch), and so
+	// how long a dead worker's run holds up the next; LedgerTimeout bounds one
+	// ledger comparison. Zero means JobTimeout.
+	ReconcileTimeout, LedgerTimeout time.Duration
 	// ReconcileInterval and ReapInterval schedule the periodic jobs; zero
 	// leaves a job out.
 	ReconcileInterval time.Duration
@@ -177,11 +179,17 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 			RunTimeout: cfg.ReconcileTimeout}); err != nil {
 			return nil, err
 		}
+		if err := river.AddWorkerSafely(workers, &LedgerWorker{Reconciler: deps.Reconciler, Logger: deps.Logger,
+			RunTimeout: cfg.LedgerTimeout}); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.ReconcileInterval > 0 {
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return ReconcileArgs{}, nil },
-			&river.PeriodicJobOpts{RunOnStart: true}))
+		for _, args := range []river.JobArgs{ReconcileArgs{}, LedgerArgs{}} {
+			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}))
+		}
 	}
 	if deps.Keys != nil {
 		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Batch: deps.ReapBatch, Logger: deps.Logger}); err != nil {

@@ -58,9 +58,20 @@ RETURNING r.resource_type, r.resource_id`
 
 const noteError = `UPDATE reconciliations SET last_error = $3 WHERE resource_type = $1 AND resource_id = $2`
 
-// Run tries a batch of marked operations, then compares the ledgers. An
-// operation that still cannot be settled stays marked for a later run.
+// Run settles a batch of marked operations, then compares the ledgers.
 func (r *Reconciler) Run(ctx context.Context) (Report, error) {
+	report, err := r.Settle(ctx)
+	if err != nil {
+		return report, err
+	}
+	ledger, err := r.CompareLedger(ctx)
+	report.Repaired, report.Flagged = ledger.Repaired, ledger.Flagged
+	return report, err
+}
+
+// Settle tries a batch of marked operations. One that still cannot be
+// settled stays marked for a later run, behind the others.
+func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 	var report Report
 	rows, err := r.Ops.DB.Query(ctx, claimMarked, r.BatchSize)
 	if err != nil {
@@ -91,7 +102,14 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 			r.Logger.Info("settled by another runner first", "resource_type", m.kind, "id", m.id)
 		}
 	}
+	return report, nil
+}
 
+// CompareLedger walks both sides of the processor's ledger over the window:
+// it marks operations the ledger shows stuck (Repaired) and adds anything
+// else unaccounted for to the needs-review queue (Flagged).
+func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
+	var report Report
 	for _, l := range r.ledgers() {
 		repaired, flagged, err := r.compare(ctx, l)
 		report.Repaired += repaired

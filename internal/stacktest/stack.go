@@ -54,6 +54,9 @@ type Options struct {
 	DBProxy bool
 	// RateLimit limits each tenant's idempotent POSTs; off by default.
 	RateLimit httpapi.RateLimit
+	// ReconcileInterval schedules the worker's periodic reconciliation, with
+	// runs bounded by ReconcileTimeout; by default tests run it themselves.
+	ReconcileInterval, ReconcileTimeout time.Duration
 }
 
 // Endpoint is where a process of the stack answers.
@@ -161,7 +164,10 @@ func New(t testing.TB, opts Options) *Stack {
 	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = db.URL, "127.0.0.1:0", s.Processor.URL
 	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.ChargeDeadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
 	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = 30*time.Second, 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
-	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = 0, 0, time.Hour, time.Minute
+	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = opts.ReconcileInterval, 0, time.Hour, time.Minute
+	if opts.ReconcileTimeout > 0 {
+		wcfg.ReconcileTimeout = opts.ReconcileTimeout
+	}
 	wcfg.TombstoneRetention = 7 * 24 * time.Hour
 	s.worker, err = worker.New(ctx, wcfg, logger.With("process", "worker"))
 	if err != nil {

@@ -10,7 +10,13 @@ import (
 // does not within 20 seconds.
 func For(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	Within(t, 20*time.Second, what, cond)
+}
+
+// Within is For with a deadline of d, for what takes a maintenance cycle.
+func Within(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -46,7 +46,8 @@ type Config struct {
 	RetryMaxDelay      time.Duration `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
 	ChargeDeadline     time.Duration `envconfig:"CHARGE_DEADLINE" default:"1h" desc:"after this, an operation confirmed absent is given up through the fence"`
 	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
-	ReconcileTimeout   time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"10m" desc:"bound on one reconciler run"`
+	ReconcileTimeout   time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile run (sweep and a batch); a dead worker's run holds the next up that long at most"`
+	LedgerTimeout      time.Duration `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
 	ReconcileWindow    time.Duration `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
 	StuckAfter         time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
 	ReconcileBatch     int           `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
@@ -78,6 +79,8 @@ func (c Config) Validate() error {
 	case c.ProcessorKeyRetention <= c.ChargeDeadline+c.JobTimeout+c.KeyRetention.KeyRetention:
 		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed CHARGE_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
 			c.ProcessorKeyRetention, c.ChargeDeadline+c.JobTimeout+c.KeyRetention.KeyRetention)
+	case c.ReconcileTimeout <= c.ProcessorTimeout || c.LedgerTimeout <= c.ProcessorTimeout:
+		return fmt.Errorf("RECONCILE_TIMEOUT (%s) and LEDGER_COMPARE_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a run cannot make one call", c.ReconcileTimeout, c.LedgerTimeout, c.ProcessorTimeout)
 	case c.TombstoneRetention <= 0:
 		return fmt.Errorf("IDEMPOTENCY_TOMBSTONE_RETENTION (%s) must be positive: a reaped key's retry must be told it expired", c.TombstoneRetention)
 	case c.LedgerPageSize < 1 || c.LedgerPageSize > 1000:
@@ -141,6 +144,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		Backoff:           cfg.backoff(),
 		FetchPollInterval: cfg.FetchPollInterval,
 		ReconcileTimeout:  cfg.ReconcileTimeout,
+		LedgerTimeout:     cfg.LedgerTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch, Logger: logger})

@@ -1,0 +1,328 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Summary is what a run did and found.
+type Summary struct {
+	Profile, Logs, Database string
+	Seed                    uint64
+	Load, Quiesce           time.Duration
+	// Quiet is whether everything settled within the profile's bound.
+	Quiet bool
+
+	Payments, Refunds                     int
+	Requests, Dups, Resends, Async        int64
+	Kills                                 map[string]int64
+	Outages                               int64
+	Succeeded, Failed, GivenUp            int
+	RefundsSucceeded, RefundsFailed       int
+	RefundsRefused                        int
+	Charges, ProcessorRefunds, ReviewKept int
+
+	// Invariants in the order they are printed, with their violations.
+	Invariants []Invariant
+}
+
+// Invariant is one property checked, with what broke it.
+type Invariant struct {
+	Name       string
+	Violations []string
+}
+
+// Passed reports whether every invariant held and everything settled.
+func (s *Summary) Passed() bool {
+	for _, inv := range s.Invariants {
+		if len(inv.Violations) > 0 {
+			return false
+		}
+	}
+	return s.Quiet
+}
+
+// Print writes the summary table.
+func (s *Summary) Print(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nchaos summary\tprofile %s, seed %d, load %s\n", s.Profile, s.Seed, s.Load)
+	fmt.Fprintf(tw, "operations\t%d payments, %d refunds; %d requests, %d duplicate sends, %d re-sends, %d asking not to wait\n",
+		s.Payments, s.Refunds, s.Requests, s.Dups, s.Resends, s.Async)
+	fmt.Fprintf(tw, "kills (SIGKILL)\tapi %d, worker %d, processor %d\n", s.Kills["api"], s.Kills["worker"], s.Kills["processor"])
+	fmt.Fprintf(tw, "processor outages\t%d, each longer than a worker's retry budget\n", s.Outages)
+	fmt.Fprintf(tw, "payments\t%d succeeded, %d failed (%d given up through the fence)\n", s.Succeeded, s.Failed, s.GivenUp)
+	fmt.Fprintf(tw, "refunds\t%d succeeded, %d failed, %d refused (exceeding or not refundable)\n", s.RefundsSucceeded, s.RefundsFailed, s.RefundsRefused)
+	fmt.Fprintf(tw, "processor ledger\t%d charges, %d refunds\n", s.Charges, s.ProcessorRefunds)
+	fmt.Fprintf(tw, "needs review\t%d cases, all injected on purpose\n", s.ReviewKept)
+	fmt.Fprintf(tw, "time to quiesce\t%s (settled: %t)\n", s.Quiesce.Round(100*time.Millisecond), s.Quiet)
+	fmt.Fprintln(tw, "\ninvariant\tviolations")
+	for _, inv := range s.Invariants {
+		fmt.Fprintf(tw, "%s\t%d\n", inv.Name, len(inv.Violations))
+	}
+	_ = tw.Flush()
+	for _, inv := range s.Invariants {
+		for i, v := range inv.Violations {
+			if i == 5 {
+				fmt.Fprintf(out, "  %s: … %d more\n", inv.Name, len(inv.Violations)-5)
+				break
+			}
+			fmt.Fprintf(out, "  %s: %s\n", inv.Name, v)
+		}
+	}
+	verdict := "PASSED"
+	if !s.Passed() {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(out, "\nchaos: %s; logs of every process in %s\n", verdict, s.Logs)
+}
+
+// unsettled counts what is not final yet: keys, payments, refunds and
+// operations waiting for the reconciler.
+const unsettled = `SELECT
+	(SELECT count(*) FROM idempotency_keys WHERE recovery_point NOT IN ('finished', 'expired'))
+	+ (SELECT count(*) FROM payments WHERE status = 'processing')
+	+ (SELECT count(*) FROM refunds WHERE status = 'processing')
+	+ (SELECT count(*) FROM reconciliations)`
+
+// settle waits until nothing accepted is left unsettled (the service settles
+// by itself: invariant 7, no client retry needed), then sends again, with the
+// same key, every operation that got no final answer, as a client that keeps
+// its keys does (one whose every request was lost is only now accepted), and
+// repeats until every operation has its final answer, within bound. It
+// reports whether everything settled.
+func settle(ctx context.Context, l *load, pool *pgxpool.Pool, bound time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for ctx.Err() == nil {
+		var n int
+		if err := pool.QueryRow(ctx, unsettled).Scan(&n); err != nil || n > 0 {
+			sleep(ctx, 250*time.Millisecond)
+			continue
+		}
+		var pending []*op
+		for _, o := range l.all() {
+			if l.rec.firstFinal(tenants[o.tenant].apiKey, o.key) == nil && (!o.refund || o.payment != "") {
+				pending = append(pending, o)
+			}
+		}
+		if len(pending) == 0 {
+			return true
+		}
+		l.resendAll(ctx, pending, 99)
+	}
+	return false
+}
+
+// check verifies every invariant and fills sum.
+func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, sum *Summary) error {
+	ops := l.all()
+	for _, o := range ops {
+		if o.refund {
+			sum.Refunds++
+		} else {
+			sum.Payments++
+		}
+	}
+	counts := []struct {
+		sql  string
+		dest *int
+	}{
+		{`SELECT count(*) FROM payments WHERE status = 'succeeded'`, &sum.Succeeded},
+		{`SELECT count(*) FROM payments WHERE status = 'failed'`, &sum.Failed},
+		{`SELECT count(*) FROM payments WHERE failure_code = 'processor_error'`, &sum.GivenUp},
+		{`SELECT count(*) FROM refunds WHERE status = 'succeeded'`, &sum.RefundsSucceeded},
+		{`SELECT count(*) FROM refunds WHERE status = 'failed'`, &sum.RefundsFailed},
+		{`SELECT count(*) FROM idempotency_keys WHERE request_path LIKE '%/refunds' AND resource_id IS NULL`, &sum.RefundsRefused},
+		{`SELECT count(*) FROM processor.charges`, &sum.Charges},
+		{`SELECT count(*) FROM processor.refunds`, &sum.ProcessorRefunds},
+		{`SELECT count(*) FROM needs_review`, &sum.ReviewKept},
+	}
+	for _, c := range counts {
+		if err := pool.QueryRow(ctx, c.sql).Scan(c.dest); err != nil {
+			return fmt.Errorf("count: %w", err)
+		}
+	}
+
+	// Each query lists what violates its invariant, one text a row.
+	queries := []struct{ name, sql string }{
+		{"one successful charge per succeeded payment", `
+SELECT p.id || ': ' || count(c.id) || ' successful charges, recorded ' || coalesce(p.processor_charge_id, 'none')
+FROM payments p LEFT JOIN processor.charges c ON c.payment_id = p.id AND c.status = 'succeeded'
+WHERE p.status = 'succeeded'
+GROUP BY p.id HAVING count(c.id) <> 1 OR bool_or(c.id IS DISTINCT FROM p.processor_charge_id)`},
+		{"no money taken for a failed payment", `
+SELECT p.id || ' failed (' || coalesce(p.failure_code, '') || ') but charge ' || c.id || ' succeeded'
+FROM payments p JOIN processor.charges c ON c.payment_id = p.id AND c.status = 'succeeded'
+WHERE p.status = 'failed'`},
+		{"one processor operation per downstream key", `
+SELECT idempotency_key || ': ' || count(*) || ' charges' FROM processor.charges GROUP BY idempotency_key HAVING count(*) > 1
+UNION ALL
+SELECT idempotency_key || ': ' || count(*) || ' refunds' FROM processor.refunds GROUP BY idempotency_key HAVING count(*) > 1`},
+		{"nothing left unfinished", `
+SELECT 'key ' || key || ' at ' || recovery_point FROM idempotency_keys WHERE recovery_point NOT IN ('finished', 'expired')
+UNION ALL SELECT 'payment ' || id || ' processing' FROM payments WHERE status = 'processing'
+UNION ALL SELECT 'refund ' || id || ' processing' FROM refunds WHERE status = 'processing'
+UNION ALL SELECT resource_type || ' ' || resource_id || ' still marked for reconciliation' FROM reconciliations`},
+		{"refunds within their payment, agreed by the processor", `
+SELECT p.id || ': amount ' || p.amount || ', amount_refunded ' || p.amount_refunded || ', refunds succeeded '
+	|| coalesce(r.total, 0) || ', processor refunded ' || coalesce(c.amount_refunded, 0)
+FROM payments p
+LEFT JOIN (SELECT payment_id, sum(amount) AS total FROM refunds WHERE status = 'succeeded' GROUP BY payment_id) r ON r.payment_id = p.id
+LEFT JOIN processor.charges c ON c.id = p.processor_charge_id
+WHERE p.amount_refunded > p.amount OR p.amount_refunded <> coalesce(r.total, 0)
+	OR p.amount_refunded <> coalesce(c.amount_refunded, 0)`},
+		{"a succeeded refund is one processor refund, a failed one none", `
+SELECT r.id || ' ' || r.status || ': ' || count(pr.id) || ' processor refunds'
+FROM refunds r LEFT JOIN processor.refunds pr ON pr.idempotency_key = 'refund_' || r.id
+GROUP BY r.id, r.status, r.processor_refund_id
+HAVING (r.status = 'succeeded' AND (count(pr.id) <> 1 OR bool_or(pr.id IS DISTINCT FROM r.processor_refund_id)))
+	OR (r.status = 'failed' AND count(pr.id) <> 0)`},
+		{"every accepted key is exactly one resource", `
+SELECT k.tenant_id || '/' || k.key || ' created ' || coalesce(k.resource_type || ' ' || k.resource_id, 'nothing')
+FROM idempotency_keys k
+WHERE k.resource_id IS NOT NULL AND NOT EXISTS (
+	SELECT 1 FROM payments p WHERE p.id = k.resource_id AND p.idempotency_key_id = k.id
+	UNION ALL SELECT 1 FROM refunds r WHERE r.id = k.resource_id AND r.idempotency_key_id = k.id)
+UNION ALL
+SELECT 'payment ' || id || ' has no key' FROM payments WHERE idempotency_key_id IS NULL
+UNION ALL
+SELECT 'refund ' || id || ' has no key' FROM refunds WHERE idempotency_key_id IS NULL`},
+	}
+	for _, q := range queries {
+		rows, err := pool.Query(ctx, q.sql)
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.name, err)
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.name, err)
+		}
+		sum.Invariants = append(sum.Invariants, Invariant{Name: q.name, Violations: found})
+	}
+
+	asked, err := checkAsked(ctx, pool, ops)
+	if err != nil {
+		return err
+	}
+	sum.Invariants = append(sum.Invariants, Invariant{Name: "every payment and refund is one a client asked for", Violations: asked})
+	replays, err := checkReplays(ctx, pool, l, ops)
+	if err != nil {
+		return err
+	}
+	sum.Invariants = append(sum.Invariants, Invariant{Name: "every replay byte-identical to the first final response", Violations: replays})
+	review, err := checkReview(ctx, pool, outages)
+	if err != nil {
+		return err
+	}
+	sum.Invariants = append(sum.Invariants, Invariant{Name: "needs-review holds only what was injected", Violations: review})
+	var server []string
+	if n := l.rec.serverErrs.Load(); n > 0 {
+		server = append(server, fmt.Sprintf("%d answers 500", n))
+	}
+	l.rec.mu.Lock()
+	server = append(server, l.rec.unexpected...)
+	l.rec.mu.Unlock()
+	sum.Invariants = append(sum.Invariants, Invariant{Name: "no 500, no 404 or 422 for a correct client", Violations: server})
+	return nil
+}
+
+// checkAsked lists the payments and refunds whose key no operation of the
+// run was sent under: a resource nobody asked for.
+func checkAsked(ctx context.Context, pool *pgxpool.Pool, ops []*op) ([]string, error) {
+	sent := map[string]bool{}
+	for _, o := range ops {
+		sent[tenants[o.tenant].id+"/"+o.key] = true
+	}
+	rows, err := pool.Query(ctx, `
+SELECT k.tenant_id || '/' || k.key, p.id FROM payments p JOIN idempotency_keys k ON k.id = p.idempotency_key_id
+UNION ALL
+SELECT k.tenant_id || '/' || k.key, r.id FROM refunds r JOIN idempotency_keys k ON k.id = r.idempotency_key_id`)
+	if err != nil {
+		return nil, fmt.Errorf("resources by key: %w", err)
+	}
+	var bad []string
+	var key, id string
+	_, err = pgx.ForEachRow(rows, []any{&key, &id}, func() error {
+		if !sent[key] {
+			bad = append(bad, id+" under "+key)
+		}
+		return nil
+	})
+	return bad, err
+}
+
+// checkReplays sends every operation once more, which the recorder compares
+// with the first final answer it saw, and compares that answer with the
+// response the key stores.
+func checkReplays(ctx context.Context, pool *pgxpool.Pool, l *load, ops []*op) ([]string, error) {
+	var bad []string
+	var final []*op
+	for _, o := range ops {
+		switch {
+		case l.rec.firstFinal(tenants[o.tenant].apiKey, o.key) != nil:
+			final = append(final, o)
+		case !o.refund || o.payment != "":
+			bad = append(bad, fmt.Sprintf("%s/%s: never got a final answer", tenants[o.tenant].id, o.key))
+		}
+	}
+	l.resendAll(ctx, final, 100)
+	for _, o := range final {
+		first := l.rec.firstFinal(tenants[o.tenant].apiKey, o.key)
+		var stored []byte
+		err := pool.QueryRow(ctx, `SELECT response_body FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`,
+			tenants[o.tenant].id, o.key).Scan(&stored)
+		if err != nil {
+			return nil, fmt.Errorf("stored response of %s: %w", o.key, err)
+		}
+		if !bytes.Equal(stored, first) {
+			bad = append(bad, fmt.Sprintf("%s: stored %s, first answered %s", o.key, stored, first))
+		}
+	}
+	l.rec.mu.Lock()
+	bad = append(bad, l.rec.mismatches...)
+	l.rec.mu.Unlock()
+	return bad, nil
+}
+
+// checkReview allows in the needs-review queue only what the run injected:
+// a payment given up on that used pm_card_processing_error (the processor
+// never charges it), or an operation whose deadline ran out while the
+// processor was cut off. Any discrepancy between the ledgers is a violation.
+func checkReview(ctx context.Context, pool *pgxpool.Pool, outages []window) ([]string, error) {
+	rows, err := pool.Query(ctx, `
+SELECT n.kind, n.reference, coalesce(p.payment_method, ''), coalesce(p.created_at, r.created_at)
+FROM needs_review n
+LEFT JOIN payments p ON n.kind = 'payment_given_up' AND p.id = n.reference
+LEFT JOIN refunds r ON n.kind = 'refund_given_up' AND r.id = n.reference`)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	var (
+		kind, ref, method string
+		created           *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&kind, &ref, &method, &created}, func() error {
+		givenUp := strings.HasSuffix(kind, "_given_up")
+		switch {
+		case givenUp && method == "pm_card_processing_error":
+		case givenUp && created != nil && slices.ContainsFunc(outages, func(w window) bool {
+			// Its deadline passed while the processor could not be asked.
+			return !created.Add(chargeDeadline).Before(w.from) && !created.After(w.to)
+		}):
+		default:
+			bad = append(bad, kind+" "+ref)
+		}
+		return nil
+	})
+	return bad, err
+}

@@ -1,0 +1,121 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one real OS process of the stack: a binary of cmd/ with its
+// environment, started, killed with SIGKILL and started again, its output
+// appended to one log file across restarts.
+type proc struct {
+	name, kind string // "api-1", "api"
+	bin        string
+	env        []string
+	health     string // URL answering 200 once it serves
+	log        *os.File
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func newProc(name, kind, bin, logDir, health string, env []string) (*proc, error) {
+	log, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &proc{name: name, kind: kind, bin: bin, env: env, health: health, log: log}, nil
+}
+
+// start runs the process and waits until it serves.
+func (p *proc) start(ctx context.Context) error {
+	p.mu.Lock()
+	cmd := exec.Command(p.bin)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	fmt.Fprintf(p.log, "=== chaos: started %s (pid %d) at %s\n", p.name, cmd.Process.Pid, time.Now().UTC().Format(time.RFC3339Nano))
+	return waitHealthy(ctx, p.health, done)
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	fmt.Fprintf(p.log, "=== chaos: killed %s with SIGKILL at %s\n", p.name, time.Now().UTC().Format(time.RFC3339Nano))
+}
+
+// stop sends SIGTERM and waits for a graceful exit, then SIGKILL.
+func (p *proc) stop() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+	}
+}
+
+// waitHealthy polls url until it answers 200, the process exits, or a
+// minute passes.
+func waitHealthy(ctx context.Context, url string, exited <-chan struct{}) error {
+	client := &http.Client{Timeout: time.Second}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if res, err := client.Get(url); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s: the process exited before it served", url)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not healthy within a minute", url)
+		}
+	}
+}
+
+// freePort returns a loopback address whose port is free right now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
