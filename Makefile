@@ -4,7 +4,7 @@ export DATABASE_URL
 
 GO ?= go
 
-.PHONY: run test chaos build migrate seed vet fuzz clean
+.PHONY: run test chaos bench build migrate seed vet fuzz clean
 
 ## run: build, migrate, seed the demo tenants, then run processor, worker and API until Ctrl-C
 ## (logs as text for a person; LOG_FORMAT=json for what production writes)
@@ -22,6 +22,11 @@ CHAOS_PROFILE ?= short
 chaos: build
 	$(GO) build -o bin/ ./cmd/chaos
 	CHAOS_PROFILE=$(CHAOS_PROFILE) ./bin/chaos
+
+## bench: the service as ratios to the machine's ceilings, measured in one run (BENCH_DURATION a mode)
+bench:
+	$(GO) build -o bin/ ./cmd/bench
+	./bin/bench
 
 ## build: the three binaries into bin/
 build:

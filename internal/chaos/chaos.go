@@ -13,15 +13,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
 )
@@ -102,7 +99,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	if err := os.MkdirAll(cfg.Logs, 0o755); err != nil {
 		return nil, err
 	}
-	dbURL, drop, err := createDatabase(ctx, cfg.DatabaseURL, runName)
+	dbURL, drop, err := database.CreateFresh(ctx, cfg.DatabaseURL, runName)
 	if err != nil {
 		return nil, err
 	}
@@ -158,35 +155,6 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		drop()
 	}
 	return sum, nil
-}
-
-// createDatabase creates the run's database on the server of serverURL and
-// returns its URL and a function that drops it.
-func createDatabase(ctx context.Context, serverURL, name string) (string, func(), error) {
-	cfg, err := pgx.ParseConfig(serverURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	cfg.Database = "postgres"
-	admin, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect to the server: %w", err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		admin.Close(ctx)
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		admin.Close(ctx)
-		return "", nil, fmt.Errorf("parse DATABASE_URL: %w", err)
-	}
-	u.Path = "/" + name
-	drop := func() {
-		defer admin.Close(context.Background())
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
 }
 
 // startStack starts the processor, two APIs and two workers.

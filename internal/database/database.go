@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -116,4 +117,34 @@ func IsUnavailable(err error) bool {
 		return pgErr.Code == "57P01" || pgErr.Code == "57P03" || strings.HasPrefix(pgErr.Code, "08")
 	}
 	return false
+}
+
+// CreateFresh creates the database name on the server of serverURL, for a
+// run of its own (the chaos run, the benchmark), and returns its URL and a
+// function that drops it.
+func CreateFresh(ctx context.Context, serverURL, name string) (string, func(), error) {
+	cfg, err := pgx.ParseConfig(serverURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	cfg.Database = "postgres"
+	admin, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to the server: %w", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		admin.Close(ctx)
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		admin.Close(ctx)
+		return "", nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	u.Path = "/" + name
+	drop := func() {
+		defer admin.Close(context.Background())
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	}
+	return u.String(), drop, nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/outbox"
@@ -298,9 +300,10 @@ func TestRefundRefusedDefinitely(t *testing.T) {
 	}
 }
 
-// TestReconcileJob: the periodic reconciliation runs one at a time across
-// workers, and a run that fails is not retried on top of the next one.
-func TestReconcileJob(t *testing.T) {
+// TestPeriodicJobs: each periodic job (the reconciler, the ledger
+// comparison) runs one at a time across workers, and a run that fails is not
+// retried on top of the next one.
+func TestPeriodicJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := stacktest.New(t, stacktest.Options{})
@@ -308,24 +311,26 @@ func TestReconcileJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil)
-	if err != nil || first.UniqueSkippedAsDuplicate {
-		t.Fatalf("first insert: %+v, %v", first, err)
-	}
-	second, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil)
-	if err != nil || !second.UniqueSkippedAsDuplicate {
-		t.Fatalf("second insert while one waits: %+v, %v", second, err)
+	for _, args := range []river.JobArgs{outbox.ReconcileArgs{}, outbox.LedgerArgs{}} {
+		first, err := inserter.Insert(ctx, args, nil)
+		if err != nil || first.UniqueSkippedAsDuplicate {
+			t.Fatalf("%s: first insert: %+v, %v", args.Kind(), first, err)
+		}
+		second, err := inserter.Insert(ctx, args, nil)
+		if err != nil || !second.UniqueSkippedAsDuplicate {
+			t.Fatalf("%s: second insert while one waits: %+v, %v", args.Kind(), second, err)
+		}
 	}
 
-	// With the processor down the run fails: it is discarded, not retried.
+	// With the processor down the comparison fails: it is discarded, not retried.
 	s.ProcessorDown(true)
 	s.StartWorker()
-	stacktest.WaitFor(t, "the failed run to be discarded", func() bool {
-		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'reconcile' AND state = 'discarded' AND attempt = 1`) == 1
+	stacktest.WaitFor(t, "the failed comparison to be discarded", func() bool {
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'compare_ledger' AND state = 'discarded' AND attempt = 1`) == 1
 	})
-	third, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil)
+	third, err := inserter.Insert(ctx, outbox.LedgerArgs{}, nil)
 	if err != nil || third.UniqueSkippedAsDuplicate {
-		t.Fatalf("next run after the failed one: %+v, %v", third, err)
+		t.Fatalf("next comparison after the failed one: %+v, %v", third, err)
 	}
 }
 

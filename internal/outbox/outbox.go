@@ -80,8 +80,13 @@ func (q Queue) Live(ctx context.Context, resourceType string, ids []string) (map
 }
 
 // NewInserter returns a River client that only inserts jobs, for the API.
+//
+// River sends at most one insert notification per FetchCooldown, also on a
+// client that only inserts: at its default of 100 ms, a job inserted within
+// that window of another waits for the worker's poll instead. 5 ms wakes the
+// worker for every payment but a burst's.
 func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
-	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger})
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: 5 * time.Millisecond})
 }
 
 // Backoff is the retry policy of failed jobs: exponential from Base, capped

@@ -40,7 +40,7 @@ type Config struct {
 	ProcessorTimeout   time.Duration `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
 	Concurrency        int           `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once"`
 	JobTimeout         time.Duration `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
-	FetchPollInterval  time.Duration `envconfig:"WORKER_POLL_INTERVAL" default:"1s" desc:"queue poll when no notification arrives"`
+	FetchPollInterval  time.Duration `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
 	MaxAttempts        int           `envconfig:"CHARGE_MAX_ATTEMPTS" default:"10" desc:"retry budget of a charge or refund"`
 	RetryBaseDelay     time.Duration `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
 	RetryMaxDelay      time.Duration `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
