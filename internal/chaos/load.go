@@ -96,6 +96,16 @@ func finalAnswer(status int, code string) bool {
 	return false
 }
 
+// respondAsync asks the API not to wait for the operation to finish, with
+// RFC 7240's Prefer: respond-async.
+type respondAsync struct{ next http.RoundTripper }
+
+func (t respondAsync) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Prefer", "respond-async")
+	return t.next.RoundTrip(req)
+}
+
 // firstFinal is the first final answer recorded under key, if any.
 func (r *recorder) firstFinal(apiKey, key string) []byte {
 	r.mu.Lock()
@@ -124,11 +134,11 @@ func newLoad(apiURLs [2]string, seed uint64) *load {
 	l := &load{rec: rec, seed: seed}
 	for a, url := range apiURLs {
 		for t, tenant := range tenants {
-			opts := []client.Option{client.WithHTTPClient(&http.Client{Transport: rec, Timeout: 20 * time.Second}),
-				client.WithMaxAttempts(6), client.WithBackoff(100*time.Millisecond, 2*time.Second)}
-			l.clients[a][t][0] = client.New(url, tenant.apiKey, opts...)
-			// Asking not to wait: Prefer: respond-async's equivalent, wait=0.
-			l.clients[a][t][1] = client.New(url, tenant.apiKey, append(opts, client.WithWait(0))...)
+			retries := []client.Option{client.WithMaxAttempts(6), client.WithBackoff(100*time.Millisecond, 2*time.Second)}
+			l.clients[a][t][0] = client.New(url, tenant.apiKey,
+				append(retries, client.WithHTTPClient(&http.Client{Transport: rec, Timeout: 20 * time.Second}))...)
+			l.clients[a][t][1] = client.New(url, tenant.apiKey,
+				append(retries, client.WithHTTPClient(&http.Client{Transport: respondAsync{rec}, Timeout: 20 * time.Second}))...)
 		}
 	}
 	return l
