@@ -83,6 +83,17 @@ func (s *Summary) Print(out io.Writer) {
 		verdict = "FAILED"
 	}
 	fmt.Fprintf(out, "\nchaos: %s; logs of every process in %s\n", verdict, s.Logs)
+	failed := 0
+	for _, inv := range s.Invariants {
+		if len(inv.Violations) > 0 {
+			failed++
+		}
+	}
+	if !s.Quiet && failed == 0 {
+		failed = 1 // not settling in time is a failure of its own
+	}
+	// The closing line CI reads: invariants that held, and that did not.
+	fmt.Fprintf(out, "chaos: %d passed, %d failed\n", max(len(s.Invariants)-failed, 0), failed)
 }
 
 // unsettled counts what is not final yet: keys, payments, refunds and
