@@ -24,7 +24,6 @@ func TestCrashPoints(t *testing.T) {
 	}{
 		{"APIAfterFirstPhase", "api", "after_first_phase"},
 		{"WorkerAfterProcessorResponse", "worker", "payment_after_processor_response"},
-		{"WorkerAfterChargeCreated", "worker", "payment_after_created"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -89,14 +88,14 @@ func TestCrashPoints(t *testing.T) {
 	}
 }
 
-// TestRefundCrashPoints kills the worker with SIGKILL while a refund's
-// processor call is answered, and after its outcome is recorded, and restarts
+// TestRefundCrashPoints kills the worker with SIGKILL once a refund's
+// processor call is answered and before the answer is recorded, and restarts
 // it: the refund settles with no client retry, within minutes (River rescues
 // the dead worker's job, or the sweep hands the quiet refund to the
 // reconciler), with exactly one refund at the processor.
 func TestRefundCrashPoints(t *testing.T) {
 	t.Parallel()
-	for _, point := range []string{"refund_after_processor_response", "refund_after_created"} {
+	for _, point := range []string{"refund_after_processor_response"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			s := startStack(t, testdb.New(t).URL, nil, []string{"APP_ENV=test", "CRASH_POINT=" + point})

@@ -25,6 +25,7 @@ type config struct {
 	Clients     int           `envconfig:"BENCH_CLIENTS" default:"32" desc:"concurrent clients of each mode"`
 	Duration    time.Duration `envconfig:"BENCH_DURATION" default:"10s" desc:"how long each mode is measured"`
 	BigTable    int           `envconfig:"BENCH_BIG_TABLE" default:"2000000" desc:"finished keys in the table for the last mode (0: skip it)"`
+	ProfileDir  string        `envconfig:"BENCH_PROFILE_DIR" desc:"when set, a CPU profile of each mode is written there (go tool pprof reads it)"`
 }
 
 func main() { process.Main("bench", run) }
@@ -48,6 +49,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "bench: %d clients, %s a mode, database %s (dropped at the end)\n", cfg.Clients, cfg.Duration, name)
-	_, err = bench.Run(ctx, bench.Config{DatabaseURL: url, Clients: cfg.Clients, Duration: cfg.Duration, BigTable: cfg.BigTable}, stdout)
+	_, err = bench.Run(ctx, bench.Config{DatabaseURL: url, Clients: cfg.Clients, Duration: cfg.Duration, BigTable: cfg.BigTable,
+		ProfileDir: cfg.ProfileDir}, stdout)
 	return err
 }

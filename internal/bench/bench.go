@@ -16,16 +16,23 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
@@ -45,6 +52,8 @@ type Config struct {
 	Duration time.Duration
 	// BigTable is how many finished keys the last mode puts in the table.
 	BigTable int
+	// ProfileDir, when set, receives a CPU profile of each mode.
+	ProfileDir string
 }
 
 // Result is one mode measured.
@@ -83,8 +92,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 	defer st.stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients * 2}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
-	post := func(key string, prefer string) (int, error) {
-		req, _ := http.NewRequest(http.MethodPost, st.apiURL+"/v1/payments",
+	send := func(url, key, prefer string) (int, error) {
+		req, _ := http.NewRequest(http.MethodPost, url,
 			bytes.NewReader([]byte(`{"amount": 1000, "currency": "USD", "payment_method": "pm_card_visa"}`)))
 		req.Header.Set("Authorization", "Bearer sk_test_acme")
 		req.Header.Set("Content-Type", "application/json")
@@ -100,11 +109,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 		res.Body.Close()
 		return res.StatusCode, nil
 	}
+	post := func(key, prefer string) (int, error) { return send(st.apiURL+"/v1/payments", key, prefer) }
 	var seq atomic.Int64
 	fresh := func(prefix string) string { return prefix + strconv.FormatInt(seq.Add(1), 10) }
 
 	results := []Result{insert, sel}
 	mode := func(name string, clients int, ceiling Result, want int, send func() (int, error)) (Result, error) {
+		stopProfile, err := startProfile(cfg.ProfileDir, name)
+		if err != nil {
+			return Result{}, err
+		}
 		r, err := measure(ctx, name, clients, cfg.Duration, out, func() error {
 			status, err := send()
 			if err == nil && status != want {
@@ -112,12 +126,30 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 			}
 			return err
 		})
+		stopProfile()
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
 		r.Ceiling, r.Ratio = ceiling.Mode, r.PerSecond/ceiling.PerSecond
 		results = append(results, r)
 		return r, nil
+	}
+
+	// What HTTP costs here: a bare handler that reads the request and runs
+	// one statement, through the same client, is what no service can beat.
+	bare, err := bareHandler(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer bare.Close()
+	for _, b := range []struct {
+		path    string
+		ceiling Result
+	}{{"/insert", insert}, {"/select", sel}} {
+		if _, err := mode("reference: bare HTTP handler, one "+strings.ToUpper(b.path[1:]), cfg.Clients, b.ceiling, http.StatusOK,
+			func() (int, error) { return send(bare.URL+b.path, "", "") }); err != nil {
+			return nil, err
+		}
 	}
 
 	// The API's own path: the worker is not running, so nothing competes.
@@ -169,7 +201,49 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 		}
 	}
 	Print(out, results)
+	if hwm, err := peakRSS(); err == nil {
+		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
+	}
 	return results, nil
+}
+
+// startProfile starts a CPU profile of the mode name in dir, when dir is
+// set, and returns what stops it.
+func startProfile(dir, name string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	slug := strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '-'
+	}, name)
+	f, err := os.Create(filepath.Join(dir, slug+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM) from Linux's
+// /proc, in bytes.
+func peakRSS() (int64, error) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }
 
 // ceilings measures one-row inserts and point selects through pgx.
@@ -194,6 +268,35 @@ func ceilings(ctx context.Context, pool *pgxpool.Pool, cfg Config, out io.Writer
 		return pool.QueryRow(ctx, `SELECT v FROM bench_ceiling WHERE id = $1`, 1+i.Add(1)%n).Scan(&v)
 	})
 	return insert, sel, err
+}
+
+// bareHandler serves the two reference handlers: POST /insert reads the
+// body and inserts a row, POST /select reads the body and selects one.
+func bareHandler(pool *pgxpool.Pool) (*httptest.Server, error) {
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT max(id) FROM bench_ceiling`).Scan(&n); err != nil {
+		return nil, err
+	}
+	var i atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /insert", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if _, err := pool.Exec(r.Context(), `INSERT INTO bench_ceiling (v) VALUES ('x')`); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	mux.HandleFunc("POST /select", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		var v string
+		if err := pool.QueryRow(r.Context(), `SELECT v FROM bench_ceiling WHERE id = $1`, 1+i.Add(1)%n).Scan(&v); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	return httptest.NewServer(mux), nil
 }
 
 // measure runs op from clients goroutines for d and reports the rate and

@@ -27,8 +27,8 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if len(results) != 7 {
-		t.Fatalf("%d results, want 7:\n%s", len(results), out.String())
+	if len(results) != 9 {
+		t.Fatalf("%d results, want 9:\n%s", len(results), out.String())
 	}
 	for _, r := range results {
 		if r.Ops == 0 || r.PerSecond <= 0 {

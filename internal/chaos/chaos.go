@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		return nil, err
 	}
 	defer s.stopAll()
-	pool, err := database.Connect(ctx, dbURL)
+	pool, err := database.Connect(ctx, dbURL, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -24,12 +24,17 @@ type DBTX interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Open opens a pool without waiting for the database: connections are made
-// when needed, so a server can start, and fail closed, while it is down.
-func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// Open opens a pool of at most maxConns connections (0: pgx's default, the
+// larger of 4 and the CPUs, or the URL's pool_max_conns) without waiting for
+// the database: connections are made when needed, so a server can start, and
+// fail closed, while it is down.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -38,9 +43,9 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// Connect opens a pool and checks that the database answers.
-func Connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	pool, err := Open(ctx, url)
+// Connect opens a pool, as Open does, and checks that the database answers.
+func Connect(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	pool, err := Open(ctx, url, maxConns)
 	if err != nil {
 		return nil, err
 	}

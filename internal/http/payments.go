@@ -15,12 +15,15 @@ import (
 // createPayment handles POST /v1/payments.
 func (s *Server) createPayment() http.HandlerFunc {
 	return idempotentPost(s, false,
-		func(r *http.Request, req idempotency.Request, np payments.NewPayment) (idempotency.Lease, error) {
-			return s.Payments.Create(r.Context(), req, np)
+		func(r *http.Request, req idempotency.Request, np payments.NewPayment) (idempotency.Lease, any, error) {
+			lease, p, err := s.Payments.Create(r.Context(), req, np)
+			if p == nil {
+				return lease, nil, err
+			}
+			return lease, *p, err
 		},
-		func(ctx context.Context, tenantID, id string) (any, string, error) {
-			p, err := s.Payments.Get(ctx, tenantID, id)
-			return p, render.PaymentLocation(id), err
+		func(ctx context.Context, tenantID, id string) (any, error) {
+			return s.Payments.Get(ctx, tenantID, id)
 		})
 }
 

@@ -8,19 +8,18 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/render"
 )
 
 // createRefund handles POST /v1/payments/{id}/refunds. The body is optional:
 // without one, all that is left is refunded.
 func (s *Server) createRefund() http.HandlerFunc {
 	return idempotentPost(s, true,
-		func(r *http.Request, req idempotency.Request, nr payments.NewRefund) (idempotency.Lease, error) {
-			return s.Payments.CreateRefund(r.Context(), req, chi.URLParam(r, "id"), nr)
+		func(r *http.Request, req idempotency.Request, nr payments.NewRefund) (idempotency.Lease, any, error) {
+			lease, err := s.Payments.CreateRefund(r.Context(), req, chi.URLParam(r, "id"), nr)
+			return lease, nil, err
 		},
-		func(ctx context.Context, tenantID, id string) (any, string, error) {
-			ref, err := s.Payments.GetRefund(ctx, tenantID, id)
-			return ref, render.RefundLocation(id), err
+		func(ctx context.Context, tenantID, id string) (any, error) {
+			return s.Payments.GetRefund(ctx, tenantID, id)
 		})
 }
 

@@ -4,22 +4,28 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/render"
 )
 
-// current loads the resource a key created, as it stands, with its location.
-type current func(ctx context.Context, tenantID, id string) (body any, location string, err error)
+// current loads the resource a key created, as it stands.
+type current func(ctx context.Context, tenantID, id string) (any, error)
+
+// starter starts the operation of a request under its key. When the request
+// created the key, it may return the resource as it was created, so that an
+// answer that does not wait for the operation needs no read.
+type starter[B any] func(r *http.Request, req idempotency.Request, body B) (idempotency.Lease, any, error)
 
 // idempotentPost is every POST under an Idempotency-Key, in the order the
 // contract sets: parse the key, read and check the body (optional when
 // bodyOptional), fingerprint, then start the operation and answer for it.
 // Anything that fails before start leaves no trace.
-func idempotentPost[B any](s *Server, bodyOptional bool,
-	start func(r *http.Request, req idempotency.Request, body B) (idempotency.Lease, error), load current) http.HandlerFunc {
+func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load current) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.limited(w, r) {
 			return
@@ -40,29 +46,35 @@ func idempotentPost[B any](s *Server, bodyOptional bool,
 			s.writeError(w, r, err)
 			return
 		}
-		lease, err := start(r, req, decoded)
+		wait := s.preferredWait(r)
+		req.Wait = wait > 0
+		lease, created, err := start(r, req, decoded)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		s.respondIdempotent(w, r, lease, load)
+		s.respondIdempotent(w, r, lease, wait, created, load)
 	}
 }
 
 // respondIdempotent answers a request that holds lease. A finished key is
 // answered with its stored response. Otherwise the request waits for the
-// operation to finish, as long as Prefer allows, gives up the key's lock, and
-// answers with the final response or with 202 and the resource as it stands.
-func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease idempotency.Lease, load current) {
+// operation to finish, up to wait, gives up the key's lock if it still holds
+// it, and answers with the final response or with 202 and the resource as it
+// stands: as created, when this request created it and did not wait.
+func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease idempotency.Lease, wait time.Duration, created any, load current) {
 	ctx := r.Context()
 	key := lease.Key
 	var err error
-	if !key.Finished() {
-		key, err = s.Keys.Wait(ctx, key.ID, s.preferredWait(r))
+	if !key.Finished() && wait > 0 {
+		key, err = s.Keys.Wait(ctx, key.ID, wait)
 	}
-	// The lock goes before the answer, so an immediate retry is not refused.
-	if relErr := s.Keys.Release(context.WithoutCancel(ctx), lease); relErr != nil {
-		s.Logger.Error("release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
+	// Finishing clears the lock; otherwise it goes before the answer, so an
+	// immediate retry is not refused.
+	if err != nil || !key.Finished() {
+		if relErr := s.Keys.Release(context.WithoutCancel(ctx), lease); relErr != nil {
+			s.Logger.Error("release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
+		}
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -75,12 +87,14 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 		writeStored(w, *key.Response, !lease.Created)
 		return
 	}
-	body, location, err := load(ctx, tenantID(r), key.Resource.ID)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	body := created
+	if wait > 0 || body == nil {
+		if body, err = load(ctx, tenantID(r), key.Resource.ID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
-	w.Header().Set("Location", location)
+	w.Header().Set("Location", render.ResourceOf(key.Resource).URL)
 	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 	writeJSON(w, http.StatusAccepted, body)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -32,6 +31,10 @@ func Finish(resp Response) Next { return Next{point: RecoveryFinished, response:
 // key). Commit then runs in a transaction: it records what Call learned and
 // returns where the key goes next. Its writes commit together with that move,
 // or not at all.
+//
+// A phase without Call has no foreign side effect, so Drive commits it in
+// the transaction of the phase before it: the key moves past both at once,
+// and each phase still commits whole or not at all.
 type Phase struct {
 	Call   func(ctx context.Context, key Key) error
 	Commit func(ctx context.Context, tx pgx.Tx, key Key) (Next, error)
@@ -39,17 +42,15 @@ type Phase struct {
 
 const advanceKey = `
 UPDATE idempotency_keys SET recovery_point = $3, updated_at = now()
-WHERE id = $1 AND recovery_point = $2`
+WHERE id = $1 AND recovery_point = $2
+RETURNING ` + keyColumns + `, false`
 
 const finishKey = `
 UPDATE idempotency_keys
 SET recovery_point = 'finished', response_status = $3, response_headers = $4, response_body = $5,
-	updated_at = now(), finished_at = now(), expires_at = now() + $6::interval
-WHERE id = $1 AND recovery_point = $2`
-
-// notifyFinished wakes the requests waiting on the key; Postgres delivers the
-// notification only when the transaction commits.
-const notifyFinished = `SELECT pg_notify('` + finishedChannel + `', $1::text)`
+	locked_at = NULL, updated_at = now(), finished_at = now(), expires_at = now() + $6::interval
+WHERE id = $1 AND recovery_point = $2
+RETURNING ` + keyColumns + `, false, pg_notify('` + finishedChannel + `', id::text)`
 
 // RunPhase runs phase when the key is at recovery point from, and commits its
 // writes together with the move to the point it returns. A key found at any
@@ -62,6 +63,16 @@ func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Ph
 	if err != nil || key.RecoveryPoint != from {
 		return key, false, err
 	}
+	return s.runPhase(ctx, key, phase, nil)
+}
+
+// runPhase runs phase on key, as read at the recovery point the phase moves
+// it on from, and then, in the same transaction, each phase of then without
+// a Call that follows. The move is conditional on the key still being where
+// it was read, so no second read is needed: if another runner moved it
+// meanwhile, the move touches no row and this run's writes are rolled back.
+func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases) (Key, bool, error) {
+	from := key.RecoveryPoint
 	if phase.Call != nil {
 		if err := phase.Call(ctx, key); err != nil {
 			return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
@@ -73,67 +84,73 @@ func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Ph
 		return Key{}, false, fmt.Errorf("begin phase: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if key, err = s.GetByID(ctx, tx, keyID); err != nil || key.RecoveryPoint != from {
-		return key, false, err // moved on while Call ran
-	}
 	next, err := phase.Commit(ctx, tx, key)
 	if err != nil {
 		return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
 	}
+	for next.response == nil {
+		follow, ok := then[next.point]
+		if !ok || follow.Call != nil {
+			break
+		}
+		at := key
+		at.RecoveryPoint = next.point
+		if next, err = follow.Commit(ctx, tx, at); err != nil {
+			return Key{}, false, fmt.Errorf("phase %s: %w", at.RecoveryPoint, err)
+		}
+	}
 
-	var moved int64
+	var moved Key
 	if next.response != nil {
-		moved, err = s.finish(ctx, tx, keyID, from, *next.response)
+		moved, err = s.finish(ctx, tx, key.ID, from, *next.response)
 	} else {
-		moved, err = s.advance(ctx, tx, keyID, from, next.point)
+		moved, err = s.advance(ctx, tx, key.ID, from, next.point)
 	}
-	if err != nil {
-		return Key{}, false, err
-	}
-	if moved == 0 {
+	if errors.Is(err, pgx.ErrNoRows) {
 		// Another runner moved the key while this phase ran: its result stands.
 		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 			return Key{}, false, fmt.Errorf("rollback: %w", err)
 		}
-		key, err := s.GetByID(ctx, s.DB, keyID)
+		key, err := s.GetByID(ctx, s.DB, key.ID)
 		return key, false, err
+	}
+	if err != nil {
+		return Key{}, false, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Key{}, false, fmt.Errorf("commit phase %s: %w", from, err)
 	}
-	key, err = s.GetByID(ctx, s.DB, keyID)
-	return key, true, err
+	return moved, true, nil
 }
 
 // advance moves the key from one recovery point to the next inside tx, and
-// reports whether it was still at from.
-func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to string) (int64, error) {
-	tag, err := tx.Exec(ctx, advanceKey, keyID, from, to)
-	if err != nil {
-		return 0, fmt.Errorf("advance key: %w", err)
+// returns it moved; pgx.ErrNoRows when it was no longer at from.
+func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to string) (Key, error) {
+	key, err := scanKey(tx.QueryRow(ctx, advanceKey, keyID, from, to), nil)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, fmt.Errorf("advance key: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return key, err
 }
 
-// finish stores the final response inside tx and wakes the waiters when tx
-// commits; it reports whether the key was still at from.
-func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string, resp Response) (int64, error) {
+// finish stores the final response inside tx, clears the key's lock and
+// wakes the waiters (Postgres delivers the notification when tx commits); it
+// returns the key finished, or pgx.ErrNoRows when it was no longer at from.
+func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string, resp Response) (Key, error) {
 	if s.Retention <= 0 {
 		// A key finished with no retention could be reaped at once.
-		return 0, errors.New("finish key: the store has no Retention set")
+		return Key{}, errors.New("finish key: the store has no Retention set")
 	}
 	header, err := json.Marshal(resp.Header)
 	if err != nil {
-		return 0, fmt.Errorf("encode headers: %w", err)
+		return Key{}, fmt.Errorf("encode headers: %w", err)
 	}
-	tag, err := tx.Exec(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention)
-	if err != nil {
-		return 0, fmt.Errorf("finish key: %w", err)
+	// The notification's column is void: nil skips it.
+	key, err := scanKey(tx.QueryRow(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention), nil, nil)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, fmt.Errorf("finish key: %w", err)
 	}
-	if _, err := tx.Exec(ctx, notifyFinished, strconv.FormatInt(keyID, 10)); err != nil {
-		return 0, fmt.Errorf("notify finished: %w", err)
-	}
-	return tag.RowsAffected(), nil
+	return key, err
 }
 
 // Phases maps each recovery point of an operation, other than finished, to
@@ -154,7 +171,7 @@ func (s *Store) Drive(ctx context.Context, keyID int64, phases Phases) (bool, er
 			return false, fmt.Errorf("key %d: no phase for recovery point %q", keyID, key.RecoveryPoint)
 		}
 		var moved bool
-		key, moved, err = s.RunPhase(ctx, keyID, key.RecoveryPoint, phase)
+		key, moved, err = s.runPhase(ctx, key, phase, phases)
 		finished = moved && key.Finished()
 	}
 	return finished, err

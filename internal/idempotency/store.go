@@ -55,6 +55,10 @@ type Request struct {
 	Method      string
 	Path        string
 	Fingerprint []byte
+	// Wait is whether the request will wait for the operation to finish. Only
+	// a request that waits takes the key's lock: one that answers at once has
+	// nothing to hold while it is not running.
+	Wait bool
 }
 
 // Response is a final response, stored once and replayed byte for byte.
@@ -97,8 +101,8 @@ func (k Key) Finished() bool { return k.RecoveryPoint == RecoveryFinished }
 // response reaped.
 func (k Key) Expired() bool { return k.RecoveryPoint == RecoveryExpired }
 
-// Lease is the outcome of Acquire. Unless the key is already finished, the
-// caller holds its lock and must Release it.
+// Lease is the outcome of Start or Acquire. When held, the caller holds the
+// key's lock and must Release it unless the key finishes (which clears it).
 type Lease struct {
 	Key Key
 	// Created is true when this request created the key and ran its first phase.
@@ -135,26 +139,83 @@ const keyColumns = `id, tenant_id, key, request_method, request_path, request_fi
 	locked_at, resource_type, resource_id, response_status, response_headers, response_body,
 	created_at, updated_at, finished_at, expires_at`
 
-// reserveKey inserts a new key, or takes the lock on an existing one when it is
-// unfinished, was made by the same request and is not locked (or its lock is
-// stale). It is the whole reservation: one statement on the unique index.
-const reserveKey = `
+// Statement is the first phase of an operation written as data-modifying
+// common table expressions, each starting with a comma, that follow the
+// key's own: they read the new key from new_key (id, tenant_id, resource_id,
+// created_at), so they write only when the key is inserted, and they commit
+// with it, in one statement, or not at all. Their parameters are numbered
+// from $10.
+type Statement struct {
+	Resource Resource
+	CTEs     string
+	Args     []any
+}
+
+// startKey is the first statement of every request under a key: it reads the
+// key, and inserts it (with the lock when the request waits) only when there
+// is none. The operation's CTEs go between it and startResult.
+const startKey = `
+WITH existing AS (
+	SELECT ` + keyColumns + `, false AS inserted, locked_at >= now() - $6::interval AS locked
+	FROM idempotency_keys WHERE tenant_id = $1 AND key = $2
+), new_key AS (
+	INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
+		recovery_point, locked_at, resource_type, resource_id, created_at, updated_at)
+	SELECT $1, $2, $3, $4, $5, 'started', CASE WHEN $7::boolean THEN now() END, $8, $9, now(), now()
+	WHERE NOT EXISTS (SELECT FROM existing)
+	ON CONFLICT (tenant_id, key) DO NOTHING
+	RETURNING ` + keyColumns + `, true AS inserted, locked_at IS NOT NULL AS locked
+)`
+
+const startResult = `
+SELECT * FROM existing UNION ALL SELECT * FROM new_key`
+
+// Start is Acquire for an operation whose first phase is one statement: a
+// retry of a finished key is answered by one read, and a new key, its
+// operation's rows and its job are written by one statement and one commit.
+func (s *Store) Start(ctx context.Context, req Request, st Statement) (Lease, error) {
+	args := append([]any{req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, s.LockTimeout, req.Wait,
+		st.Resource.Type, st.Resource.ID}, st.Args...)
+	var (
+		inserted bool
+		locked   *bool
+	)
+	key, err := scanKey(s.DB.QueryRow(ctx, startKey+st.CTEs+startResult, args...), &inserted, &locked)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Another request inserted the key after this statement looked.
+		return s.existing(ctx, req)
+	case err != nil:
+		return Lease{}, fmt.Errorf("start: %w", err)
+	case inserted:
+		return Lease{Key: key, Created: true, held: req.Wait}, nil
+	}
+	return s.decide(ctx, req, key, locked != nil && *locked)
+}
+
+// insertKey inserts a new key, at started, and takes its lock when the
+// request waits; it inserts nothing if the key exists.
+const insertKey = `
 INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
 	recovery_point, locked_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, 'started', now(), now(), now())
-ON CONFLICT (tenant_id, key) DO UPDATE SET locked_at = EXCLUDED.locked_at
-WHERE idempotency_keys.request_fingerprint = EXCLUDED.request_fingerprint
-	AND idempotency_keys.recovery_point NOT IN ('finished', 'expired')
-	AND (idempotency_keys.locked_at IS NULL OR idempotency_keys.locked_at < now() - $6::interval)
-RETURNING ` + keyColumns + `, xmax = 0 AS inserted`
+VALUES ($1, $2, $3, $4, $5, 'started', CASE WHEN $6::boolean THEN now() END, now(), now())
+ON CONFLICT (tenant_id, key) DO NOTHING
+RETURNING ` + keyColumns + `, true`
 
 const setResource = `UPDATE idempotency_keys SET resource_type = nullif($2, ''), resource_id = nullif($3, '') WHERE id = $1`
 
-// Acquire reserves req's key. A new key is inserted with first run in the same
-// transaction. An existing key is returned as it is when finished (to replay),
-// or with its lock taken when unfinished (to wait for it again). A key held by
-// another request gives ErrKeyInUse, a different request ErrKeyMismatch.
+// Acquire reserves req's key for an operation whose first phase needs a
+// transaction of its own. A retry is answered by one read: a finished key is
+// returned as it is (to replay), an unfinished one with its lock taken when
+// the request waits. A new key is inserted with first run in the same
+// transaction. A key held by another request gives ErrKeyInUse, a different
+// request ErrKeyMismatch.
 func (s *Store) Acquire(ctx context.Context, req Request, first FirstPhase) (Lease, error) {
+	lease, err := s.existing(ctx, req)
+	if !errors.Is(err, ErrNotFound) {
+		return lease, err
+	}
+
 	tx, err := s.DB.Begin(ctx)
 	if err != nil {
 		return Lease{}, fmt.Errorf("begin: %w", err)
@@ -162,73 +223,101 @@ func (s *Store) Acquire(ctx context.Context, req Request, first FirstPhase) (Lea
 	defer tx.Rollback(ctx) //nolint:errcheck
 
 	var inserted bool
-	key, err := scanKey(tx.QueryRow(ctx, reserveKey, req.TenantID, req.Key, req.Method, req.Path,
-		req.Fingerprint, s.LockTimeout), &inserted)
+	key, err := scanKey(tx.QueryRow(ctx, insertKey, req.TenantID, req.Key, req.Method, req.Path,
+		req.Fingerprint, req.Wait), &inserted)
 	if errors.Is(err, pgx.ErrNoRows) {
-		// The key exists and may not be taken; say why.
+		// Another request inserted the key after the read.
 		if err := tx.Rollback(ctx); err != nil {
 			return Lease{}, fmt.Errorf("rollback: %w", err)
 		}
-		return s.refused(ctx, req)
+		return s.existing(ctx, req)
 	}
 	if err != nil {
-		return Lease{}, fmt.Errorf("reserve key: %w", err)
+		return Lease{}, fmt.Errorf("insert key: %w", err)
 	}
 
-	var final *Response
-	if inserted {
-		var res Resource
-		if res, final, err = first(ctx, tx, key.ID); err != nil {
+	res, final, err := first(ctx, tx, key.ID)
+	if err != nil {
+		return Lease{}, err
+	}
+	if _, err := tx.Exec(ctx, setResource, key.ID, res.Type, res.ID); err != nil {
+		return Lease{}, fmt.Errorf("set resource: %w", err)
+	}
+	key.Resource = res
+	if final != nil {
+		// Finishing clears the lock: there is nothing to hold.
+		if key, err = s.finish(ctx, tx, key.ID, RecoveryStarted, *final); err != nil {
 			return Lease{}, err
-		}
-		if _, err := tx.Exec(ctx, setResource, key.ID, res.Type, res.ID); err != nil {
-			return Lease{}, fmt.Errorf("set resource: %w", err)
-		}
-		key.Resource = res
-		if final != nil {
-			if _, err := s.finish(ctx, tx, key.ID, RecoveryStarted, *final); err != nil {
-				return Lease{}, err
-			}
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Lease{}, fmt.Errorf("commit reservation: %w", err)
 	}
-	if final != nil {
-		if key, err = s.GetByID(ctx, s.DB, key.ID); err != nil {
-			return Lease{}, err
-		}
-	}
-	return Lease{Key: key, Created: inserted, held: true}, nil
+	return Lease{Key: key, Created: true, held: req.Wait && final == nil}, nil
 }
 
-// refused explains why reserveKey took nothing: the key belongs to another
-// request, is finished (replay it), expired (a tombstone), or is locked by a
-// live request.
-func (s *Store) refused(ctx context.Context, req Request) (Lease, error) {
-	key, err := s.Get(ctx, req.TenantID, req.Key)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		// Reaped between the two statements: only possible once the key was
-		// finished and expired, so a new attempt is a new request.
-		return Lease{}, ErrKeyInUse
-	case err != nil:
+// existing decides req against its key as stored now; ErrNotFound when
+// there is none.
+func (s *Store) existing(ctx context.Context, req Request) (Lease, error) {
+	key, locked, err := s.Inspect(ctx, req.TenantID, req.Key)
+	if err != nil {
 		return Lease{}, err
+	}
+	return s.decide(ctx, req, key, locked)
+}
+
+// lockKey takes the lock of an unfinished key that no live request holds.
+const lockKey = `
+UPDATE idempotency_keys SET locked_at = now()
+WHERE id = $1 AND recovery_point NOT IN ('finished', 'expired')
+	AND (locked_at IS NULL OR locked_at < now() - $2::interval)
+RETURNING ` + keyColumns + `, false`
+
+// decide answers req for key, an existing key that locked says a live
+// request holds: it belongs to another request, is finished (replay it),
+// expired (a tombstone), or held; otherwise a request that waits takes its
+// lock, and one that does not is answered with the key as it stands.
+func (s *Store) decide(ctx context.Context, req Request, key Key, locked bool) (Lease, error) {
+	switch {
 	case string(key.Fingerprint) != string(req.Fingerprint):
 		return Lease{}, ErrKeyMismatch
 	case key.Finished():
 		return Lease{Key: key}, nil
 	case key.Expired():
 		return Lease{}, &ExpiredError{Resource: key.Resource}
-	default:
+	case locked:
 		return Lease{}, ErrKeyInUse
+	case !req.Wait:
+		return Lease{Key: key}, nil
 	}
+	taken, err := scanKey(s.DB.QueryRow(ctx, lockKey, key.ID, s.LockTimeout), nil)
+	if err == nil {
+		return Lease{Key: taken, held: true}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Lease{}, fmt.Errorf("lock key: %w", err)
+	}
+	// Another request took the lock first, or the key moved on: look again,
+	// once, and answer for what is there now.
+	key, err = s.GetByID(ctx, s.DB, key.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		// Reaped meanwhile: only possible once it was finished and expired.
+		return Lease{}, ErrKeyInUse
+	case err != nil:
+		return Lease{}, err
+	case key.Finished():
+		return Lease{Key: key}, nil
+	case key.Expired():
+		return Lease{}, &ExpiredError{Resource: key.Resource}
+	}
+	return Lease{}, ErrKeyInUse
 }
 
 const releaseLock = `UPDATE idempotency_keys SET locked_at = NULL WHERE id = $1 AND locked_at = $2`
 
 // Release gives up the lock that lease holds, unless a later request has
-// already taken it over as stale.
+// already taken it over as stale. A key that finished has no lock to give up.
 func (s *Store) Release(ctx context.Context, lease Lease) error {
 	if !lease.held {
 		return nil

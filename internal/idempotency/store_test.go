@@ -42,7 +42,7 @@ func request(t *testing.T, key, path, body string) idempotency.Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idempotency.Request{TenantID: "ten_1", Key: key, Method: "POST", Path: path, Fingerprint: fp}
+	return idempotency.Request{TenantID: "ten_1", Key: key, Method: "POST", Path: path, Fingerprint: fp, Wait: true}
 }
 
 func noop(context.Context, pgx.Tx, int64) (idempotency.Resource, *idempotency.Response, error) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,21 +24,38 @@ import (
 	"github.com/example/payments/internal/payments"
 )
 
-// Queue inserts jobs in the caller's transaction, and tells which jobs are
+// Queue inserts jobs with the rows that need them, and tells which jobs are
 // live. It implements payments.JobQueue and payments.LiveJobs.
 type Queue struct {
+	// Client inserts refund jobs with River's InsertTx; Waker wakes the
+	// workers for charge jobs, which a payment's one statement inserts.
 	Client *river.Client[pgx.Tx]
+	Waker  *Waker
 	// DB and RescueAfter serve Live; an inserting API needs neither.
 	DB          *pgxpool.Pool
 	RescueAfter time.Duration
 }
 
-// EnqueueCharge stages the charge job of a payment inside tx.
-func (q Queue) EnqueueCharge(ctx context.Context, tx pgx.Tx, paymentID string) error {
-	if _, err := q.Client.InsertTx(ctx, tx, ChargeArgs{PaymentID: paymentID}, nil); err != nil {
-		return fmt.Errorf("insert charge job: %w", err)
+// chargeJobs writes the row River's own insert writes for ChargeArgs (the
+// documented way to insert jobs from outside River's Go client): queued now,
+// River's default queue and priority, the charge's attempts. The outbox
+// tests check it against a row River inserts.
+var chargeJobs = `
+INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, metadata, tags)
+SELECT jsonb_build_object('payment_id', id), '` + ChargeArgs{}.Kind() + `', ` +
+	strconv.Itoa(ChargeArgs{}.InsertOpts().MaxAttempts) + `, ` + strconv.Itoa(river.PriorityDefault) +
+	`, '` + river.QueueDefault + `', 'available', now(), '{}', '{}'
+FROM `
+
+// ChargeJobs implements payments.JobQueue: the charge job of each payment
+// id that the relation from yields.
+func (q Queue) ChargeJobs(from string) string { return chargeJobs + from }
+
+// Queued implements payments.JobQueue.
+func (q Queue) Queued() {
+	if q.Waker != nil {
+		q.Waker.Queued()
 	}
-	return nil
 }
 
 // EnqueueRefund stages the refund job of a refund inside tx.
@@ -46,6 +64,57 @@ func (q Queue) EnqueueRefund(ctx context.Context, tx pgx.Tx, refundID string) er
 		return fmt.Errorf("insert refund job: %w", err)
 	}
 	return nil
+}
+
+// Waker sends River's insert notification for jobs inserted by SQL, once
+// they have committed: at most one per Cooldown, so that a burst wakes the
+// workers once, and outside the inserting transaction, so that no insert
+// waits for the lock Postgres takes on notifying commits. A lost
+// notification costs only latency: the workers poll as well.
+type Waker struct {
+	db       *pgxpool.Pool
+	cooldown time.Duration
+	logger   *slog.Logger
+	poke     chan struct{}
+}
+
+// NewWaker returns a waker; Run sends its notifications.
+func NewWaker(pool *pgxpool.Pool, cooldown time.Duration, logger *slog.Logger) *Waker {
+	return &Waker{db: pool, cooldown: cooldown, logger: logger, poke: make(chan struct{}, 1)}
+}
+
+// Queued asks for a notification; it never blocks.
+func (w *Waker) Queued() {
+	select {
+	case w.poke <- struct{}{}:
+	default: // one is already due
+	}
+}
+
+// notifyInsert is River's insert notification for its default queue, on
+// the channel its workers listen to: the schema's river_insert.
+const notifyInsert = `SELECT pg_notify(coalesce(current_schema() || '.', '') || 'river_insert', '{"queue": "` + river.QueueDefault + `"}')`
+
+// Run sends the notifications asked for until ctx ends.
+func (w *Waker) Run(ctx context.Context) {
+	cooldown := time.NewTimer(0)
+	defer cooldown.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.poke:
+		}
+		if _, err := w.db.Exec(ctx, notifyInsert); err != nil && ctx.Err() == nil {
+			w.logger.Warn("wake workers: the jobs wait for their poll", "err", err)
+		}
+		cooldown.Reset(w.cooldown)
+		select {
+		case <-ctx.Done():
+			return
+		case <-cooldown.C:
+		}
+	}
 }
 
 // liveJobs finds the jobs of kind that will still drive one of the resources
@@ -79,14 +148,16 @@ func (q Queue) Live(ctx context.Context, resourceType string, ids []string) (map
 	return live, nil
 }
 
+// InsertCooldown is the shortest time between two insert notifications of
+// one API. River sends at most one per FetchCooldown, also on a client that
+// only inserts: at its default of 100 ms, a job inserted within that window
+// of another waits for the worker's poll instead. 5 ms wakes the workers for
+// every job but a burst's.
+const InsertCooldown = 5 * time.Millisecond
+
 // NewInserter returns a River client that only inserts jobs, for the API.
-//
-// River sends at most one insert notification per FetchCooldown, also on a
-// client that only inserts: at its default of 100 ms, a job inserted within
-// that window of another waits for the worker's poll instead. 5 ms wakes the
-// worker for every payment but a burst's.
 func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
-	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: 5 * time.Millisecond})
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: InsertCooldown})
 }
 
 // Backoff is the retry policy of failed jobs: exponential from Base, capped

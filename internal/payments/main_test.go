@@ -216,7 +216,11 @@ func response(status string, failure *string, v any) idempotency.Response {
 // noJobs stands for the job queue: the tests drive operations themselves.
 type noJobs struct{}
 
-func (noJobs) EnqueueCharge(context.Context, pgx.Tx, string) error { return nil }
+// ChargeJobs queues nothing: a data-modifying statement that writes no row.
+func (noJobs) ChargeJobs(from string) string {
+	return "UPDATE payments SET updated_at = updated_at WHERE false AND id IN (SELECT id FROM " + from + ")"
+}
+func (noJobs) Queued()                                             {}
 func (noJobs) EnqueueRefund(context.Context, pgx.Tx, string) error { return nil }
 
 // harness is the payments package on a fresh database with the demo tenants.
@@ -263,7 +267,7 @@ func (h *harness) request(path string) idempotency.Request {
 func (h *harness) pay(method string) payments.Payment {
 	h.t.Helper()
 	amount := int64(1000)
-	lease, err := h.svc.Create(context.Background(), h.request("/v1/payments"),
+	lease, _, err := h.svc.Create(context.Background(), h.request("/v1/payments"),
 		payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: method})
 	if err != nil {
 		h.t.Fatal(err)

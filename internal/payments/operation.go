@@ -35,7 +35,11 @@ type CompleteFunc func(ctx context.Context, tx pgx.Tx) error
 //   - the outcome phase makes the one processor call, with the operation's
 //     downstream key, and records a definite answer as it advances the key;
 //   - the finish phase stores the final response, stages the event, clears
-//     any reconciliation mark and completes the job; it calls nothing outside.
+//     any reconciliation mark and completes the job; it calls nothing outside,
+//     so it commits in the outcome phase's transaction (see
+//     idempotency.Phase): one commit records the answer and finishes the key.
+//     A key found at the created point (a tool or an older worker stopped
+//     there) is finished by the finish phase alone.
 //
 // An unknown outcome is retried with the same downstream key until the retry
 // budget is spent; then the operation is marked for reconciliation. The
@@ -132,48 +136,47 @@ func (o *Operations) reconcile(ctx context.Context, op operation, id string) (bo
 // use it to stop an operation in between.
 func (o *Operations) LearnOutcome(ctx context.Context, resourceType, id string) error {
 	op := o.operation(resourceType)
-	keyID, err := o.keyOf(ctx, op, id)
-	if err != nil || keyID == nil {
+	p, err := o.load(ctx, op, id)
+	if err != nil || p.keyID == nil {
 		return err
 	}
-	_, _, err = o.Keys.RunPhase(ctx, *keyID, idempotency.RecoveryStarted, o.outcomePhase(op, id, false))
+	_, _, err = o.Keys.RunPhase(ctx, *p.keyID, idempotency.RecoveryStarted, o.outcomePhase(op, id, p, false))
 	return err
 }
 
-// drive runs the phases the operation's key has not passed yet.
+// drive runs the phases the operation's key has not passed yet. The
+// operation is read once, here: the outcome phase calls the processor with
+// what was read.
 func (o *Operations) drive(ctx context.Context, op operation, id string, reconciling bool, complete CompleteFunc) (bool, error) {
-	keyID, err := o.keyOf(ctx, op, id)
-	if err != nil || keyID == nil {
+	p, err := o.load(ctx, op, id)
+	if err != nil || p.keyID == nil {
 		return false, err
 	}
-	return o.Keys.Drive(ctx, *keyID, idempotency.Phases{
-		idempotency.RecoveryStarted: o.outcomePhase(op, id, reconciling),
+	return o.Keys.Drive(ctx, *p.keyID, idempotency.Phases{
+		idempotency.RecoveryStarted: o.outcomePhase(op, id, p, reconciling),
 		op.createdPoint():           o.finishPhase(op, id, complete),
 	})
 }
 
-// keyOf returns the key of operation id; nil when it was reaped, and so the
-// operation is finished.
-func (o *Operations) keyOf(ctx context.Context, op operation, id string) (*int64, error) {
+// load reads operation id; its keyID is nil when the key was reaped, and so
+// the operation is finished.
+func (o *Operations) load(ctx context.Context, op operation, id string) (pending, error) {
 	p, err := op.load(ctx, o.DB, id)
 	if err != nil {
-		return nil, fmt.Errorf("load %s %s: %w", op.resourceType(), id, err)
+		return pending{}, fmt.Errorf("load %s %s: %w", op.resourceType(), id, err)
 	}
-	return p.keyID, nil
+	return p, nil
 }
 
 // outcomePhase is the phase whose one foreign side effect is the processor
 // call. A definite answer is recorded in the transaction that moves the key
 // to the created point; an unknown outcome is returned as an error, to be
 // tried again with the same downstream key.
-func (o *Operations) outcomePhase(op operation, id string, reconciling bool) idempotency.Phase {
+func (o *Operations) outcomePhase(op operation, id string, p pending, reconciling bool) idempotency.Phase {
 	var out outcome
 	return idempotency.Phase{
 		Call: func(ctx context.Context, _ idempotency.Key) error {
-			p, err := op.load(ctx, o.DB, id)
-			if err != nil {
-				return fmt.Errorf("load %s %s: %w", op.resourceType(), id, err)
-			}
+			var err error
 			out, err = o.learn(ctx, op, p, reconciling)
 			return err
 		},
@@ -242,10 +245,6 @@ const settled = `DELETE FROM reconciliations WHERE resource_type = $1 AND resour
 // clears the reconciliation mark and completes the job.
 func (o *Operations) finishPhase(op operation, id string, complete CompleteFunc) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		// The key is at the created point: the outcome phase has committed.
-		if o.Crash != nil {
-			o.Crash(op.resourceType() + "_" + CrashAfterCreated)
-		}
 		resp, err := op.finish(ctx, tx, id)
 		if err != nil {
 			return idempotency.Next{}, err
@@ -275,25 +274,17 @@ func MarkForReconciliation(ctx context.Context, db database.DBTX, resourceType, 
 	return nil
 }
 
-// Crash points of the worker, for the crash tests (see Operations.Crash).
-// Each is prefixed with the resource type: "payment_after_processor_response",
-// "refund_after_created".
-const (
-	// CrashAfterProcessorResponse is reached when the processor has answered
-	// and the outcome phase has not committed.
-	CrashAfterProcessorResponse = "after_processor_response"
-	// CrashAfterCreated is reached after the outcome phase commits and before
-	// the finished phase starts.
-	CrashAfterCreated = "after_created"
-)
+// CrashAfterProcessorResponse is the worker's crash point, for the crash
+// tests (see Operations.Crash), prefixed with the resource type:
+// "payment_after_processor_response", "refund_after_processor_response". It
+// is reached when the processor has answered and the transaction that
+// records the answer and finishes the key has not committed: the only
+// moment a worker's death can lose what the processor did.
+const CrashAfterProcessorResponse = "after_processor_response"
 
 // CrashPoints lists every crash point of the worker.
 func CrashPoints() []string {
-	var points []string
-	for _, t := range []string{ResourceType, RefundResourceType} {
-		points = append(points, t+"_"+CrashAfterProcessorResponse, t+"_"+CrashAfterCreated)
-	}
-	return points
+	return []string{ResourceType + "_" + CrashAfterProcessorResponse, RefundResourceType + "_" + CrashAfterProcessorResponse}
 }
 
 func nullable(s string) *string {

@@ -13,10 +13,17 @@ import (
 	"github.com/example/payments/internal/idempotency"
 )
 
-// JobQueue stages follow-up work inside the caller's transaction, so that the
-// job exists exactly when the rows that need it do (a transactional outbox).
+// JobQueue stages follow-up work with the rows that need it, so that the
+// job exists exactly when they do (a transactional outbox).
 type JobQueue interface {
-	EnqueueCharge(ctx context.Context, tx pgx.Tx, paymentID string) error
+	// ChargeJobs is SQL for a data-modifying common table expression that
+	// queues the charge job of each payment whose id the relation from
+	// yields, in a payment's first statement.
+	ChargeJobs(from string) string
+	// Queued wakes the workers once jobs queued by SQL have committed; a
+	// burst of calls may wake them once.
+	Queued()
+	// EnqueueRefund stages the refund job of a refund inside tx.
 	EnqueueRefund(ctx context.Context, tx pgx.Tx, refundID string) error
 }
 
@@ -39,36 +46,44 @@ const CrashAfterFirstPhase = "after_first_phase"
 // ResourceType names payments as the resource of an idempotency key.
 const ResourceType = "payment"
 
-const insertPayment = `
-INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
-	metadata, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), now())`
+// insertPayment is the payment's part of its first statement: it runs only
+// when the statement inserted the key (new_key, see idempotency.Statement).
+const insertPayment = `,
+payment AS (
+	INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
+		metadata, status, created_at, updated_at)
+	SELECT resource_id, tenant_id, id, $10::bigint, $11::text, $12::text, $13::text, $14::jsonb, '` + StatusProcessing + `', created_at, created_at
+	FROM new_key
+	RETURNING id
+)`
 
-// Create validates np and then reserves req's key. For a new key, the first
-// phase writes the key, the payment and its charge job in one transaction.
-// The lease says what the key holds; unless it is finished, the caller holds
-// the key's lock and must release it.
-func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPayment) (idempotency.Lease, error) {
+// Create validates np and then starts req's key. For a new key, the first
+// phase writes the key, the payment and its charge job in one statement, and
+// returns the payment as it was created; otherwise the lease says what the
+// key holds, and the payment is nil. When the lease is held, the caller must
+// release it.
+func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPayment) (idempotency.Lease, *Payment, error) {
 	if err := np.Validate(); err != nil {
-		return idempotency.Lease{}, err
+		return idempotency.Lease{}, nil, err
 	}
-	lease, err := s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, *idempotency.Response, error) {
-		id := newID("pay_")
-		metadata := np.metadata()
-		_, err := tx.Exec(ctx, insertPayment, id, req.TenantID, keyID, *np.Amount, strings.ToUpper(np.Currency),
-			np.PaymentMethod, np.Description, metadata, StatusProcessing)
-		if err != nil {
-			return idempotency.Resource{}, nil, fmt.Errorf("insert payment: %w", err)
-		}
-		if err := s.Jobs.EnqueueCharge(ctx, tx, id); err != nil {
-			return idempotency.Resource{}, nil, fmt.Errorf("enqueue charge: %w", err)
-		}
-		return idempotency.Resource{Type: ResourceType, ID: id}, nil, nil
+	p := Payment{ID: newID("pay_"), Object: "payment", TenantID: req.TenantID, Amount: *np.Amount,
+		Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
+		Metadata: np.metadata(), Status: StatusProcessing}
+	lease, err := s.Keys.Start(ctx, req, idempotency.Statement{
+		Resource: idempotency.Resource{Type: ResourceType, ID: p.ID},
+		CTEs:     insertPayment + ",\ncharge_job AS (" + s.Jobs.ChargeJobs("payment") + ")",
+		Args:     []any{p.Amount, p.Currency, p.PaymentMethod, p.Description, p.Metadata},
 	})
-	if err == nil && lease.Created && s.Crash != nil {
+	if err != nil || !lease.Created {
+		return lease, nil, err
+	}
+	s.Jobs.Queued()
+	if s.Crash != nil {
 		s.Crash(CrashAfterFirstPhase)
 	}
-	return lease, err
+	p.KeyID = &lease.Key.ID
+	p.CreatedAt, p.UpdatedAt = lease.Key.CreatedAt, lease.Key.CreatedAt
+	return lease, &p, nil
 }
 
 const paymentColumns = `id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,

@@ -31,6 +31,8 @@ type Common struct {
 	// at a terminal (make run).
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s" desc:"how long in-flight work may finish on shutdown"`
+	// DBMaxConns sizes the process's pool; see docs/SCALING.md.
+	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own)"`
 }
 
 // KeyRetention is shared by the API, which finishes the keys of refusals it

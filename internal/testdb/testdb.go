@@ -62,7 +62,7 @@ func New(t testing.TB) *DB {
 	t.Cleanup(func() { drop(t, name) })
 
 	dbURL := withDatabase(serverURL, name)
-	pool, err := database.Connect(ctx, dbURL)
+	pool, err := database.Connect(ctx, dbURL, 0)
 	if err != nil {
 		t.Fatalf("connect %s: %v", name, err)
 	}
@@ -153,7 +153,7 @@ func setup() (string, string, error) {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
 		return "", "", err
 	}
-	pool, err := database.Connect(ctx, withDatabase(base, building))
+	pool, err := database.Connect(ctx, withDatabase(base, building), 0)
 	if err != nil {
 		return "", "", err
 	}

@@ -38,6 +38,7 @@ type Config struct {
 	RetryAfter  time.Duration `envconfig:"RETRY_AFTER" default:"1s" desc:"Retry-After on 202, 409 and 503"`
 	RateLimit   int           `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
 	RateWindow  time.Duration `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
+	KeyCacheTTL time.Duration `envconfig:"API_KEY_CACHE_TTL" default:"10s" desc:"how long an API key that authenticated is trusted without a query (0: always query); a deleted key works that much longer"`
 }
 
 // Validate refuses settings that break the API's promises, naming the
@@ -63,6 +64,7 @@ type API struct {
 
 	pool     *pgxpool.Pool
 	listener *idempotency.Listener
+	waker    *outbox.Waker
 	http     *process.HTTPServer
 }
 
@@ -82,7 +84,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	if crashAt != nil {
 		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
 	}
-	pool, err := database.Open(ctx, cfg.DatabaseURL)
+	pool, err := database.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
 		return nil, err
 	}
@@ -97,11 +99,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger)}
+	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger),
+		waker: outbox.NewWaker(pool, outbox.InsertCooldown, logger)}
 	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	server := &httpapi.Server{
-		Tenants:     &tenants.Store{DB: pool},
-		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}, Crash: crashAt},
+		Tenants:     &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
+		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter, Waker: a.waker}, Render: render.Renderer{}, Crash: crashAt},
 		Keys:        a.Keys,
 		Logger:      logger,
 		Ready:       pool.Ping,
@@ -131,6 +134,7 @@ func (a *API) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel() // before Wait: stops the listener when the server fails too
 	wg.Go(func() { a.listener.Run(ctx) })
+	wg.Go(func() { a.waker.Run(ctx) })
 	return a.http.Run(ctx)
 }
 
@@ -146,7 +150,7 @@ func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error
 	if err := database.EnsureDatabase(ctx, databaseURL); err != nil {
 		return err
 	}
-	pool, err := database.Connect(ctx, databaseURL)
+	pool, err := database.Connect(ctx, databaseURL, 0)
 	if err != nil {
 		return err
 	}
@@ -160,7 +164,7 @@ func Seed(ctx context.Context, cfg process.Common) error {
 	if cfg.AppEnv != "development" {
 		return errors.New("seed creates demo tenants with public API keys: it runs only with APP_ENV=development")
 	}
-	pool, err := database.Connect(ctx, cfg.DatabaseURL)
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, 0)
 	if err != nil {
 		return err
 	}

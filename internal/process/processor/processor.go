@@ -47,7 +47,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 		return nil, err
 	}
 	process.LogConfig(logger, cfg)
-	pool, err := database.Connect(ctx, cfg.DatabaseURL)
+	pool, err := database.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
 		return nil, err
 	}

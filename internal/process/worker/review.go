@@ -27,7 +27,7 @@ func Review(ctx context.Context, databaseURL string, args []string, stdout io.Wr
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	pool, err := database.Connect(ctx, databaseURL)
+	pool, err := database.Connect(ctx, databaseURL, 0)
 	if err != nil {
 		return err
 	}
