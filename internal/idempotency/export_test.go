@@ -6,3 +6,6 @@ func (l *Listener) Waiting(id int64) int {
 	defer l.mu.Unlock()
 	return len(l.waiters[id])
 }
+
+// Payloads is payloads, for its test.
+var Payloads = payloads

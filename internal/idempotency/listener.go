@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// finishedChannel is the NOTIFY channel on which a finished key's id is sent.
+// finishedChannel is the NOTIFY channel on which finished keys' ids are
+// sent, separated by commas (see Announcer).
 const finishedChannel = "idempotency_key_finished"
 
 // Listener holds one connection that LISTENs for finished keys and wakes the
@@ -61,11 +63,11 @@ func (l *Listener) listen(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		id, err := strconv.ParseInt(n.Payload, 10, 64)
-		if err != nil {
-			continue
+		for field := range strings.SplitSeq(n.Payload, ",") {
+			if id, err := strconv.ParseInt(field, 10, 64); err == nil {
+				l.wake(id)
+			}
 		}
-		l.wake(id)
 	}
 }
 

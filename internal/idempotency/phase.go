@@ -50,7 +50,7 @@ UPDATE idempotency_keys
 SET recovery_point = 'finished', response_status = $3, response_headers = $4, response_body = $5,
 	locked_at = NULL, updated_at = now(), finished_at = now(), expires_at = now() + $6::interval
 WHERE id = $1 AND recovery_point = $2
-RETURNING ` + keyColumns + `, false, pg_notify('` + finishedChannel + `', id::text)`
+RETURNING ` + keyColumns + `, false`
 
 // RunPhase runs phase when the key is at recovery point from, and commits its
 // writes together with the move to the point it returns. A key found at any
@@ -120,6 +120,9 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	if err := tx.Commit(ctx); err != nil {
 		return Key{}, false, fmt.Errorf("commit phase %s: %w", from, err)
 	}
+	if moved.Finished() {
+		s.Announcer.Finished(moved.ID)
+	}
 	return moved, true, nil
 }
 
@@ -133,9 +136,9 @@ func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to st
 	return key, err
 }
 
-// finish stores the final response inside tx, clears the key's lock and
-// wakes the waiters (Postgres delivers the notification when tx commits); it
+// finish stores the final response inside tx and clears the key's lock; it
 // returns the key finished, or pgx.ErrNoRows when it was no longer at from.
+// Once tx commits, the caller announces it (Store.Announcer).
 func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string, resp Response) (Key, error) {
 	if s.Retention <= 0 {
 		// A key finished with no retention could be reaped at once.
@@ -145,8 +148,7 @@ func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string,
 	if err != nil {
 		return Key{}, fmt.Errorf("encode headers: %w", err)
 	}
-	// The notification's column is void: nil skips it.
-	key, err := scanKey(tx.QueryRow(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention), nil, nil)
+	key, err := scanKey(tx.QueryRow(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention), nil)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, fmt.Errorf("finish key: %w", err)
 	}

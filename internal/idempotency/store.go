@@ -131,6 +131,9 @@ type Store struct {
 	TombstoneRetention time.Duration
 	// Notifications, when set, wakes Wait as soon as a key finishes.
 	Notifications *Listener
+	// Announcer, when set, tells the Listeners of every API which keys the
+	// phases run here finished; without it their waiters poll.
+	Announcer *Announcer
 	// PollInterval is how often Wait looks at the key without a notification.
 	PollInterval time.Duration
 }

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -280,8 +282,10 @@ func TestWaitIsWokenByNotify(t *testing.T) {
 	s := newStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	listener := idempotency.NewListener(s.DB, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	s.Announcer = idempotency.NewAnnouncer(s.DB, time.Millisecond, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	var wg sync.WaitGroup
 	wg.Go(func() { listener.Run(ctx) })
+	wg.Go(func() { s.Announcer.Run(ctx) })
 	t.Cleanup(wg.Wait)
 	t.Cleanup(cancel)
 	s.Notifications = listener
@@ -313,5 +317,58 @@ func TestWaitIsWokenByNotify(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("waiter was not woken by the notification")
+	}
+}
+
+// TestAnnouncerWakesEveryWaiter: keys finished together are announced in
+// one notification or few, and every waiter is woken by it.
+func TestAnnouncerWakesEveryWaiter(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	listener := idempotency.NewListener(s.DB, logger)
+	// A long cooldown: after the first send, the rest must share one.
+	s.Announcer = idempotency.NewAnnouncer(s.DB, 200*time.Millisecond, logger)
+	var wg sync.WaitGroup
+	wg.Go(func() { listener.Run(ctx) })
+	wg.Go(func() { s.Announcer.Run(ctx) })
+	t.Cleanup(wg.Wait)
+	t.Cleanup(cancel)
+	s.Notifications = listener
+	s.PollInterval = time.Hour
+
+	const n = 20
+	woken := make(chan idempotency.Key, n)
+	var ids []int64
+	for i := range n {
+		lease, err := s.Acquire(ctx, request(t, fmt.Sprintf("k%d", i), "/v1/things", `{}`), noop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, lease.Key.ID)
+		go func() {
+			key, err := s.Wait(ctx, lease.Key.ID, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			woken <- key
+		}()
+	}
+	for _, id := range ids {
+		testwait.Within(t, 10*time.Second, "the waiter to subscribe", func() bool { return listener.Waiting(id) > 0 })
+	}
+	for _, id := range ids {
+		finish(t, s, id, idempotency.RecoveryStarted)
+	}
+	for range n {
+		select {
+		case key := <-woken:
+			if !key.Finished() {
+				t.Fatalf("woken with an unfinished key: %+v", key)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a waiter was not woken by the announcement")
+		}
 	}
 }

@@ -99,12 +99,19 @@ type Worker struct {
 	Sweeper    *payments.Sweeper
 	Keys       *idempotency.Store
 
-	cfg    Config
-	logger *slog.Logger
-	pool   *pgxpool.Pool
-	river  *river.Client[pgx.Tx]
-	http   *process.HTTPServer
+	cfg       Config
+	logger    *slog.Logger
+	pool      *pgxpool.Pool
+	river     *river.Client[pgx.Tx]
+	http      *process.HTTPServer
+	announcer *idempotency.Announcer
 }
+
+// announceCooldown is the shortest time between two announcements of
+// finished keys: a waiting request learns of its key up to this much later,
+// and the worker sends at most 200 notifications a second however many keys
+// finish.
+const announceCooldown = 5 * time.Millisecond
 
 // New builds the worker from cfg and starts listening on
 // cfg.MetricsAddr; Run starts working jobs. A worker that is not run must be
@@ -129,7 +136,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
 	gw.PageSize = cfg.LedgerPageSize
 	w := &Worker{cfg: cfg, logger: logger, pool: pool}
-	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention}
+	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
+	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
+		Announcer: w.announcer}
 	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
 		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.ChargeDeadline, Crash: crashAt}
 	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
@@ -184,6 +193,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.logger.Error("metrics server", "err", err)
 		}
 	})
+	// Announces what jobs finish until they have all stopped.
+	wg.Go(func() { w.announcer.Run(metricsCtx) })
 
 	// Cancelling Start's context would cancel running jobs at once; the end
 	// of ctx starts a graceful Stop below instead.
