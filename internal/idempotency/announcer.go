@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/internal/database"
 )
 
 // Announcer wakes the requests waiting for keys that finished: after the
@@ -57,14 +59,7 @@ const maxPayload = 7000
 
 // Run sends the announcements until ctx ends.
 func (a *Announcer) Run(ctx context.Context) {
-	cooldown := time.NewTimer(0)
-	defer cooldown.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a.poke:
-		}
+	database.Throttle(ctx, a.poke, a.cooldown, func(ctx context.Context) {
 		a.mu.Lock()
 		ids := a.pending
 		a.pending = nil
@@ -74,13 +69,7 @@ func (a *Announcer) Run(ctx context.Context) {
 				a.logger.Warn("announce finished keys: their waiters will poll", "keys", strings.Count(payload, ",")+1, "err", err)
 			}
 		}
-		cooldown.Reset(a.cooldown)
-		select {
-		case <-ctx.Done():
-			return
-		case <-cooldown.C:
-		}
-	}
+	})
 }
 
 // payloads joins ids with commas, in as few notifications as fit.

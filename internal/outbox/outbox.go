@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
@@ -97,24 +98,11 @@ const notifyInsert = `SELECT pg_notify(coalesce(current_schema() || '.', '') || 
 
 // Run sends the notifications asked for until ctx ends.
 func (w *Waker) Run(ctx context.Context) {
-	cooldown := time.NewTimer(0)
-	defer cooldown.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.poke:
-		}
+	database.Throttle(ctx, w.poke, w.cooldown, func(ctx context.Context) {
 		if _, err := w.db.Exec(ctx, notifyInsert); err != nil && ctx.Err() == nil {
 			w.logger.Warn("wake workers: the jobs wait for their poll", "err", err)
 		}
-		cooldown.Reset(w.cooldown)
-		select {
-		case <-ctx.Done():
-			return
-		case <-cooldown.C:
-		}
-	}
+	})
 }
 
 // liveJobs finds the jobs of kind that will still drive one of the resources

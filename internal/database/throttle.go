@@ -1,0 +1,30 @@
+package database
+
+import (
+	"context"
+	"time"
+)
+
+// Throttle calls send each time poke receives, but at most once per
+// cooldown, until ctx ends: what arrives during a cooldown is sent by the
+// next call, together. The waker of River's workers and the announcer of
+// finished keys send their notifications this way, so that a burst of
+// commits costs one notifying commit.
+func Throttle(ctx context.Context, poke <-chan struct{}, cooldown time.Duration, send func(context.Context)) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poke:
+		}
+		send(ctx)
+		timer.Reset(cooldown)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+	}
+}
