@@ -166,11 +166,28 @@ type Phases map[string]Phase
 // retry, the reconciler) finished it, which exactly one runner does.
 func (s *Store) Drive(ctx context.Context, keyID int64, phases Phases) (bool, error) {
 	key, err := s.GetByID(ctx, s.DB, keyID)
+	if err != nil {
+		return false, err
+	}
+	return s.drive(ctx, key, phases)
+}
+
+// DriveFrom is Drive for a caller that has just read the key's recovery
+// point (with the operation's own row, say): it starts there without reading
+// the key again. A point that moved meanwhile changes nothing: the phase's
+// conditional move finds the key gone on, its writes roll back, and the
+// drive goes on from where the key is; a phase's Call is idempotent.
+func (s *Store) DriveFrom(ctx context.Context, keyID int64, point string, phases Phases) (bool, error) {
+	return s.drive(ctx, Key{ID: keyID, RecoveryPoint: point}, phases)
+}
+
+func (s *Store) drive(ctx context.Context, key Key, phases Phases) (bool, error) {
+	var err error
 	finished := false
 	for err == nil && !key.Finished() && !key.Expired() {
 		phase, ok := phases[key.RecoveryPoint]
 		if !ok {
-			return false, fmt.Errorf("key %d: no phase for recovery point %q", keyID, key.RecoveryPoint)
+			return false, fmt.Errorf("key %d: no phase for recovery point %q", key.ID, key.RecoveryPoint)
 		}
 		var moved bool
 		key, moved, err = s.runPhase(ctx, key, phase, phases)

@@ -28,13 +28,19 @@ type chargeOp struct{ o *Operations }
 func (chargeOp) resourceType() string { return ResourceType }
 func (chargeOp) createdPoint() string { return RecoveryChargeCreated }
 
-// getPaymentToCharge reads a payment and whether its deadline has passed, by
-// the database's clock.
-const getPaymentToCharge = `SELECT ` + paymentColumns + `, now() >= created_at + $2::interval FROM payments WHERE id = $1`
+// getPaymentToCharge reads a payment, whether its deadline has passed (by
+// the database's clock) and its key's recovery point.
+const getPaymentToCharge = `
+SELECT ` + paymentColumns + `, now() >= created_at + $2::interval,
+	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = payments.idempotency_key_id)
+FROM payments WHERE id = $1`
 
 func (c chargeOp) load(ctx context.Context, db database.DBTX, id string) (pending, error) {
-	var past bool
-	p, err := scanPayment(db.QueryRow(ctx, getPaymentToCharge, id, c.o.Deadline), &past)
+	var (
+		past  bool
+		point *string
+	)
+	p, err := scanPayment(db.QueryRow(ctx, getPaymentToCharge, id, c.o.Deadline), &past, &point)
 	if err != nil {
 		return pending{}, err
 	}
@@ -44,7 +50,7 @@ func (c chargeOp) load(ctx context.Context, db database.DBTX, id string) (pendin
 	}
 	req := ChargeRequest{IdempotencyKey: DownstreamKey(p.ID), PaymentID: p.ID, Amount: p.Amount,
 		Currency: p.Currency, PaymentMethod: p.PaymentMethod, Description: desc}
-	return pending{keyID: p.KeyID, downstreamKey: req.IdempotencyKey, pastDeadline: past,
+	return pending{keyID: p.KeyID, recoveryPoint: point, downstreamKey: req.IdempotencyKey, pastDeadline: past,
 		attempt: func(ctx context.Context) (Outcome, error) {
 			out, err := c.o.Processor.Charge(ctx, req)
 			if err != nil {
@@ -95,7 +101,7 @@ func (c chargeOp) finish(ctx context.Context, tx pgx.Tx, id string) (idempotency
 	if p.Status == StatusProcessing {
 		return idempotency.Response{}, errors.New("payment has no outcome to finish with")
 	}
-	if err := stageEvent(ctx, tx, p.TenantID, "payment."+p.Status, p.ID, p); err != nil {
+	if err := settle(ctx, tx, ResourceType, p.TenantID, "payment."+p.Status, p.ID, p); err != nil {
 		return idempotency.Response{}, err
 	}
 	return c.o.Render.Payment(p), nil

@@ -83,15 +83,17 @@ type operation interface {
 	gaveUp() Outcome
 	// record writes a definite outcome on the operation's rows in tx.
 	record(ctx context.Context, tx pgx.Tx, id string, out Outcome) error
-	// finish stages the operation's event in tx and renders its final response.
+	// finish stages the operation's event and clears its reconciliation mark
+	// in tx (settle), and renders its final response.
 	finish(ctx context.Context, tx pgx.Tx, id string) (idempotency.Response, error)
 }
 
 // pending is an operation as loaded for its outcome phase.
 type pending struct {
-	// keyID is the operation's idempotency key; nil once reaped, which only
-	// happens to finished keys.
-	keyID *int64
+	// keyID is the operation's idempotency key, and recoveryPoint where it
+	// stood when read; nil once reaped, which only happens to finished keys.
+	keyID         *int64
+	recoveryPoint *string
 	// downstreamKey is the processor idempotency key of the operation.
 	downstreamKey string
 	// pastDeadline is whether the deadline has passed, by the database clock.
@@ -145,14 +147,14 @@ func (o *Operations) LearnOutcome(ctx context.Context, resourceType, id string) 
 }
 
 // drive runs the phases the operation's key has not passed yet. The
-// operation is read once, here: the outcome phase calls the processor with
-// what was read.
+// operation and its key's recovery point are read once, here, in one
+// statement: the outcome phase calls the processor with what was read.
 func (o *Operations) drive(ctx context.Context, op operation, id string, reconciling bool, complete CompleteFunc) (bool, error) {
 	p, err := o.load(ctx, op, id)
-	if err != nil || p.keyID == nil {
+	if err != nil || p.keyID == nil || p.recoveryPoint == nil {
 		return false, err
 	}
-	return o.Keys.Drive(ctx, *p.keyID, idempotency.Phases{
+	return o.Keys.DriveFrom(ctx, *p.keyID, *p.recoveryPoint, idempotency.Phases{
 		idempotency.RecoveryStarted: o.outcomePhase(op, id, p, reconciling),
 		op.createdPoint():           o.finishPhase(op, id, complete),
 	})
@@ -239,8 +241,6 @@ func (o *Operations) giveUp(ctx context.Context, op operation, p pending) (outco
 	return outcome{Outcome: op.gaveUp(), gaveUp: true}, nil
 }
 
-const settled = `DELETE FROM reconciliations WHERE resource_type = $1 AND resource_id = $2`
-
 // finishPhase stores the final response, stages the event that follows it,
 // clears the reconciliation mark and completes the job.
 func (o *Operations) finishPhase(op operation, id string, complete CompleteFunc) idempotency.Phase {
@@ -248,9 +248,6 @@ func (o *Operations) finishPhase(op operation, id string, complete CompleteFunc)
 		resp, err := op.finish(ctx, tx, id)
 		if err != nil {
 			return idempotency.Next{}, err
-		}
-		if _, err := tx.Exec(ctx, settled, op.resourceType(), id); err != nil {
-			return idempotency.Next{}, fmt.Errorf("clear reconciliation mark: %w", err)
 		}
 		if complete != nil {
 			if err := complete(ctx, tx); err != nil {

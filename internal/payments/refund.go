@@ -159,19 +159,24 @@ func scanRefund(row pgx.Row, extra ...any) (Refund, error) {
 	return r, nil
 }
 
-const insertEvent = `
+// settleOperation stages the event of a finished operation and clears its
+// reconciliation mark, if any, in one statement.
+const settleOperation = `
+WITH settled AS (DELETE FROM reconciliations WHERE resource_type = $6 AND resource_id = $4)
 INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
 VALUES ($1, $2, $3, $4, $5, now())`
 
-// stageEvent writes an immutable event about object in tx.
-func stageEvent(ctx context.Context, tx pgx.Tx, tenantID, eventType, resourceID string, object any) error {
+// settle writes, in the finishing transaction tx, the immutable event about
+// object, an operation of resourceType that finished, and clears the
+// operation's reconciliation mark.
+func settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
 	data, err := json.Marshal(object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	_, err = tx.Exec(ctx, insertEvent, newID("evt_"), tenantID, eventType, resourceID, data)
+	_, err = tx.Exec(ctx, settleOperation, newID("evt_"), tenantID, eventType, resourceID, data, resourceType)
 	if err != nil {
-		return fmt.Errorf("insert event: %w", err)
+		return fmt.Errorf("stage event and clear the reconciliation mark: %w", err)
 	}
 	return nil
 }

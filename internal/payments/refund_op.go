@@ -27,10 +27,11 @@ type refundOp struct{ o *Operations }
 func (refundOp) resourceType() string { return RefundResourceType }
 func (refundOp) createdPoint() string { return RecoveryRefundCreated }
 
-// getRefundToMake reads a refund, the charge it refunds, and whether its
-// deadline has passed, by the database's clock.
+// getRefundToMake reads a refund, the charge it refunds, whether its
+// deadline has passed (by the database's clock) and its key's recovery point.
 const getRefundToMake = `
-SELECT ` + refundColumns + `, p.processor_charge_id, now() >= r.created_at + $2::interval
+SELECT ` + refundColumns + `, p.processor_charge_id, now() >= r.created_at + $2::interval,
+	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = r.idempotency_key_id)
 FROM refunds r JOIN payments p ON p.id = r.payment_id
 WHERE r.id = $1`
 
@@ -38,13 +39,14 @@ func (r refundOp) load(ctx context.Context, db database.DBTX, id string) (pendin
 	var (
 		chargeID *string
 		past     bool
+		point    *string
 	)
-	ref, err := scanRefund(db.QueryRow(ctx, getRefundToMake, id, r.o.Deadline), &chargeID, &past)
+	ref, err := scanRefund(db.QueryRow(ctx, getRefundToMake, id, r.o.Deadline), &chargeID, &past, &point)
 	if err != nil {
 		return pending{}, err
 	}
 	req := RefundRequest{IdempotencyKey: RefundDownstreamKey(ref.ID), Amount: ref.Amount}
-	return pending{keyID: ref.KeyID, downstreamKey: req.IdempotencyKey, pastDeadline: past,
+	return pending{keyID: ref.KeyID, recoveryPoint: point, downstreamKey: req.IdempotencyKey, pastDeadline: past,
 		attempt: func(ctx context.Context) (Outcome, error) {
 			if chargeID == nil {
 				// Refunds are taken only of succeeded payments, which have one.
@@ -112,7 +114,7 @@ func (r refundOp) finish(ctx context.Context, tx pgx.Tx, id string) (idempotency
 	if ref.Status == StatusProcessing {
 		return idempotency.Response{}, errors.New("refund has no outcome to finish with")
 	}
-	if err := stageEvent(ctx, tx, ref.TenantID, "refund."+ref.Status, ref.ID, ref); err != nil {
+	if err := settle(ctx, tx, RefundResourceType, ref.TenantID, "refund."+ref.Status, ref.ID, ref); err != nil {
 		return idempotency.Response{}, err
 	}
 	return r.o.Render.Refund(ref), nil
