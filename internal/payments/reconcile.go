@@ -58,6 +58,9 @@ RETURNING r.resource_type, r.resource_id`
 
 const noteError = `UPDATE reconciliations SET last_error = $3 WHERE resource_type = $1 AND resource_id = $2`
 
+// unmark clears the mark of an operation whose key is finished.
+const unmark = `DELETE FROM reconciliations WHERE resource_type = $1 AND resource_id = $2`
+
 // Run settles a batch of marked operations, then compares the ledgers.
 func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 	report, err := r.Settle(ctx)
@@ -98,8 +101,15 @@ func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 			report.Settled++
 			r.Logger.Info("settled by the reconciler", "resource_type", m.kind, "id", m.id)
 		default:
+			// Finished by another runner. Its finish cleared the mark, unless
+			// the mark came later: the sweep decides on what it read a moment
+			// before, and the key can finish in between. Nothing is left to
+			// settle either way, so the mark goes.
 			report.Lost++
 			r.Logger.Info("settled by another runner first", "resource_type", m.kind, "id", m.id)
+			if _, err := r.Ops.DB.Exec(ctx, unmark, m.kind, m.id); err != nil {
+				r.Logger.Warn("clear the mark of a finished operation", "id", m.id, "err", err)
+			}
 		}
 	}
 	return report, nil
