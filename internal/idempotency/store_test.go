@@ -275,14 +275,15 @@ func TestRunPhase(t *testing.T) {
 	})
 }
 
-// TestWaitIsWokenByNotify proves that a finish wakes a waiter through
-// LISTEN/NOTIFY: polling is set to an hour, so only the notification can.
-func TestWaitIsWokenByNotify(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
+// announced gives s a running Listener and an Announcer with cooldown, and
+// polls only every hour, so that a waiter can be woken only by an
+// announcement. Both stop when the test ends, with the context returned.
+func announced(t *testing.T, s *idempotency.Store, cooldown time.Duration) (context.Context, *idempotency.Listener) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	listener := idempotency.NewListener(s.DB, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	s.Announcer = idempotency.NewAnnouncer(s.DB, time.Millisecond, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	listener := idempotency.NewListener(s.DB, logger)
+	s.Announcer = idempotency.NewAnnouncer(s.DB, cooldown, logger)
 	var wg sync.WaitGroup
 	wg.Go(func() { listener.Run(ctx) })
 	wg.Go(func() { s.Announcer.Run(ctx) })
@@ -290,6 +291,15 @@ func TestWaitIsWokenByNotify(t *testing.T) {
 	t.Cleanup(cancel)
 	s.Notifications = listener
 	s.PollInterval = time.Hour
+	return ctx, listener
+}
+
+// TestWaitIsWokenByNotify proves that a finish wakes a waiter through
+// LISTEN/NOTIFY: polling is set to an hour, so only the notification can.
+func TestWaitIsWokenByNotify(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx, listener := announced(t, s, time.Millisecond)
 
 	lease := started(t, s)
 	waiting := make(chan idempotency.Key)
@@ -325,18 +335,8 @@ func TestWaitIsWokenByNotify(t *testing.T) {
 func TestAnnouncerWakesEveryWaiter(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
-	listener := idempotency.NewListener(s.DB, logger)
 	// A long cooldown: after the first send, the rest must share one.
-	s.Announcer = idempotency.NewAnnouncer(s.DB, 200*time.Millisecond, logger)
-	var wg sync.WaitGroup
-	wg.Go(func() { listener.Run(ctx) })
-	wg.Go(func() { s.Announcer.Run(ctx) })
-	t.Cleanup(wg.Wait)
-	t.Cleanup(cancel)
-	s.Notifications = listener
-	s.PollInterval = time.Hour
+	ctx, listener := announced(t, s, 200*time.Millisecond)
 
 	const n = 20
 	woken := make(chan idempotency.Key, n)
