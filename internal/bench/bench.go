@@ -462,12 +462,12 @@ func (s *stack) stopWorker() {
 	}
 }
 
-// drain waits until no charge job is left to run, or two minutes pass.
+// drain waits until no payment is left processing, or two minutes pass.
 func (s *stack) drain(ctx context.Context, pool *pgxpool.Pool) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'charge_payment' AND state NOT IN ('completed', 'cancelled', 'discarded')`).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM payments WHERE status = 'processing'`).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 || s.workerCancel == nil {

@@ -66,8 +66,8 @@ type Config struct {
 // The workers' timing: fast retries and a short budget, so that the
 // reconciler and its fence do real work within a run.
 const (
-	jobTimeout     = 3 * time.Second
-	chargeDeadline = 30 * time.Second
+	jobTimeout        = 3 * time.Second
+	operationDeadline = 30 * time.Second
 )
 
 // stack is the running processes of a run.
@@ -196,7 +196,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 		p, err := newProc(fmt.Sprintf("worker-%d", i+1), "worker", filepath.Join(cfg.Bin, "worker"), cfg.Logs, "http://"+m+"/healthz",
 			append(common, "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
 				"PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT="+jobTimeout.String(), "RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=1s",
-				"CHARGE_MAX_ATTEMPTS=4", "CHARGE_DEADLINE="+chargeDeadline.String(), "RECONCILE_INTERVAL=1s",
+				"OPERATION_MAX_ATTEMPTS=4", "OPERATION_DEADLINE="+operationDeadline.String(), "RECONCILE_INTERVAL=1s",
 				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s"))
 		if err != nil {
 			return nil, err

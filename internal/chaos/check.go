@@ -328,7 +328,7 @@ LEFT JOIN refunds r ON n.kind = 'refund_given_up' AND r.id = n.reference`)
 		case givenUp && method == "pm_card_processing_error":
 		case givenUp && created != nil && slices.ContainsFunc(outages, func(w window) bool {
 			// Its deadline passed while the processor could not be asked.
-			return !created.Add(chargeDeadline).Before(w.from) && !created.After(w.to)
+			return !created.Add(operationDeadline).Before(w.from) && !created.After(w.to)
 		}):
 		default:
 			bad = append(bad, kind+" "+ref)

@@ -43,14 +43,14 @@ type Phase struct {
 const advanceKey = `
 UPDATE idempotency_keys SET recovery_point = $3, updated_at = now()
 WHERE id = $1 AND recovery_point = $2
-RETURNING ` + keyColumns + `, false`
+RETURNING ` + keyColumns
 
 const finishKey = `
 UPDATE idempotency_keys
 SET recovery_point = 'finished', response_status = $3, response_headers = $4, response_body = $5,
 	locked_at = NULL, updated_at = now(), finished_at = now(), expires_at = now() + $6::interval
 WHERE id = $1 AND recovery_point = $2
-RETURNING ` + keyColumns + `, false`
+RETURNING ` + keyColumns
 
 // RunPhase runs phase when the key is at recovery point from, and commits its
 // writes together with the move to the point it returns. A key found at any
@@ -129,7 +129,7 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 // advance moves the key from one recovery point to the next inside tx, and
 // returns it moved; pgx.ErrNoRows when it was no longer at from.
 func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to string) (Key, error) {
-	key, err := scanKey(tx.QueryRow(ctx, advanceKey, keyID, from, to), nil)
+	key, err := scanKey(tx.QueryRow(ctx, advanceKey, keyID, from, to))
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, fmt.Errorf("advance key: %w", err)
 	}
@@ -148,7 +148,7 @@ func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string,
 	if err != nil {
 		return Key{}, fmt.Errorf("encode headers: %w", err)
 	}
-	key, err := scanKey(tx.QueryRow(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention), nil)
+	key, err := scanKey(tx.QueryRow(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention))
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, fmt.Errorf("finish key: %w", err)
 	}
@@ -159,22 +159,13 @@ func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string,
 // the phase that moves the key on from it.
 type Phases map[string]Phase
 
-// Drive runs the operation's phases from wherever its key stands until it is
-// finished. A phase that fails stops the drive; running Drive again resumes
-// from the recovery point that was reached. It reports whether this drive's
-// commit is the one that finished the key; false means another runner (a
-// retry, the reconciler) finished it, which exactly one runner does.
-func (s *Store) Drive(ctx context.Context, keyID int64, phases Phases) (bool, error) {
-	key, err := s.GetByID(ctx, s.DB, keyID)
-	if err != nil {
-		return false, err
-	}
-	return s.drive(ctx, key, phases)
-}
-
-// DriveFrom is Drive for a caller that has just read the key's recovery
-// point (with the operation's own row, say): it starts there without reading
-// the key again. A point that moved meanwhile changes nothing: the phase's
+// DriveFrom runs the operation's phases from point, the recovery point its
+// caller has just read (with the operation's own row, say), until the key is
+// finished, without reading the key again. A phase that fails stops the
+// drive; running it again resumes from the recovery point reached. It
+// reports whether this drive's commit is the one that finished the key; false
+// means another runner (a retry, the reconciler) finished it, which exactly
+// one runner does. A point that moved meanwhile changes nothing: the phase's
 // conditional move finds the key gone on, its writes roll back, and the
 // drive goes on from where the key is; a phase's Call is idempotent.
 func (s *Store) DriveFrom(ctx context.Context, keyID int64, point string, phases Phases) (bool, error) {

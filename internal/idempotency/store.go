@@ -101,7 +101,7 @@ func (k Key) Finished() bool { return k.RecoveryPoint == RecoveryFinished }
 // response reaped.
 func (k Key) Expired() bool { return k.RecoveryPoint == RecoveryExpired }
 
-// Lease is the outcome of Start or Acquire. When held, the caller holds the
+// Lease is the outcome of Lookup or Reserve. When held, the caller holds the
 // key's lock and must Release it unless the key finishes (which clears it).
 type Lease struct {
 	Key Key
@@ -110,12 +110,6 @@ type Lease struct {
 	// held is true when this request took the key's lock.
 	held bool
 }
-
-// FirstPhase runs in the transaction that inserts a new key, as the atomic
-// phase that leaves the key at RecoveryStarted, and returns what it created.
-// An operation that ends at once (a refused refund, say) returns its final
-// response too, and the key is finished in the same transaction.
-type FirstPhase func(ctx context.Context, tx pgx.Tx, keyID int64) (Resource, *Response, error)
 
 // Store keeps idempotency keys in Postgres. Every time it stamps or compares
 // (locks, updates, expiry) is the database's clock, so that processes on
@@ -142,126 +136,19 @@ const keyColumns = `id, tenant_id, key, request_method, request_path, request_fi
 	locked_at, resource_type, resource_id, response_status, response_headers, response_body,
 	created_at, updated_at, finished_at, expires_at`
 
-// Statement is the first phase of an operation written as data-modifying
-// common table expressions, each starting with a comma, that follow the
-// key's own: they read the new key from new_key (id, tenant_id, resource_id,
-// created_at), so they write only when the key is inserted, and they commit
-// with it, in one statement, or not at all. Their parameters are numbered
-// from $10.
-type Statement struct {
-	Resource Resource
-	CTEs     string
-	Args     []any
-}
+// lookupKey reads a key, its stored response, and whether a live request
+// holds its lock (a stale lock is not held), by the database's clock: one
+// read of the (tenant, key) index.
+const lookupKey = `SELECT ` + keyColumns + `, locked_at >= now() - $3::interval
+FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
 
-// startKey is the first statement of every request under a key: it reads the
-// key, and inserts it (with the lock when the request waits) only when there
-// is none. The operation's CTEs go between it and startResult.
-const startKey = `
-WITH existing AS (
-	SELECT ` + keyColumns + `, false AS inserted, locked_at >= now() - $6::interval AS locked
-	FROM idempotency_keys WHERE tenant_id = $1 AND key = $2
-), new_key AS (
-	INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
-		recovery_point, locked_at, resource_type, resource_id, created_at, updated_at)
-	SELECT $1, $2, $3, $4, $5, 'started', CASE WHEN $7::boolean THEN now() END, $8, $9, now(), now()
-	WHERE NOT EXISTS (SELECT FROM existing)
-	ON CONFLICT (tenant_id, key) DO NOTHING
-	RETURNING ` + keyColumns + `, true AS inserted, locked_at IS NOT NULL AS locked
-)`
-
-const startResult = `
-SELECT * FROM existing UNION ALL SELECT * FROM new_key`
-
-// Start is Acquire for an operation whose first phase is one statement: a
-// retry of a finished key is answered by one read, and a new key, its
-// operation's rows and its job are written by one statement and one commit.
-func (s *Store) Start(ctx context.Context, req Request, st Statement) (Lease, error) {
-	args := append([]any{req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, s.LockTimeout, req.Wait,
-		st.Resource.Type, st.Resource.ID}, st.Args...)
-	var (
-		inserted bool
-		locked   *bool
-	)
-	key, err := scanKey(s.DB.QueryRow(ctx, startKey+st.CTEs+startResult, args...), &inserted, &locked)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// Another request inserted the key after this statement looked.
-		return s.existing(ctx, req)
-	case err != nil:
-		return Lease{}, fmt.Errorf("start: %w", err)
-	case inserted:
-		return Lease{Key: key, Created: true, held: req.Wait}, nil
-	}
-	return s.decide(ctx, req, key, locked != nil && *locked)
-}
-
-// insertKey inserts a new key, at started, and takes its lock when the
-// request waits; it inserts nothing if the key exists.
-const insertKey = `
-INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
-	recovery_point, locked_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, 'started', CASE WHEN $6::boolean THEN now() END, now(), now())
-ON CONFLICT (tenant_id, key) DO NOTHING
-RETURNING ` + keyColumns + `, true`
-
-const setResource = `UPDATE idempotency_keys SET resource_type = nullif($2, ''), resource_id = nullif($3, '') WHERE id = $1`
-
-// Acquire reserves req's key for an operation whose first phase needs a
-// transaction of its own. A retry is answered by one read: a finished key is
-// returned as it is (to replay), an unfinished one with its lock taken when
-// the request waits. A new key is inserted with first run in the same
-// transaction. A key held by another request gives ErrKeyInUse, a different
-// request ErrKeyMismatch.
-func (s *Store) Acquire(ctx context.Context, req Request, first FirstPhase) (Lease, error) {
-	lease, err := s.existing(ctx, req)
-	if !errors.Is(err, ErrNotFound) {
-		return lease, err
-	}
-
-	tx, err := s.DB.Begin(ctx)
-	if err != nil {
-		return Lease{}, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-
-	var inserted bool
-	key, err := scanKey(tx.QueryRow(ctx, insertKey, req.TenantID, req.Key, req.Method, req.Path,
-		req.Fingerprint, req.Wait), &inserted)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Another request inserted the key after the read.
-		if err := tx.Rollback(ctx); err != nil {
-			return Lease{}, fmt.Errorf("rollback: %w", err)
-		}
-		return s.existing(ctx, req)
-	}
-	if err != nil {
-		return Lease{}, fmt.Errorf("insert key: %w", err)
-	}
-
-	res, final, err := first(ctx, tx, key.ID)
-	if err != nil {
-		return Lease{}, err
-	}
-	if _, err := tx.Exec(ctx, setResource, key.ID, res.Type, res.ID); err != nil {
-		return Lease{}, fmt.Errorf("set resource: %w", err)
-	}
-	key.Resource = res
-	if final != nil {
-		// Finishing clears the lock: there is nothing to hold.
-		if key, err = s.finish(ctx, tx, key.ID, RecoveryStarted, *final); err != nil {
-			return Lease{}, err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Lease{}, fmt.Errorf("commit reservation: %w", err)
-	}
-	return Lease{Key: key, Created: true, held: req.Wait && final == nil}, nil
-}
-
-// existing decides req against its key as stored now; ErrNotFound when
-// there is none.
-func (s *Store) existing(ctx context.Context, req Request) (Lease, error) {
+// Lookup answers req from its key as it stands, by one read before any
+// transaction: a finished key is returned to be replayed, an unfinished one
+// to be answered as it stands, with its lock taken when the request waits. A
+// key held by another request gives ErrKeyInUse, a different request
+// ErrKeyMismatch, a tombstone an ExpiredError. ErrNotFound means the key is
+// new: the operation's first phase reserves it (Reserve).
+func (s *Store) Lookup(ctx context.Context, req Request) (Lease, error) {
 	key, locked, err := s.Inspect(ctx, req.TenantID, req.Key)
 	if err != nil {
 		return Lease{}, err
@@ -269,12 +156,58 @@ func (s *Store) existing(ctx context.Context, req Request) (Lease, error) {
 	return s.decide(ctx, req, key, locked)
 }
 
+// reserveKey inserts a new key, at started, naming what its operation
+// creates, with the lock taken when the request waits; it inserts nothing if
+// the key exists.
+const reserveKey = `
+INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
+	recovery_point, locked_at, resource_type, resource_id, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, 'started', CASE WHEN $6::boolean THEN now() END, nullif($7, ''), nullif($8, ''), now(), now())
+ON CONFLICT (tenant_id, key) DO NOTHING
+RETURNING ` + keyColumns
+
+// Reserve inserts req's key inside tx, the transaction of its operation's
+// first phase, at RecoveryStarted and naming res as what the operation
+// creates (none for an operation refused at once). The unique index on
+// (tenant, key) decides between concurrent first requests: when another
+// committed the key since Lookup, Reserve answers for that key, with Created
+// false, and the caller rolls its transaction back. It reads it on tx's own
+// connection (one from the pool could be the one this transaction waits
+// for), and takes no lock: the key was made a moment ago by a request as good
+// as concurrent, so one that waits is refused with ErrKeyInUse.
+func (s *Store) Reserve(ctx context.Context, tx pgx.Tx, req Request, res Resource) (Lease, error) {
+	key, err := scanKey(tx.QueryRow(ctx, reserveKey, req.TenantID, req.Key, req.Method, req.Path,
+		req.Fingerprint, req.Wait, res.Type, res.ID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		key, locked, err := s.inspect(ctx, tx, req.TenantID, req.Key)
+		if err != nil {
+			return Lease{}, err
+		}
+		return s.decide(ctx, req, key, locked || req.Wait)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("reserve key: %w", err)
+	}
+	return Lease{Key: key, Created: true, held: req.Wait}, nil
+}
+
+// FinishNow finishes a key just reserved inside tx with resp, a final answer
+// of its first phase (a refusal that is stored and replayed): there is
+// nothing for a job to do, and no lock left to release.
+func (s *Store) FinishNow(ctx context.Context, tx pgx.Tx, lease Lease, resp Response) (Lease, error) {
+	key, err := s.finish(ctx, tx, lease.Key.ID, RecoveryStarted, resp)
+	if err != nil {
+		return Lease{}, err
+	}
+	return Lease{Key: key, Created: lease.Created}, nil
+}
+
 // lockKey takes the lock of an unfinished key that no live request holds.
 const lockKey = `
 UPDATE idempotency_keys SET locked_at = now()
 WHERE id = $1 AND recovery_point NOT IN ('finished', 'expired')
 	AND (locked_at IS NULL OR locked_at < now() - $2::interval)
-RETURNING ` + keyColumns + `, false`
+RETURNING ` + keyColumns
 
 // decide answers req for key, an existing key that locked says a live
 // request holds: it belongs to another request, is finished (replay it),
@@ -293,7 +226,7 @@ func (s *Store) decide(ctx context.Context, req Request, key Key, locked bool) (
 	case !req.Wait:
 		return Lease{Key: key}, nil
 	}
-	taken, err := scanKey(s.DB.QueryRow(ctx, lockKey, key.ID, s.LockTimeout), nil)
+	taken, err := scanKey(s.DB.QueryRow(ctx, lockKey, key.ID, s.LockTimeout))
 	if err == nil {
 		return Lease{Key: taken, held: true}, nil
 	}
@@ -331,11 +264,11 @@ func (s *Store) Release(ctx context.Context, lease Lease) error {
 	return nil
 }
 
-const getKey = `SELECT ` + keyColumns + `, false FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
+const getKey = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
 
 // Get returns the tenant's key, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, tenantID, key string) (Key, error) {
-	k, err := scanKey(s.DB.QueryRow(ctx, getKey, tenantID, key), nil)
+	k, err := scanKey(s.DB.QueryRow(ctx, getKey, tenantID, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, ErrNotFound
 	}
@@ -345,28 +278,29 @@ func (s *Store) Get(ctx context.Context, tenantID, key string) (Key, error) {
 	return k, nil
 }
 
-const inspectKey = `SELECT ` + keyColumns + `, false, locked_at >= now() - $3::interval
-FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
-
 // Inspect returns the tenant's key, or ErrNotFound, and whether a request
 // holds its lock now (a stale lock is not held), by the database's clock.
 func (s *Store) Inspect(ctx context.Context, tenantID, key string) (Key, bool, error) {
+	return s.inspect(ctx, s.DB, tenantID, key)
+}
+
+func (s *Store) inspect(ctx context.Context, db database.DBTX, tenantID, key string) (Key, bool, error) {
 	var locked *bool
-	k, err := scanKey(s.DB.QueryRow(ctx, inspectKey, tenantID, key, s.LockTimeout), nil, &locked)
+	k, err := scanKey(db.QueryRow(ctx, lookupKey, tenantID, key, s.LockTimeout), &locked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, false, ErrNotFound
 	}
 	if err != nil {
-		return Key{}, false, fmt.Errorf("inspect key: %w", err)
+		return Key{}, false, fmt.Errorf("look up key: %w", err)
 	}
 	return k, locked != nil && *locked, nil
 }
 
-const getKeyByID = `SELECT ` + keyColumns + `, false FROM idempotency_keys WHERE id = $1`
+const getKeyByID = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE id = $1`
 
 // GetByID returns the key with the given id, or ErrNotFound.
 func (s *Store) GetByID(ctx context.Context, db database.DBTX, id int64) (Key, error) {
-	k, err := scanKey(db.QueryRow(ctx, getKeyByID, id), nil)
+	k, err := scanKey(db.QueryRow(ctx, getKeyByID, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, ErrNotFound
 	}
@@ -376,23 +310,18 @@ func (s *Store) GetByID(ctx context.Context, db database.DBTX, id int64) (Key, e
 	return k, nil
 }
 
-// scanKey reads the key columns and a boolean into inserted (nil: a
-// constant false is read and dropped), then any extra columns into extra.
-func scanKey(row pgx.Row, inserted *bool, extra ...any) (Key, error) {
+// scanKey reads the key columns, then any extra columns into extra.
+func scanKey(row pgx.Row, extra ...any) (Key, error) {
 	var (
 		k                        Key
 		resType, resID           *string
 		status                   *int
 		header                   []byte
 		body                     []byte
-		discard                  bool
 		lockedAt, finished, exps *time.Time
 	)
-	if inserted == nil {
-		inserted = &discard
-	}
 	err := row.Scan(append([]any{&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.RecoveryPoint,
-		&lockedAt, &resType, &resID, &status, &header, &body, &k.CreatedAt, &k.UpdatedAt, &finished, &exps, inserted},
+		&lockedAt, &resType, &resID, &status, &header, &body, &k.CreatedAt, &k.UpdatedAt, &finished, &exps},
 		extra...)...)
 	if err != nil {
 		return Key{}, err

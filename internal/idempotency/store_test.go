@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 func newStore(t *testing.T) *idempotency.Store {
 	t.Helper()
 	db := testdb.New(t)
-	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO tenants (id, name) VALUES ('ten_1', 'One')`); err != nil {
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO tenants (id, name) VALUES ('ten_1', 'One');
+		CREATE TABLE things (id text PRIMARY KEY, key_id bigint NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	return &idempotency.Store{
@@ -47,94 +48,44 @@ func request(t *testing.T, key, path, body string) idempotency.Request {
 	return idempotency.Request{TenantID: "ten_1", Key: key, Method: "POST", Path: path, Fingerprint: fp, Wait: true}
 }
 
-func noop(context.Context, pgx.Tx, int64) (idempotency.Resource, *idempotency.Response, error) {
-	return idempotency.Resource{Type: "thing", ID: "thing_1"}, nil, nil
-}
-
-func TestAcquire(t *testing.T) {
+// TestLookupTakesOverStaleLocks: a lock older than the lock timeout is
+// stale and taken over, and the old holder's release does not free the new
+// holder's lock.
+func TestLookupTakesOverStaleLocks(t *testing.T) {
 	t.Parallel()
-
-	t.Run("Lifecycle", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		req := request(t, "k", "/v1/things", `{"a":1}`)
-
-		lease, err := s.Acquire(ctx, req, noop)
-		if err != nil || !lease.Created || lease.Key.RecoveryPoint != idempotency.RecoveryStarted || lease.Key.Resource.ID != "thing_1" {
-			t.Fatalf("first Acquire = %+v, %v", lease, err)
-		}
-		if _, err := s.Acquire(ctx, req, noop); !errors.Is(err, idempotency.ErrKeyInUse) {
-			t.Fatalf("while held: %v, want ErrKeyInUse", err)
-		}
-		if _, err := s.Acquire(ctx, request(t, "k", "/v1/other", `{"a":1}`), noop); !errors.Is(err, idempotency.ErrKeyMismatch) {
-			t.Fatalf("other path: %v, want ErrKeyMismatch", err)
-		}
-		if _, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{"a":2}`), noop); !errors.Is(err, idempotency.ErrKeyMismatch) {
-			t.Fatalf("other body: %v, want ErrKeyMismatch", err)
-		}
-
-		// A lock older than the timeout is stale and taken over.
-		if _, err := s.DB.Exec(ctx, `UPDATE idempotency_keys SET locked_at = locked_at - interval '2 minutes'`); err != nil {
-			t.Fatal(err)
-		}
-		stale, err := s.Acquire(ctx, req, noop)
-		if err != nil || stale.Created {
-			t.Fatalf("stale takeover = %+v, %v", stale, err)
-		}
-		// The first holder's release must not free the new holder's lock.
-		if err := s.Release(ctx, lease); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Acquire(ctx, req, noop); !errors.Is(err, idempotency.ErrKeyInUse) {
-			t.Fatalf("after the old holder released: %v, want ErrKeyInUse", err)
-		}
-		if err := s.Release(ctx, stale); err != nil {
-			t.Fatal(err)
-		}
-		again, err := s.Acquire(ctx, req, noop)
-		if err != nil || again.Created || again.Key.ID != lease.Key.ID {
-			t.Fatalf("after release = %+v, %v", again, err)
-		}
-	})
-
-	t.Run("FailedFirstPhaseLeavesNoKey", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		boom := errors.New("boom")
-		_, err := s.Acquire(ctx, request(t, "k", "/v1/things", `{}`), func(context.Context, pgx.Tx, int64) (idempotency.Resource, *idempotency.Response, error) {
-			return idempotency.Resource{}, nil, boom
-		})
-		if !errors.Is(err, boom) {
-			t.Fatalf("err = %v", err)
-		}
-		if _, err := s.Get(ctx, "ten_1", "k"); !errors.Is(err, idempotency.ErrNotFound) {
-			t.Fatalf("key after failed phase: %v", err)
-		}
-	})
-
-	t.Run("FinishedKeyIsReplayedWithoutLock", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		req := request(t, "k", "/v1/things", `{}`)
-		lease, err := s.Acquire(ctx, req, noop)
-		if err != nil {
-			t.Fatal(err)
-		}
-		finish(t, s, lease.Key.ID, idempotency.RecoveryStarted)
-		replay, err := s.Acquire(ctx, req, noop)
-		if err != nil || !replay.Key.Finished() || string(replay.Key.Response.Body) != `{"done":true}` || replay.Key.Response.Header["Location"] != "/v1/things/1" {
-			t.Fatalf("replay = %+v, %v", replay, err)
-		}
-	})
+	s := newStore(t)
+	ctx := context.Background()
+	req := request(t, "k", "/v1/things", `{"a":1}`)
+	lease, err := start(ctx, s, req, "thing_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB.Exec(ctx, `UPDATE idempotency_keys SET locked_at = locked_at - interval '2 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := s.Lookup(ctx, req)
+	if err != nil || stale.Created {
+		t.Fatalf("stale takeover = %+v, %v", stale, err)
+	}
+	if err := s.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(ctx, req); !errors.Is(err, idempotency.ErrKeyInUse) {
+		t.Fatalf("after the old holder released: %v, want ErrKeyInUse", err)
+	}
+	if err := s.Release(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.Lookup(ctx, req)
+	if err != nil || again.Created || again.Key.ID != lease.Key.ID {
+		t.Fatalf("after release = %+v, %v", again, err)
+	}
 }
 
 // started reserves a new key, left at started with its lock held.
 func started(t *testing.T, s *idempotency.Store) idempotency.Lease {
 	t.Helper()
-	lease, err := s.Acquire(context.Background(), request(t, "k", "/v1/things", `{}`), noop)
+	lease, err := start(context.Background(), s, request(t, "k", "/v1/things", `{}`), "thing_1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +293,7 @@ func TestAnnouncerWakesEveryWaiter(t *testing.T) {
 	woken := make(chan idempotency.Key, n)
 	var ids []int64
 	for i := range n {
-		lease, err := s.Acquire(ctx, request(t, fmt.Sprintf("k%d", i), "/v1/things", `{}`), noop)
+		lease, err := start(ctx, s, request(t, fmt.Sprintf("k%d", i), "/v1/things", `{}`), fmt.Sprintf("thing_%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}

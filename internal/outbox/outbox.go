@@ -1,147 +1,97 @@
 // Package outbox is the River glue of the service, and only that: jobs are
-// inserted with InsertTx in the same transaction as the business rows that
-// need them (the transactional outbox), and River's workers run them against
-// the operations of package payments, which hold every rule about retries,
-// reconciliation and giving up. It also schedules the periodic reconciler
-// and key reaper, and tells the sweep which operations still have a live job.
+// inserted with River's InsertTx in the same transaction as the business rows
+// that need them (the transactional outbox), and River's workers run them
+// against the operations of package payments, which hold every rule about
+// retries, reconciliation and giving up. It also schedules the periodic
+// reconciler and key reaper, and asks River which jobs will still run. It
+// uses River through its public Go API only: River's tables and notification
+// topics are River's own.
 package outbox
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
-	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
 
-// Queue inserts jobs with the rows that need them, and tells which jobs are
-// live. It implements payments.JobQueue and payments.LiveJobs.
+// Queue stages the jobs that drive operations, with River's InsertTx in the
+// transaction of each operation's first phase, and asks River which of them
+// will still run. It implements payments.JobQueue and payments.LiveJobs.
 type Queue struct {
-	// Client inserts refund jobs with River's InsertTx; Waker wakes the
-	// workers for charge jobs, which a payment's one statement inserts.
 	Client *river.Client[pgx.Tx]
-	Waker  *Waker
-	// DB and RescueAfter serve Live; an inserting API needs neither.
-	DB          *pgxpool.Pool
-	RescueAfter time.Duration
 }
 
-// chargeJobs writes the row River's own insert writes for ChargeArgs (the
-// documented way to insert jobs from outside River's Go client): queued now,
-// River's default queue and priority, the charge's attempts. The outbox
-// tests check it against a row River inserts.
-var chargeJobs = `
-INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at, metadata, tags)
-SELECT jsonb_build_object('payment_id', id), '` + ChargeArgs{}.Kind() + `', ` +
-	strconv.Itoa(ChargeArgs{}.InsertOpts().MaxAttempts) + `, ` + strconv.Itoa(river.PriorityDefault) +
-	`, '` + river.QueueDefault + `', 'available', now(), '{}', '{}'
-FROM `
-
-// ChargeJobs implements payments.JobQueue: the charge job of each payment
-// id that the relation from yields.
-func (q Queue) ChargeJobs(from string) string { return chargeJobs + from }
-
-// Queued implements payments.JobQueue.
-func (q Queue) Queued() {
-	if q.Waker != nil {
-		q.Waker.Queued()
+// jobOf is the job that drives operation id of resourceType: the one place
+// that maps operations to River's job kinds.
+func jobOf(resourceType, id string) (river.JobArgs, error) {
+	switch resourceType {
+	case payments.ResourceType:
+		return ChargeArgs{PaymentID: id}, nil
+	case payments.RefundResourceType:
+		return RefundArgs{RefundID: id}, nil
 	}
+	return nil, fmt.Errorf("no job drives a %q", resourceType)
 }
 
-// EnqueueRefund stages the refund job of a refund inside tx.
-func (q Queue) EnqueueRefund(ctx context.Context, tx pgx.Tx, refundID string) error {
-	if _, err := q.Client.InsertTx(ctx, tx, RefundArgs{RefundID: refundID}, nil); err != nil {
-		return fmt.Errorf("insert refund job: %w", err)
-	}
-	return nil
-}
-
-// Waker sends River's insert notification for jobs inserted by SQL, once
-// they have committed: at most one per Cooldown, so that a burst wakes the
-// workers once, and outside the inserting transaction, so that no insert
-// waits for the lock Postgres takes on notifying commits. A lost
-// notification costs only latency: the workers poll as well.
-type Waker struct {
-	db       *pgxpool.Pool
-	cooldown time.Duration
-	logger   *slog.Logger
-	poke     chan struct{}
-}
-
-// NewWaker returns a waker; Run sends its notifications.
-func NewWaker(pool *pgxpool.Pool, cooldown time.Duration, logger *slog.Logger) *Waker {
-	return &Waker{db: pool, cooldown: cooldown, logger: logger, poke: make(chan struct{}, 1)}
-}
-
-// Queued asks for a notification; it never blocks.
-func (w *Waker) Queued() {
-	select {
-	case w.poke <- struct{}{}:
-	default: // one is already due
-	}
-}
-
-// notifyInsert is River's insert notification for its default queue, on
-// the channel its workers listen to: the schema's river_insert.
-const notifyInsert = `SELECT pg_notify(coalesce(current_schema() || '.', '') || 'river_insert', '{"queue": "` + river.QueueDefault + `"}')`
-
-// Run sends the notifications asked for until ctx ends.
-func (w *Waker) Run(ctx context.Context) {
-	database.Throttle(ctx, w.poke, w.cooldown, func(ctx context.Context) {
-		if _, err := w.db.Exec(ctx, notifyInsert); err != nil && ctx.Err() == nil {
-			w.logger.Warn("wake workers: the jobs wait for their poll", "err", err)
-		}
-	})
-}
-
-// liveJobs finds the jobs of kind that will still drive one of the resources
-// named by ids: waiting to run, or running for less than the rescue delay
-// (a job running longer belongs to a dead worker, and River rescues it).
-const liveJobs = `
-SELECT DISTINCT args->>$2 FROM river_job
-WHERE kind = $1 AND args->>$2 = ANY($3)
-	AND (state IN ('available', 'pending', 'scheduled', 'retryable')
-		OR (state = 'running' AND attempted_at >= now() - $4::interval))`
-
-// Live implements payments.LiveJobs.
-func (q Queue) Live(ctx context.Context, resourceType string, ids []string) (map[string]bool, error) {
-	kind, arg := ChargeArgs{}.Kind(), "payment_id"
-	if resourceType == payments.RefundResourceType {
-		kind, arg = RefundArgs{}.Kind(), "refund_id"
-	}
-	rows, err := q.DB.Query(ctx, liveJobs, kind, arg, ids, q.RescueAfter)
+// Enqueue implements payments.JobQueue.
+func (q Queue) Enqueue(ctx context.Context, tx pgx.Tx, resourceType, id string) (int64, error) {
+	args, err := jobOf(resourceType, id)
 	if err != nil {
-		return nil, fmt.Errorf("live jobs: %w", err)
+		return 0, err
 	}
-	live := map[string]bool{}
-	var id string
-	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
-		live[id] = true
-		return nil
-	})
+	res, err := q.Client.InsertTx(ctx, tx, args, nil)
 	if err != nil {
-		return nil, fmt.Errorf("live jobs: %w", err)
+		return 0, fmt.Errorf("insert %s job: %w", args.Kind(), err)
+	}
+	return res.Job.ID, nil
+}
+
+// liveStates are the states of a job that River will still run: waiting in
+// any way, or running. A job whose worker died stays running until River's
+// rescuer (RescueStuckJobsAfter) makes it retryable, so it is live too.
+var liveStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
+	rivertype.JobStateRunning, rivertype.JobStateScheduled,
+}
+
+// Live implements payments.LiveJobs, by asking River for the jobs among
+// jobIDs in a live state.
+func (q Queue) Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error) {
+	live := map[int64]bool{}
+	if len(jobIDs) == 0 {
+		return live, nil
+	}
+	res, err := q.Client.JobList(ctx, river.NewJobListParams().IDs(jobIDs...).States(liveStates...).First(len(jobIDs)))
+	if err != nil {
+		return nil, fmt.Errorf("list live jobs: %w", err)
+	}
+	for _, job := range res.Jobs {
+		live[job.ID] = true
 	}
 	return live, nil
 }
 
-// InsertCooldown is the shortest time between two insert notifications of
-// one API. River sends at most one per FetchCooldown, also on a client that
-// only inserts: at its default of 100 ms, a job inserted within that window
-// of another waits for the worker's poll instead. 5 ms wakes the workers for
-// every job but a burst's.
+// InsertCooldown is the shortest time between two of River's insert
+// notifications from one client (its FetchCooldown, which on a client that
+// only inserts does nothing else). A notification is sent in the inserting
+// transaction and holds Postgres's notification lock through that commit, so
+// a burst of payments must not notify for each; 5 ms still wakes the workers
+// for every job but a burst's, and the jobs of a burst are picked up with the
+// one that notified, or by the workers' poll.
 const InsertCooldown = 5 * time.Millisecond
 
-// NewInserter returns a River client that only inserts jobs, for the API.
+// NewInserter returns a River client that only inserts and lists jobs, for
+// the API and the sweep.
 func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: InsertCooldown})
 }

@@ -213,21 +213,36 @@ func response(status string, failure *string, v any) idempotency.Response {
 	return idempotency.Response{Status: code, Header: map[string]string{"Content-Type": "application/json"}, Body: b}
 }
 
-// noJobs stands for the job queue: the tests drive operations themselves.
-type noJobs struct{}
-
-// ChargeJobs queues nothing: a data-modifying statement that writes no row.
-func (noJobs) ChargeJobs(from string) string {
-	return "UPDATE payments SET updated_at = updated_at WHERE false AND id IN (SELECT id FROM " + from + ")"
+// jobs stands for the job queue: the tests drive operations themselves. It
+// numbers the jobs it is asked to stage, one per operation.
+type jobs struct {
+	mu   sync.Mutex
+	next int64
+	of   map[string]int64
 }
-func (noJobs) Queued()                                             {}
-func (noJobs) EnqueueRefund(context.Context, pgx.Tx, string) error { return nil }
+
+// Enqueue implements payments.JobQueue.
+func (j *jobs) Enqueue(_ context.Context, _ pgx.Tx, _, id string) (int64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.next++
+	j.of[id] = j.next
+	return j.next, nil
+}
+
+// job is the id of the job staged for operation id.
+func (j *jobs) job(id string) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.of[id]
+}
 
 // harness is the payments package on a fresh database with the demo tenants.
 type harness struct {
 	t    *testing.T
 	db   *testdb.DB
 	proc *fakeProcessor
+	jobs *jobs
 	svc  *payments.Service
 	ops  *payments.Operations
 	rec  *payments.Reconciler
@@ -245,9 +260,10 @@ func newHarness(t *testing.T) *harness {
 	keys := &idempotency.Store{DB: db.Pool, LockTimeout: time.Minute, Retention: 24 * time.Hour}
 	proc := newFakeProcessor()
 	ops := &payments.Operations{DB: db.Pool, Keys: keys, Processor: proc, Render: renderer{}, MaxAttempts: 3, Deadline: time.Hour}
+	jobs := &jobs{of: map[string]int64{}}
 	return &harness{
-		t: t, db: db, proc: proc, ops: ops,
-		svc: &payments.Service{DB: db.Pool, Keys: keys, Jobs: noJobs{}, Render: renderer{}},
+		t: t, db: db, proc: proc, ops: ops, jobs: jobs,
+		svc: &payments.Service{DB: db.Pool, Keys: keys, Jobs: jobs, Render: renderer{}},
 		rec: &payments.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100},
 	}
 }

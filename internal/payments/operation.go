@@ -2,6 +2,7 @@ package payments
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -256,6 +257,28 @@ func (o *Operations) finishPhase(op operation, id string, complete CompleteFunc)
 		}
 		return idempotency.Finish(resp), nil
 	}}
+}
+
+// settleOperation stages the event of a finished operation and clears its
+// reconciliation mark, if any, in one statement.
+const settleOperation = `
+WITH settled AS (DELETE FROM reconciliations WHERE resource_type = $6 AND resource_id = $4)
+INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
+VALUES ($1, $2, $3, $4, $5, now())`
+
+// settle writes, in the finishing transaction tx, the immutable event about
+// object, an operation of resourceType that finished, and clears the
+// operation's reconciliation mark.
+func settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
+	data, err := json.Marshal(object)
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	_, err = tx.Exec(ctx, settleOperation, newID("evt_"), tenantID, eventType, resourceID, data, resourceType)
+	if err != nil {
+		return fmt.Errorf("stage event and clear the reconciliation mark: %w", err)
+	}
+	return nil
 }
 
 const markForReconciliation = `

@@ -180,10 +180,10 @@ func TestLedgerComparison(t *testing.T) {
 }
 
 // liveJobs stands for the job queue's knowledge of live jobs.
-type liveJobs map[string]bool
+type liveJobs map[int64]bool
 
-func (l liveJobs) Live(_ context.Context, _ string, ids []string) (map[string]bool, error) {
-	live := map[string]bool{}
+func (l liveJobs) Live(_ context.Context, ids []int64) (map[int64]bool, error) {
+	live := map[int64]bool{}
 	for _, id := range ids {
 		live[id] = l[id]
 	}
@@ -202,7 +202,7 @@ func TestSweep(t *testing.T) {
 	withJob := h.pay("pm_card_visa")
 	young := h.pay("pm_card_visa")
 	quiet := h.pay("pm_card_visa")
-	s := &payments.Sweeper{DB: h.db.Pool, Jobs: liveJobs{withJob.ID: true}, StuckAfter: time.Minute, BatchSize: 10}
+	s := &payments.Sweeper{DB: h.db.Pool, Jobs: liveJobs{h.jobs.job(withJob.ID): true}, StuckAfter: time.Minute, BatchSize: 10}
 
 	h.exec(`UPDATE idempotency_keys SET updated_at = updated_at - interval '2 minutes' WHERE resource_id = ANY($1)`,
 		[]string{refund.ID, withJob.ID, quiet.ID})

@@ -2,7 +2,6 @@ package payments
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -78,14 +77,17 @@ const lockPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id
 const refundsHeld = `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1 AND status <> 'failed'`
 
 const insertRefund = `
-INSERT INTO refunds (id, tenant_id, payment_id, idempotency_key_id, amount, reason, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'processing', now(), now())`
+INSERT INTO refunds (id, tenant_id, payment_id, idempotency_key_id, job_id, amount, reason, status, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', now(), now())`
 
-// CreateRefund validates nr and reserves req's key. For a new key, the first
-// phase locks the payment, checks what is left to refund, and writes the key,
-// the refund and its job in one transaction. A refusal that depends on the
-// payment (not refundable, too large) is final: it is stored on the key and
-// replayed. An unknown payment is an error that leaves the key free.
+// CreateRefund validates nr and starts a refund of payment paymentID under
+// req's key, in the shape of Create: a retry is answered by Keys.Lookup; a
+// new key is one transaction that locks the payment (so that what is left to
+// refund is decided once per refund), reserves the key, stages the refund's
+// job, writes the refund and commits. A refusal that depends on the payment
+// (not refundable, too large) is final: the key is finished with it in the
+// same transaction, and it is replayed. An unknown payment is an error that
+// leaves the key free.
 func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, paymentID string, nr NewRefund) (idempotency.Lease, error) {
 	if err := nr.Validate(); err != nil {
 		return idempotency.Lease{}, err
@@ -93,40 +95,69 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 	if !validID("pay_", paymentID) {
 		return idempotency.Lease{}, ErrNotFound
 	}
-	return s.Keys.Acquire(ctx, req, func(ctx context.Context, tx pgx.Tx, keyID int64) (idempotency.Resource, *idempotency.Response, error) {
-		p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID))
-		if err != nil {
-			return idempotency.Resource{}, nil, err
-		}
-		refused := func(err error) (idempotency.Resource, *idempotency.Response, error) {
-			resp := s.Render.Error(err)
-			return idempotency.Resource{}, &resp, nil
-		}
-		if p.Status != StatusSucceeded {
-			return refused(fmt.Errorf("%w; payment %s is %s", ErrNotRefundable, p.ID, p.Status))
-		}
-		var held int64
-		if err := tx.QueryRow(ctx, refundsHeld, p.ID).Scan(&held); err != nil {
-			return idempotency.Resource{}, nil, fmt.Errorf("sum refunds: %w", err)
-		}
-		left := p.Amount - held
-		amount := left
-		if nr.Amount != nil {
-			amount = *nr.Amount
-		}
-		if left == 0 || amount > left {
-			return refused(fmt.Errorf("%w: %d %s left to refund on payment %s", ErrRefundExceedsPayment, left, p.Currency, p.ID))
-		}
+	lease, err := s.Keys.Lookup(ctx, req)
+	if !errors.Is(err, idempotency.ErrNotFound) {
+		return lease, err
+	}
 
-		id := newID("re_")
-		if _, err := tx.Exec(ctx, insertRefund, id, req.TenantID, p.ID, keyID, amount, nr.Reason); err != nil {
-			return idempotency.Resource{}, nil, fmt.Errorf("insert refund: %w", err)
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return idempotency.Lease{}, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID))
+	if err != nil {
+		return idempotency.Lease{}, err
+	}
+	var held int64
+	if err := tx.QueryRow(ctx, refundsHeld, p.ID).Scan(&held); err != nil {
+		return idempotency.Lease{}, fmt.Errorf("sum refunds: %w", err)
+	}
+	amount, refusal := refundAmount(p, held, nr)
+	ref := idempotency.Resource{Type: RefundResourceType, ID: newID("re_")}
+	if refusal != nil {
+		ref = idempotency.Resource{}
+	}
+	lease, err = s.Keys.Reserve(ctx, tx, req, ref)
+	if err != nil || !lease.Created {
+		return lease, err
+	}
+	if refusal != nil {
+		lease, err = s.Keys.FinishNow(ctx, tx, lease, s.Render.Error(refusal))
+		if err != nil {
+			return idempotency.Lease{}, err
 		}
-		if err := s.Jobs.EnqueueRefund(ctx, tx, id); err != nil {
-			return idempotency.Resource{}, nil, fmt.Errorf("enqueue refund: %w", err)
+	} else {
+		jobID, err := s.Jobs.Enqueue(ctx, tx, RefundResourceType, ref.ID)
+		if err != nil {
+			return idempotency.Lease{}, fmt.Errorf("enqueue refund: %w", err)
 		}
-		return idempotency.Resource{Type: RefundResourceType, ID: id}, nil, nil
-	})
+		if _, err := tx.Exec(ctx, insertRefund, ref.ID, req.TenantID, p.ID, lease.Key.ID, jobID, amount, nr.Reason); err != nil {
+			return idempotency.Lease{}, fmt.Errorf("insert refund: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return idempotency.Lease{}, fmt.Errorf("commit refund: %w", err)
+	}
+	return lease, nil
+}
+
+// refundAmount decides how much nr refunds of payment p, of which refunds
+// already hold held, or the refusal that is its final answer: a payment that
+// did not succeed, or a refund larger than what is left.
+func refundAmount(p Payment, held int64, nr NewRefund) (int64, error) {
+	if p.Status != StatusSucceeded {
+		return 0, fmt.Errorf("%w; payment %s is %s", ErrNotRefundable, p.ID, p.Status)
+	}
+	left := p.Amount - held
+	amount := left
+	if nr.Amount != nil {
+		amount = *nr.Amount
+	}
+	if left == 0 || amount > left {
+		return 0, fmt.Errorf("%w: %d %s left to refund on payment %s", ErrRefundExceedsPayment, left, p.Currency, p.ID)
+	}
+	return amount, nil
 }
 
 // refundColumns are read from refunds aliased r, so that a query may join.
@@ -157,26 +188,4 @@ func scanRefund(row pgx.Row, extra ...any) (Refund, error) {
 	r.Object = "refund"
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	return r, nil
-}
-
-// settleOperation stages the event of a finished operation and clears its
-// reconciliation mark, if any, in one statement.
-const settleOperation = `
-WITH settled AS (DELETE FROM reconciliations WHERE resource_type = $6 AND resource_id = $4)
-INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
-VALUES ($1, $2, $3, $4, $5, now())`
-
-// settle writes, in the finishing transaction tx, the immutable event about
-// object, an operation of resourceType that finished, and clears the
-// operation's reconciliation mark.
-func settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
-	data, err := json.Marshal(object)
-	if err != nil {
-		return fmt.Errorf("encode event: %w", err)
-	}
-	_, err = tx.Exec(ctx, settleOperation, newID("evt_"), tenantID, eventType, resourceID, data, resourceType)
-	if err != nil {
-		return fmt.Errorf("stage event and clear the reconciliation mark: %w", err)
-	}
-	return nil
 }

@@ -8,28 +8,24 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 )
 
-// JobQueue stages follow-up work with the rows that need it, so that the
-// job exists exactly when they do (a transactional outbox).
+// JobQueue stages the job that drives an operation inside the transaction of
+// the operation's first phase, so that the job exists exactly when the
+// operation does (a transactional outbox).
 type JobQueue interface {
-	// ChargeJobs is SQL for a data-modifying common table expression that
-	// queues the charge job of each payment whose id the relation from
-	// yields, in a payment's first statement.
-	ChargeJobs(from string) string
-	// Queued wakes the workers once jobs queued by SQL have committed; a
-	// burst of calls may wake them once.
-	Queued()
-	// EnqueueRefund stages the refund job of a refund inside tx.
-	EnqueueRefund(ctx context.Context, tx pgx.Tx, refundID string) error
+	// Enqueue stages the job of operation id, of resourceType, inside tx and
+	// returns the job's id.
+	Enqueue(ctx context.Context, tx pgx.Tx, resourceType, id string) (int64, error)
 }
 
-// Service creates and reads payments.
+// Service starts payments and refunds, and reads them.
 type Service struct {
-	DB   database.DBTX
+	DB   *pgxpool.Pool
 	Keys *idempotency.Store
 	Jobs JobQueue
 	// Render renders the refusals that are stored as final responses.
@@ -46,41 +42,55 @@ const CrashAfterFirstPhase = "after_first_phase"
 // ResourceType names payments as the resource of an idempotency key.
 const ResourceType = "payment"
 
-// insertPayment is the payment's part of its first statement: it runs only
-// when the statement inserted the key (new_key, see idempotency.Statement).
-const insertPayment = `,
-payment AS (
-	INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
-		metadata, status, created_at, updated_at)
-	SELECT resource_id, tenant_id, id, $10::bigint, $11::text, $12::text, $13::text, $14::jsonb, '` + StatusProcessing + `', created_at, created_at
-	FROM new_key
-	RETURNING id
-)`
+const insertPayment = `
+INSERT INTO payments (id, tenant_id, idempotency_key_id, job_id, amount, currency, payment_method, description,
+	metadata, status, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '` + StatusProcessing + `', now(), now())`
 
-// Create validates np and then starts req's key. For a new key, the first
-// phase writes the key, the payment and its charge job in one statement, and
-// returns the payment as it was created; otherwise the lease says what the
-// key holds, and the payment is nil. When the lease is held, the caller must
-// release it.
+// Create validates np and starts a payment under req's key. Every idempotent
+// operation starts in this shape. A retry is answered by one read of its key,
+// before any transaction (Keys.Lookup): the stored response of a finished
+// key, or the key as it stands. A new key is the operation's first phase, one
+// transaction: reserve the key, stage the job that will charge the payment,
+// write the payment, commit. The payment is returned as it was created, and
+// is nil when the lease answers for an existing key. When the lease is held,
+// the caller must release it.
 func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPayment) (idempotency.Lease, *Payment, error) {
 	if err := np.Validate(); err != nil {
 		return idempotency.Lease{}, nil, err
 	}
+	lease, err := s.Keys.Lookup(ctx, req)
+	if !errors.Is(err, idempotency.ErrNotFound) {
+		return lease, nil, err
+	}
+
 	p := Payment{ID: newID("pay_"), Object: "payment", TenantID: req.TenantID, Amount: *np.Amount,
 		Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
 		Metadata: np.metadata(), Status: StatusProcessing}
-	lease, err := s.Keys.Start(ctx, req, idempotency.Statement{
-		Resource: idempotency.Resource{Type: ResourceType, ID: p.ID},
-		CTEs:     insertPayment + ",\ncharge_job AS (" + s.Jobs.ChargeJobs("payment") + ")",
-		Args:     []any{p.Amount, p.Currency, p.PaymentMethod, p.Description, p.Metadata},
-	})
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return idempotency.Lease{}, nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	lease, err = s.Keys.Reserve(ctx, tx, req, idempotency.Resource{Type: ResourceType, ID: p.ID})
 	if err != nil || !lease.Created {
 		return lease, nil, err
 	}
-	s.Jobs.Queued()
+	jobID, err := s.Jobs.Enqueue(ctx, tx, ResourceType, p.ID)
+	if err != nil {
+		return idempotency.Lease{}, nil, fmt.Errorf("enqueue charge: %w", err)
+	}
+	if _, err := tx.Exec(ctx, insertPayment, p.ID, p.TenantID, lease.Key.ID, jobID, p.Amount, p.Currency,
+		p.PaymentMethod, p.Description, p.Metadata); err != nil {
+		return idempotency.Lease{}, nil, fmt.Errorf("insert payment: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return idempotency.Lease{}, nil, fmt.Errorf("commit payment: %w", err)
+	}
 	if s.Crash != nil {
 		s.Crash(CrashAfterFirstPhase)
 	}
+	// The key and the payment were written in one transaction: one now().
 	p.KeyID = &lease.Key.ID
 	p.CreatedAt, p.UpdatedAt = lease.Key.CreatedAt, lease.Key.CreatedAt
 	return lease, &p, nil

@@ -10,16 +10,16 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// LiveJobs tells which operations still have a job that will drive them: one
-// waiting to run, or running on a worker that is alive. The job queue
-// implements it; a job whose worker died mid-run is not live.
+// LiveJobs tells which of the jobs that drive operations will still run:
+// waiting to run, or running (the job queue itself rescues a job whose worker
+// died mid-run, and runs it again). The job queue implements it.
 type LiveJobs interface {
-	Live(ctx context.Context, resourceType string, ids []string) (map[string]bool, error)
+	Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error)
 }
 
 // Sweeper finds operations that nothing is driving any more: their key is
-// unfinished and has been quiet for StuckAfter (database clock), and no live
-// job exists for them. It hands them to the reconciler, so no payment or
+// unfinished and has been quiet for StuckAfter (database clock), and their
+// job will not run again. It hands them to the reconciler, so no payment or
 // refund waits for a client's retry to make progress.
 type Sweeper struct {
 	DB   database.DBTX
@@ -32,16 +32,25 @@ type Sweeper struct {
 }
 
 // quietKeys lists operations whose key is unfinished and quiet, and not yet
-// marked, oldest first.
+// marked, oldest first, with the job that drives each (none for an operation
+// from before jobs were recorded).
 const quietKeys = `
-SELECT k.resource_type, k.resource_id FROM idempotency_keys k
+SELECT k.resource_type, k.resource_id, coalesce(p.job_id, r.job_id) FROM idempotency_keys k
+LEFT JOIN payments p ON k.resource_type = 'payment' AND p.id = k.resource_id
+LEFT JOIN refunds r ON k.resource_type = 'refund' AND r.id = k.resource_id
 WHERE k.recovery_point NOT IN ('finished', 'expired')
 	AND k.updated_at < now() - $1::interval
 	AND k.resource_type IN ('payment', 'refund')
-	AND NOT EXISTS (SELECT 1 FROM reconciliations r
-		WHERE r.resource_type = k.resource_type AND r.resource_id = k.resource_id)
+	AND NOT EXISTS (SELECT 1 FROM reconciliations m
+		WHERE m.resource_type = k.resource_type AND m.resource_id = k.resource_id)
 ORDER BY k.updated_at
 LIMIT $2`
+
+// quiet is an operation whose key is quiet, and its job.
+type quiet struct {
+	kind, id string
+	jobID    *int64
+}
 
 // Sweep marks stuck operations for reconciliation and returns how many.
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
@@ -49,30 +58,32 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sweep quiet keys: %w", err)
 	}
-	quiet := map[string][]string{}
-	var kind, id string
-	_, err = pgx.ForEachRow(rows, []any{&kind, &id}, func() error {
-		quiet[kind] = append(quiet[kind], id)
-		return nil
+	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quiet, error) {
+		var q quiet
+		return q, row.Scan(&q.kind, &q.id, &q.jobID)
 	})
+	if err != nil || len(ops) == 0 {
+		return 0, err
+	}
+	var jobIDs []int64
+	for _, op := range ops {
+		if op.jobID != nil {
+			jobIDs = append(jobIDs, *op.jobID)
+		}
+	}
+	live, err := s.Jobs.Live(ctx, jobIDs)
 	if err != nil {
-		return 0, fmt.Errorf("sweep quiet keys: %w", err)
+		return 0, fmt.Errorf("sweep: find live jobs: %w", err)
 	}
 	marked := 0
-	for kind, ids := range quiet {
-		live, err := s.Jobs.Live(ctx, kind, ids)
-		if err != nil {
-			return marked, fmt.Errorf("sweep: find live jobs: %w", err)
+	for _, op := range ops {
+		if op.jobID != nil && live[*op.jobID] {
+			continue
 		}
-		for _, id := range ids {
-			if live[id] {
-				continue
-			}
-			if err := MarkForReconciliation(ctx, s.DB, kind, id); err != nil {
-				return marked, err
-			}
-			marked++
+		if err := MarkForReconciliation(ctx, s.DB, op.kind, op.id); err != nil {
+			return marked, err
 		}
+		marked++
 	}
 	return marked, nil
 }

@@ -162,7 +162,7 @@ func New(t testing.TB, opts Options) *Stack {
 	var wcfg worker.Config
 	defaults(t, &wcfg)
 	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = db.URL, "127.0.0.1:0", s.Processor.URL
-	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.ChargeDeadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
+	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.Deadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
 	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = 30*time.Second, 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
 	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = opts.ReconcileInterval, 0, time.Hour, time.Minute
 	if opts.ReconcileTimeout > 0 {

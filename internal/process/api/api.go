@@ -64,7 +64,6 @@ type API struct {
 
 	pool     *pgxpool.Pool
 	listener *idempotency.Listener
-	waker    *outbox.Waker
 	http     *process.HTTPServer
 }
 
@@ -99,12 +98,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger),
-		waker: outbox.NewWaker(pool, outbox.InsertCooldown, logger)}
+	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger)}
 	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	server := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
-		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter, Waker: a.waker}, Render: render.Renderer{}, Crash: crashAt},
+		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}, Crash: crashAt},
 		Keys:        a.Keys,
 		Logger:      logger,
 		Ready:       pool.Ping,
@@ -134,7 +132,6 @@ func (a *API) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel() // before Wait: stops the listener when the server fails too
 	wg.Go(func() { a.listener.Run(ctx) })
-	wg.Go(func() { a.waker.Run(ctx) })
 	return a.http.Run(ctx)
 }
 

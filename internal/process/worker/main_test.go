@@ -35,11 +35,11 @@ func TestWorkerConfigValidate(t *testing.T) {
 	}{
 		{"ErrProcessorForgetsKeys", func(c *Config) { c.ProcessorKeyRetention = 24 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
 		{"ErrRetentionEatsMargin", func(c *Config) { c.KeyRetention.KeyRetention = 200 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
-		{"ErrDeadlineBeforeRetries", func(c *Config) { c.ChargeDeadline = time.Minute }, "CHARGE_DEADLINE"},
+		{"ErrDeadlineBeforeRetries", func(c *Config) { c.Deadline = time.Minute }, "OPERATION_DEADLINE"},
 		{"ErrJobTimeout", func(c *Config) { c.JobTimeout = c.ProcessorTimeout }, "JOB_TIMEOUT"},
 		{"ErrStuckAfter", func(c *Config) { c.StuckAfter = c.JobTimeout }, "RECONCILE_STUCK_AFTER"},
 		{"ErrBackoff", func(c *Config) { c.RetryMaxDelay = c.RetryBaseDelay / 2 }, "RETRY_BASE_DELAY"},
-		{"ErrAttempts", func(c *Config) { c.MaxAttempts = 0 }, "CHARGE_MAX_ATTEMPTS"},
+		{"ErrAttempts", func(c *Config) { c.MaxAttempts = 0 }, "OPERATION_MAX_ATTEMPTS"},
 		{"ErrTombstones", func(c *Config) { c.TombstoneRetention = 0 }, "IDEMPOTENCY_TOMBSTONE_RETENTION"},
 		{"ErrLedgerPage", func(c *Config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
 	} {

@@ -41,10 +41,10 @@ type Config struct {
 	Concurrency        int           `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once"`
 	JobTimeout         time.Duration `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
 	FetchPollInterval  time.Duration `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
-	MaxAttempts        int           `envconfig:"CHARGE_MAX_ATTEMPTS" default:"10" desc:"retry budget of a charge or refund"`
+	MaxAttempts        int           `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation (charges and refunds): attempts with an unknown outcome before it goes to the reconciler"`
 	RetryBaseDelay     time.Duration `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
 	RetryMaxDelay      time.Duration `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
-	ChargeDeadline     time.Duration `envconfig:"CHARGE_DEADLINE" default:"1h" desc:"after this, an operation confirmed absent is given up through the fence"`
+	Deadline           time.Duration `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
 	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
 	ReconcileTimeout   time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile run (sweep and a batch); a dead worker's run holds the next up that long at most"`
 	LedgerTimeout      time.Duration `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
@@ -69,16 +69,16 @@ func (c Config) Validate() error {
 	case c.JobTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("JOB_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a job is cancelled mid-call", c.JobTimeout, c.ProcessorTimeout)
 	case c.Concurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
-		return fmt.Errorf("WORKER_CONCURRENCY, CHARGE_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+		return fmt.Errorf("WORKER_CONCURRENCY, OPERATION_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
 	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
 		return fmt.Errorf("RETRY_BASE_DELAY (%s) must be positive and at most RETRY_MAX_DELAY (%s)", c.RetryBaseDelay, c.RetryMaxDelay)
 	case c.StuckAfter <= c.JobTimeout:
 		return fmt.Errorf("RECONCILE_STUCK_AFTER (%s) must exceed JOB_TIMEOUT (%s), or running jobs look stuck", c.StuckAfter, c.JobTimeout)
-	case c.ChargeDeadline < horizon:
-		return fmt.Errorf("CHARGE_DEADLINE (%s) must be at least the jobs' retry horizon (%s, from CHARGE_MAX_ATTEMPTS, RETRY_*_DELAY and JOB_TIMEOUT), so the reconciler has the last word", c.ChargeDeadline, horizon)
-	case c.ProcessorKeyRetention <= c.ChargeDeadline+c.JobTimeout+c.KeyRetention.KeyRetention:
-		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed CHARGE_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
-			c.ProcessorKeyRetention, c.ChargeDeadline+c.JobTimeout+c.KeyRetention.KeyRetention)
+	case c.Deadline < horizon:
+		return fmt.Errorf("OPERATION_DEADLINE (%s) must be at least the jobs' retry horizon (%s, from OPERATION_MAX_ATTEMPTS, RETRY_*_DELAY and JOB_TIMEOUT), so the reconciler has the last word", c.Deadline, horizon)
+	case c.ProcessorKeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
+		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
+			c.ProcessorKeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
 	case c.ReconcileTimeout <= c.ProcessorTimeout || c.LedgerTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("RECONCILE_TIMEOUT (%s) and LEDGER_COMPARE_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a run cannot make one call", c.ReconcileTimeout, c.LedgerTimeout, c.ProcessorTimeout)
 	case c.TombstoneRetention <= 0:
@@ -140,16 +140,20 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
 	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
-		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.ChargeDeadline, Crash: crashAt}
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Crash: crashAt}
 	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch}
-	rescueAfter := outbox.RescueAfter(cfg.JobTimeout)
-	w.Sweeper = &payments.Sweeper{DB: pool, Jobs: outbox.Queue{DB: pool, RescueAfter: rescueAfter},
+	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	w.Sweeper = &payments.Sweeper{DB: pool, Jobs: outbox.Queue{Client: lister},
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
 	w.river, err = outbox.NewWorker(pool, process.Quiet(logger), outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
 		JobTimeout:        cfg.JobTimeout,
-		RescueAfter:       rescueAfter,
+		RescueAfter:       outbox.RescueAfter(cfg.JobTimeout),
 		Backoff:           cfg.backoff(),
 		FetchPollInterval: cfg.FetchPollInterval,
 		ReconcileTimeout:  cfg.ReconcileTimeout,

@@ -1,0 +1,231 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/example/payments/internal/idempotency"
+)
+
+// start runs the first phase of an operation that makes things, in the one
+// shape every operation's first phase has: Lookup answers a key that exists,
+// by one read; a new key is reserved in a transaction that also writes the
+// operation's thing, and commits. A thing whose id is taken fails the phase
+// after the key's insert.
+func start(ctx context.Context, s *idempotency.Store, req idempotency.Request, thing string) (idempotency.Lease, error) {
+	lease, err := s.Lookup(ctx, req)
+	if !errors.Is(err, idempotency.ErrNotFound) {
+		return lease, err
+	}
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return idempotency.Lease{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	lease, err = s.Reserve(ctx, tx, req, idempotency.Resource{Type: "thing", ID: thing})
+	if err != nil || !lease.Created {
+		return lease, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO things (id, key_id) VALUES ($1, $2)`, thing, lease.Key.ID); err != nil {
+		return idempotency.Lease{}, err
+	}
+	return lease, tx.Commit(ctx)
+}
+
+func TestReserve(t *testing.T) {
+	t.Parallel()
+
+	t.Run("NewKeyAndItsRowsInOneTransaction", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := context.Background()
+		req := request(t, "k", "/v1/things", `{"a":1}`)
+		lease, err := start(ctx, s, req, "thing_1")
+		if err != nil || !lease.Created || lease.Key.Resource.ID != "thing_1" || lease.Key.LockedAt == nil ||
+			lease.Key.RecoveryPoint != idempotency.RecoveryStarted {
+			t.Fatalf("start = %+v, %v", lease, err)
+		}
+		var keyID int64
+		if err := s.DB.QueryRow(ctx, `SELECT key_id FROM things WHERE id = 'thing_1'`).Scan(&keyID); err != nil || keyID != lease.Key.ID {
+			t.Fatalf("thing's key = %d, %v", keyID, err)
+		}
+
+		// A retry runs nothing: held, in use; another body, a mismatch.
+		if _, err := start(ctx, s, req, "thing_2"); !errors.Is(err, idempotency.ErrKeyInUse) {
+			t.Fatalf("while held: %v, want ErrKeyInUse", err)
+		}
+		if _, err := start(ctx, s, request(t, "k", "/v1/things", `{"a":2}`), "thing_3"); !errors.Is(err, idempotency.ErrKeyMismatch) {
+			t.Fatalf("other body: %v, want ErrKeyMismatch", err)
+		}
+		if _, err := start(ctx, s, request(t, "k", "/v1/other", `{"a":1}`), "thing_3"); !errors.Is(err, idempotency.ErrKeyMismatch) {
+			t.Fatalf("other path: %v, want ErrKeyMismatch", err)
+		}
+		finish(t, s, lease.Key.ID, idempotency.RecoveryStarted)
+		replay, err := start(ctx, s, req, "thing_4")
+		if err != nil || replay.Created || !replay.Key.Finished() || string(replay.Key.Response.Body) != `{"done":true}` ||
+			replay.Key.Response.Header["Location"] != "/v1/things/1" {
+			t.Fatalf("replay = %+v, %v", replay, err)
+		}
+		// Finishing cleared the lock.
+		if replay.Key.LockedAt != nil {
+			t.Fatalf("finished key still locked at %v", replay.Key.LockedAt)
+		}
+		var things int
+		if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM things`).Scan(&things); err != nil || things != 1 {
+			t.Fatalf("things = %d, %v; want only the first", things, err)
+		}
+	})
+
+	t.Run("FailedPhaseLeavesNoKey", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := context.Background()
+		if _, err := start(ctx, s, request(t, "a", "/v1/things", `{}`), "thing_1"); err != nil {
+			t.Fatal(err)
+		}
+		// The key's insert succeeds, the thing's fails: neither stays.
+		if _, err := start(ctx, s, request(t, "b", "/v1/things", `{}`), "thing_1"); err == nil {
+			t.Fatal("a duplicate thing was accepted")
+		}
+		if _, err := s.Get(ctx, "ten_1", "b"); !errors.Is(err, idempotency.ErrNotFound) {
+			t.Fatalf("key after a failed phase: %v", err)
+		}
+	})
+
+	t.Run("FinishNow", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := context.Background()
+		req := request(t, "k", "/v1/things", `{}`)
+		tx, err := s.DB.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		lease, err := s.Reserve(ctx, tx, req, idempotency.Resource{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := idempotency.Response{Status: 409, Header: map[string]string{"Content-Type": "application/problem+json"}, Body: []byte(`{"no":1}`)}
+		if lease, err = s.FinishNow(ctx, tx, lease, refused); err != nil || !lease.Key.Finished() || lease.Key.LockedAt != nil {
+			t.Fatalf("FinishNow = %+v, %v", lease, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Nothing to release; a retry replays the refusal.
+		if err := s.Release(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		replay, err := s.Lookup(ctx, req)
+		if err != nil || !replay.Key.Finished() || replay.Key.Response.Status != 409 || replay.Key.Resource != (idempotency.Resource{}) {
+			t.Fatalf("replay = %+v, %v", replay, err)
+		}
+	})
+
+	t.Run("NoLockWithoutWaiting", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := context.Background()
+		req := request(t, "k", "/v1/things", `{}`)
+		req.Wait = false
+		lease, err := start(ctx, s, req, "thing_1")
+		if err != nil || !lease.Created || lease.Key.LockedAt != nil {
+			t.Fatalf("start without waiting = %+v, %v", lease, err)
+		}
+		// Nothing holds the key: a retry that does not wait gets it as it
+		// stands, one that waits takes its lock, and then one is refused.
+		again, err := start(ctx, s, req, "thing_2")
+		if err != nil || again.Created || again.Key.ID != lease.Key.ID || again.Key.LockedAt != nil {
+			t.Fatalf("retry without waiting = %+v, %v", again, err)
+		}
+		req.Wait = true
+		waiting, err := start(ctx, s, req, "thing_3")
+		if err != nil || waiting.Created || waiting.Key.LockedAt == nil {
+			t.Fatalf("retry that waits = %+v, %v", waiting, err)
+		}
+		req.Wait = false
+		if _, err := start(ctx, s, req, "thing_4"); !errors.Is(err, idempotency.ErrKeyInUse) {
+			t.Fatalf("while a waiting retry holds it: %v, want ErrKeyInUse", err)
+		}
+	})
+
+	// Concurrent first requests under one key, each past its Lookup before
+	// any commits: the unique index decides, one creates the key and its
+	// thing, and every other is refused or, not waiting, told the key as it
+	// stands.
+	t.Run("ConcurrentDuplicates", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := context.Background()
+		for round := range 20 {
+			key := fmt.Sprintf("k%d", round)
+			var (
+				wg                     sync.WaitGroup
+				mu                     sync.Mutex
+				created, inUse, others int
+			)
+			for i := range 8 {
+				wg.Go(func() {
+					req := request(t, key, "/v1/things", `{}`)
+					req.Wait = i%2 == 0
+					lease, err := start(ctx, s, req, fmt.Sprintf("thing_%d_%d", round, i))
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case errors.Is(err, idempotency.ErrKeyInUse):
+						inUse++
+					case err != nil:
+						t.Errorf("start: %v", err)
+					case lease.Created:
+						created++
+					default:
+						others++
+					}
+				})
+			}
+			wg.Wait()
+			var things int
+			if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM things t JOIN idempotency_keys k ON k.id = t.key_id WHERE k.key = $1`, key).Scan(&things); err != nil {
+				t.Fatal(err)
+			}
+			if created != 1 || things != 1 || created+inUse+others != 8 {
+				t.Fatalf("round %d: created %d, in use %d, others %d, things %d", round, created, inUse, others, things)
+			}
+		}
+	})
+}
+
+// TestReserveRacesTheLookup: a key committed by another request between a
+// request's Lookup and its Reserve is answered as it stands, and the losing
+// transaction writes nothing.
+func TestReserveRacesTheLookup(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	req := request(t, "k", "/v1/things", `{}`)
+	if _, err := s.Lookup(ctx, req); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Fatalf("Lookup of a new key: %v", err)
+	}
+	first, err := start(ctx, s, req, "thing_1")
+	if err != nil || !first.Created {
+		t.Fatalf("first = %+v, %v", first, err)
+	}
+	finish(t, s, first.Key.ID, idempotency.RecoveryStarted)
+
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	lease, err := s.Reserve(ctx, tx, req, idempotency.Resource{Type: "thing", ID: "thing_2"})
+	if err != nil || lease.Created || !lease.Key.Finished() || lease.Key.ID != first.Key.ID {
+		t.Fatalf("Reserve after another committed = %+v, %v", lease, err)
+	}
+	if _, err := s.Reserve(ctx, tx, request(t, "k", "/v1/things", `{"x":1}`), idempotency.Resource{}); !errors.Is(err, idempotency.ErrKeyMismatch) {
+		t.Fatalf("Reserve of another body: %v, want ErrKeyMismatch", err)
+	}
+}
