@@ -66,7 +66,7 @@ func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor stri
 	page := make([]payments.LedgerEntry, len(l.Data))
 	for i, ch := range l.Data {
 		page[i] = payments.LedgerEntry{ID: ch.ID, IdempotencyKey: ch.IdempotencyKey, PaymentID: ch.PaymentID,
-			Succeeded: ch.Succeeded(), Amount: ch.Amount, CreatedAt: ch.CreatedAt}
+			Succeeded: ch.Succeeded(), Amount: ch.Amount, Currency: ch.Currency, CreatedAt: ch.CreatedAt}
 	}
 	next, err := nextCursor(page, l.HasMore)
 	if err != nil {
@@ -76,7 +76,7 @@ func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor stri
 }
 
 // LedgerRefunds is LedgerCharges for refunds. Their entries have no
-// PaymentID.
+// PaymentID, and no Currency: the processor's refund object has none.
 func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
 	l, err := getList[RefundObject](ctx, c, "/v1/refunds", c.pageQuery(since, cursor))
 	if err != nil {

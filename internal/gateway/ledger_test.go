@@ -76,8 +76,8 @@ func TestLedger(t *testing.T) {
 			}
 		}
 		entries, _, err := client.LedgerCharges(ctx, since, "")
-		if err != nil || entries[0].PaymentID != "pay_ledger-a" {
-			t.Errorf("first entry = %+v, %v; want its payment id", entries, err)
+		if err != nil || entries[0].PaymentID != "pay_ledger-a" || entries[0].Amount != 1500 || entries[0].Currency != "USD" {
+			t.Errorf("first entry = %+v, %v; want its payment id, amount and currency", entries, err)
 		}
 	})
 	t.Run("Refunds", func(t *testing.T) {

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -27,19 +28,35 @@ func (b Backoff) Delay(attempt int) time.Duration {
 
 // Horizon is the longest time a job can spend between its first attempt and
 // its last: every delay at its ceiling, plus every attempt at its timeout.
+// A horizon longer than a time.Duration holds is the longest one, so that a
+// check against it never passes by overflow.
 func (b Backoff) Horizon(attempts int, jobTimeout time.Duration) time.Duration {
-	total := time.Duration(attempts) * jobTimeout
-	for a := 1; a < attempts; a++ {
-		total += b.ceiling(a)
+	var total time.Duration
+	for a := 1; a <= attempts && total < math.MaxInt64; a++ {
+		total = addCapped(total, jobTimeout)
+		if a < attempts {
+			total = addCapped(total, b.ceiling(a))
+		}
 	}
 	return total
 }
 
 // ceiling is Base doubled for each attempt after the first, capped at Max.
+// Base is compared with Max halved as often, because Base doubled that often
+// can overflow.
 func (b Backoff) ceiling(attempt int) time.Duration {
 	shift := max(attempt-1, 0)
-	if shift >= 32 || b.Base<<shift >= b.Max {
+	if shift >= 32 || b.Base > b.Max>>shift {
 		return b.Max
 	}
 	return b.Base << shift
+}
+
+// addCapped is x+y for durations that are not negative, or the longest
+// duration where the sum would overflow.
+func addCapped(x, y time.Duration) time.Duration {
+	if y > math.MaxInt64-x {
+		return math.MaxInt64
+	}
+	return x + y
 }

@@ -94,7 +94,7 @@ func (f *fakeProcessor) Charge(_ context.Context, req payments.ChargeRequest) (p
 	if req.PaymentMethod == "pm_card_declined" {
 		out = payments.Outcome{ID: out.ID, FailureCode: "card_declined", FailureMessage: "Your card was declined."}
 	}
-	return f.make(req.IdempotencyKey, &f.charges, payments.LedgerEntry{PaymentID: req.PaymentID, Amount: req.Amount}, out)
+	return f.make(req.IdempotencyKey, &f.charges, payments.LedgerEntry{PaymentID: req.PaymentID, Amount: req.Amount, Currency: req.Currency}, out)
 }
 
 func (f *fakeProcessor) Refund(_ context.Context, req payments.RefundRequest) (payments.Outcome, error) {

@@ -95,6 +95,9 @@ type LedgerEntry struct {
 	PaymentID string
 	Succeeded bool
 	Amount    int64
+	// Currency is the currency of a charge; empty for refunds, which the
+	// processor answers without one, so that only their amount is compared.
+	Currency  string
 	CreatedAt time.Time
 }
 

@@ -149,16 +149,22 @@ type ledger struct {
 	page         func(ctx context.Context, since time.Time, cursor string) ([]LedgerEntry, string, error)
 	// ours is the id of the operation an entry should belong to.
 	ours func(LedgerEntry) string
-	// lookup reads (id, status, processor id) of the operations with ids $1.
+	// lookup reads (id, status, processor id, amount, currency) of the
+	// operations with ids $1.
 	lookup string
 	// The kinds of discrepancy: no such operation, a second entry for one,
-	// an entry for one recorded as failed.
-	unknown, duplicate, afterFailure string
+	// an entry for one recorded as failed, the entry recorded for one but for
+	// another amount or currency.
+	unknown, duplicate, afterFailure, mismatch string
 }
 
 const (
-	lookupPayments = `SELECT id, status, processor_charge_id FROM payments WHERE id = ANY($1)`
-	lookupRefunds  = `SELECT id, status, processor_refund_id FROM refunds WHERE id = ANY($1)`
+	lookupPayments = `SELECT id, status, processor_charge_id, amount, currency FROM payments WHERE id = ANY($1)`
+	// lookupRefunds reads the currency of a refund's payment.
+	lookupRefunds = `
+SELECT r.id, r.status, r.processor_refund_id, r.amount, p.currency
+FROM refunds r JOIN payments p ON p.id = r.payment_id
+WHERE r.id = ANY($1)`
 )
 
 // ledgers are both sides of the processor's ledger. A processor charge names
@@ -170,11 +176,13 @@ func (r *Reconciler) ledgers() []ledger {
 		ours:    func(e LedgerEntry) string { return e.PaymentID },
 		lookup:  lookupPayments,
 		unknown: ReviewUnknownCharge, duplicate: ReviewDuplicateCharge, afterFailure: ReviewChargedAfterFailure,
+		mismatch: ReviewChargeAmountMismatch,
 	}, {
 		name: "refund", resourceType: RefundResourceType, page: p.LedgerRefunds,
 		ours:    func(e LedgerEntry) string { return strings.TrimPrefix(e.IdempotencyKey, RefundDownstreamKey("")) },
 		lookup:  lookupRefunds,
 		unknown: ReviewUnknownRefund, duplicate: ReviewDuplicateRefund, afterFailure: ReviewRefundedAfterFailure,
+		mismatch: ReviewRefundAmountMismatch,
 	}}
 }
 
@@ -239,10 +247,13 @@ func (r *Reconciler) compare(ctx context.Context, l ledger) (repaired, flagged i
 type accounted struct {
 	status      string
 	processorID *string
+	amount      int64
+	currency    string
 }
 
-// lookup reads the status and processor id of the operations named by ids in
-// one query, so that a page costs one round trip whatever its size.
+// lookup reads the status, processor id, amount and currency of the
+// operations named by ids in one query, so that a page costs one round trip
+// whatever its size.
 func (r *Reconciler) lookup(ctx context.Context, sql string, ids []string) (map[string]accounted, error) {
 	rows, err := r.Ops.DB.Query(ctx, sql, ids)
 	if err != nil {
@@ -253,7 +264,7 @@ func (r *Reconciler) lookup(ctx context.Context, sql string, ids []string) (map[
 		id string
 		a  accounted
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &a.status, &a.processorID}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.status, &a.processorID, &a.amount, &a.currency}, func() error {
 		found[id] = a
 		return nil
 	})
@@ -271,6 +282,11 @@ func classify(e LedgerEntry, found map[string]accounted, ours string, l ledger) 
 	case !ok:
 		return l.unknown, false
 	case a.processorID != nil && *a.processorID == e.ID:
+		// Ours, but it must also move what we recorded. A refund entry names
+		// no currency; its amount is compared alone.
+		if e.Amount != a.amount || e.Currency != "" && e.Currency != a.currency {
+			return l.mismatch, false
+		}
 		return "", false
 	case a.processorID != nil:
 		return l.duplicate, false
@@ -282,8 +298,8 @@ func classify(e LedgerEntry, found map[string]accounted, ours string, l ledger) 
 
 // flag adds a discrepancy to the needs-review queue, once per ledger entry.
 func (r *Reconciler) flag(ctx context.Context, kind string, e LedgerEntry, name string) (bool, error) {
-	detail := fmt.Sprintf("processor %s %s under key %s (payment %q, amount %d, succeeded %t) is not accounted for",
-		name, e.ID, e.IdempotencyKey, e.PaymentID, e.Amount, e.Succeeded)
+	detail := fmt.Sprintf("processor %s %s under key %s (payment %q, amount %d %s, succeeded %t) is not accounted for",
+		name, e.ID, e.IdempotencyKey, e.PaymentID, e.Amount, e.Currency, e.Succeeded)
 	added, err := flagForReview(ctx, r.Ops.DB, kind, e.ID, detail)
 	if err != nil || !added {
 		return false, err

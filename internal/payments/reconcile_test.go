@@ -247,3 +247,58 @@ func TestReconcilerClearsLateMarks(t *testing.T) {
 		t.Fatalf("payment %+v, processor charges %d", got, len(h.proc.charges))
 	}
 }
+
+// TestLedgerAmountMismatch: a processor charge or refund under the very id we
+// recorded, but for another amount or currency, is not accounted for: it is
+// one needs-review case of its own kind. One that matches is none.
+func TestLedgerAmountMismatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		refund bool                        // the refund of a paid payment, else its charge
+		change func(*payments.LedgerEntry) // alters the processor's entry for it
+		kind   string                      // the one case flagged, if any
+	}{
+		{"Match", false, func(*payments.LedgerEntry) {}, ""},
+		{"ChargeAmount", false, func(e *payments.LedgerEntry) { e.Amount++ }, payments.ReviewChargeAmountMismatch},
+		{"ChargeCurrency", false, func(e *payments.LedgerEntry) { e.Currency = "EUR" }, payments.ReviewChargeAmountMismatch},
+		{"RefundMatch", true, func(*payments.LedgerEntry) {}, ""},
+		{"RefundAmount", true, func(e *payments.LedgerEntry) { e.Amount-- }, payments.ReviewRefundAmountMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			p := h.paid()
+			ledger, id := &h.proc.charges, *h.payment(p.ID).ProcessorChargeID
+			if tc.refund {
+				r := h.refund(p, 400)
+				if err := h.ops.Refund(ctx, r.ID, 1, nil); err != nil {
+					t.Fatal(err)
+				}
+				ledger, id = &h.proc.refunds, *h.refundOf(r.ID).ProcessorRefundID
+			}
+			h.proc.mu.Lock()
+			for i := range *ledger {
+				if (*ledger)[i].ID == id {
+					tc.change(&(*ledger)[i])
+				}
+			}
+			h.proc.mu.Unlock()
+
+			want := 0
+			if tc.kind != "" {
+				want = 1
+			}
+			if r, err := h.rec.Run(ctx); err != nil || r.Flagged != want || r.Repaired != 0 {
+				t.Fatalf("report %+v, %v; want %d flagged", r, err, want)
+			}
+			if c := h.count(`SELECT count(*) FROM needs_review`); c != want {
+				t.Fatalf("review cases = %d, want %d", c, want)
+			}
+			if c := h.count(`SELECT count(*) FROM needs_review WHERE kind = $1 AND reference = $2`, tc.kind, id); c != want {
+				t.Fatalf("%s cases for %s = %d, want %d", tc.kind, id, c, want)
+			}
+		})
+	}
+}

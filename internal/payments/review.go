@@ -22,6 +22,9 @@ const (
 	// ReviewChargedAfterFailure is a charge for a payment recorded as failed
 	// without it.
 	ReviewChargedAfterFailure = "charged_after_failure"
+	// ReviewChargeAmountMismatch is the charge recorded for a payment, for
+	// another amount or currency than the payment's.
+	ReviewChargeAmountMismatch = "charge_amount_mismatch"
 	// ReviewUnknownRefund is a processor refund for a refund we do not have.
 	ReviewUnknownRefund = "unknown_refund"
 	// ReviewDuplicateRefund is a second processor refund for one refund.
@@ -29,6 +32,10 @@ const (
 	// ReviewRefundedAfterFailure is a processor refund for a refund recorded
 	// as failed without it.
 	ReviewRefundedAfterFailure = "refunded_after_failure"
+	// ReviewRefundAmountMismatch is the processor refund recorded for a
+	// refund, for another amount than the refund's (or another currency than
+	// its payment's, when the processor names one).
+	ReviewRefundAmountMismatch = "refund_amount_mismatch"
 	// ReviewPaymentGivenUp is a payment given up on: failed with
 	// processor_error once the processor confirmed that nothing was charged.
 	ReviewPaymentGivenUp = ResourceType + "_given_up"
@@ -38,8 +45,8 @@ const (
 
 // ReviewKinds lists every kind of case, for metrics that start at zero.
 var ReviewKinds = []string{
-	ReviewUnknownCharge, ReviewDuplicateCharge, ReviewChargedAfterFailure,
-	ReviewUnknownRefund, ReviewDuplicateRefund, ReviewRefundedAfterFailure,
+	ReviewUnknownCharge, ReviewDuplicateCharge, ReviewChargedAfterFailure, ReviewChargeAmountMismatch,
+	ReviewUnknownRefund, ReviewDuplicateRefund, ReviewRefundedAfterFailure, ReviewRefundAmountMismatch,
 	ReviewPaymentGivenUp, ReviewRefundGivenUp,
 }
 

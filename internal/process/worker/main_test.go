@@ -42,6 +42,9 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"ErrAttempts", func(c *Config) { c.MaxAttempts = 0 }, "OPERATION_MAX_ATTEMPTS"},
 		{"ErrTombstones", func(c *Config) { c.TombstoneRetention = 0 }, "IDEMPOTENCY_TOMBSTONE_RETENTION"},
 		{"ErrLedgerPage", func(c *Config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
+		// Doubled that often, a base of seconds overflows a time.Duration: the
+		// horizon must not wrap around below the default deadline.
+		{"ErrDeadlineBeforeManyRetries", func(c *Config) { c.RetryBaseDelay = 10 * time.Second; c.MaxAttempts = 1000 }, "CHARGE_DEADLINE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

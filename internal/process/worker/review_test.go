@@ -58,10 +58,12 @@ func TestReview(t *testing.T) {
 	want := `
 # HELP payments_needs_review_total Cases ever added to the needs-review queue, by kind: each distinct case once, however often it was detected.
 # TYPE payments_needs_review_total counter
+payments_needs_review_total{kind="charge_amount_mismatch"} 0
 payments_needs_review_total{kind="charged_after_failure"} 0
 payments_needs_review_total{kind="duplicate_charge"} 0
 payments_needs_review_total{kind="duplicate_refund"} 0
 payments_needs_review_total{kind="payment_given_up"} 1
+payments_needs_review_total{kind="refund_amount_mismatch"} 0
 payments_needs_review_total{kind="refund_given_up"} 0
 payments_needs_review_total{kind="refunded_after_failure"} 0
 payments_needs_review_total{kind="unknown_charge"} 1
