@@ -52,15 +52,21 @@ func newHandler(t *testing.T) http.Handler {
 	return s.Handler()
 }
 
-// servedDoc fetches and parses GET /openapi.yaml from the router.
-func servedDoc(t *testing.T) openAPIDoc {
+// servedYAML fetches GET /openapi.yaml from the router.
+func servedYAML(t *testing.T) []byte {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	newHandler(t).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.yaml", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /openapi.yaml = %d", rec.Code)
 	}
-	return parseDoc(t, rec.Body.Bytes())
+	return rec.Body.Bytes()
+}
+
+// servedDoc fetches and parses GET /openapi.yaml from the router.
+func servedDoc(t *testing.T) openAPIDoc {
+	t.Helper()
+	return parseDoc(t, servedYAML(t))
 }
 
 func parseDoc(t *testing.T, body []byte) openAPIDoc {
