@@ -32,7 +32,7 @@ func TestBackoffLargeBase(t *testing.T) {
 // TestBackoffHorizon: the retry horizon grows with the attempts and never
 // wraps around to a negative or shorter one; beyond the longest duration it
 // stays there. A wrapped horizon would let the worker's configuration check
-// pass a CHARGE_DEADLINE far shorter than the retries.
+// pass a OPERATION_DEADLINE far shorter than the retries.
 func TestBackoffHorizon(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

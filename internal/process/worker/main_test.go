@@ -44,7 +44,7 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"ErrLedgerPage", func(c *Config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
 		// Doubled that often, a base of seconds overflows a time.Duration: the
 		// horizon must not wrap around below the default deadline.
-		{"ErrDeadlineBeforeManyRetries", func(c *Config) { c.RetryBaseDelay = 10 * time.Second; c.MaxAttempts = 1000 }, "CHARGE_DEADLINE"},
+		{"ErrDeadlineBeforeManyRetries", func(c *Config) { c.RetryBaseDelay = 10 * time.Second; c.MaxAttempts = 1000 }, "OPERATION_DEADLINE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
