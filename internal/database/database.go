@@ -91,9 +91,6 @@ func IsCode(err error, sqlstate string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == sqlstate
 }
 
-// IsUniqueViolation reports whether err is a unique_violation (23505).
-func IsUniqueViolation(err error) bool { return IsCode(err, "23505") }
-
 // IsDataException reports whether err is Postgres refusing a value (SQLSTATE
 // class 22: invalid byte sequence, a NUL in text, a value out of range), that
 // is, the data was at fault and not the database.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 )
@@ -62,9 +63,6 @@ type Operations struct {
 	// may still be attempted. It is policy, when to stop trying, not what
 	// makes giving up safe: the fence does that.
 	Deadline time.Duration
-	// Crash, when set, is called at each crash point; the crash tests make it
-	// kill the process. It is nil in production.
-	Crash func(point string)
 }
 
 // operation is what the state machine needs of one kind of operation; the
@@ -222,9 +220,7 @@ func (o *Operations) learn(ctx context.Context, op operation, p pending, reconci
 	if err != nil {
 		return outcome{}, err
 	}
-	if o.Crash != nil {
-		o.Crash(op.resourceType() + "_" + CrashAfterProcessorResponse)
-	}
+	crash.At(op.resourceType() + "_" + CrashAfterProcessorResponse)
 	return outcome{Outcome: out}, nil
 }
 
@@ -295,7 +291,7 @@ func MarkForReconciliation(ctx context.Context, db database.DBTX, resourceType, 
 }
 
 // CrashAfterProcessorResponse is the worker's crash point, for the crash
-// tests (see Operations.Crash), prefixed with the resource type:
+// tests (see package crash), prefixed with the resource type:
 // "payment_after_processor_response", "refund_after_processor_response". It
 // is reached when the processor has answered and the transaction that
 // records the answer and finishes the key has not committed: the only

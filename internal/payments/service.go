@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 )
@@ -30,13 +31,11 @@ type Service struct {
 	Jobs JobQueue
 	// Render renders the refusals that are stored as final responses.
 	Render Renderer
-	// Crash, when set, is called at CrashAfterFirstPhase; the crash tests
-	// make it kill the process. It is nil in production.
-	Crash func(point string)
 }
 
-// CrashAfterFirstPhase is reached when the first phase has committed and the
-// request has not started waiting.
+// CrashAfterFirstPhase is the API's crash point (see package crash), reached
+// when a payment's first phase has committed and the request has not
+// started waiting.
 const CrashAfterFirstPhase = "after_first_phase"
 
 // ResourceType names payments as the resource of an idempotency key.
@@ -87,9 +86,7 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 	if err := tx.Commit(ctx); err != nil {
 		return idempotency.Lease{}, nil, fmt.Errorf("commit payment: %w", err)
 	}
-	if s.Crash != nil {
-		s.Crash(CrashAfterFirstPhase)
-	}
+	crash.At(CrashAfterFirstPhase)
 	// The key and the payment were written in one transaction: one now().
 	p.KeyID = &lease.Key.ID
 	p.CreatedAt, p.UpdatedAt = lease.Key.CreatedAt, lease.Key.CreatedAt

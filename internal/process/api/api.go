@@ -76,11 +76,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		return nil, err
 	}
 	process.LogConfig(logger, cfg)
-	crashAt, err := crash.Hook(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashAfterFirstPhase)
-	if err != nil {
+	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashAfterFirstPhase); err != nil {
 		return nil, err
 	}
-	if crashAt != nil {
+	if cfg.CrashPoint.CrashPoint != "" {
 		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
 	}
 	pool, err := database.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
@@ -102,7 +101,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	server := &httpapi.Server{
 		Tenants:     &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
-		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}, Crash: crashAt},
+		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}},
 		Keys:        a.Keys,
 		Logger:      logger,
 		Ready:       pool.Ping,

@@ -121,11 +121,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 	process.LogConfig(logger, cfg)
-	crashAt, err := crash.Hook(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashPoints()...)
-	if err != nil {
+	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashPoints()...); err != nil {
 		return nil, err
 	}
-	if crashAt != nil {
+	if cfg.CrashPoint.CrashPoint != "" {
 		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
 	}
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
@@ -140,7 +139,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
 	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
-		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Crash: crashAt}
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline}
 	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch}
 	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
