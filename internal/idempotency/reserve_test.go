@@ -7,12 +7,18 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/example/payments/internal/idempotency"
 )
 
+// insertThing writes a thing after its key, only with a key reserved for it.
+const insertThing = `INSERT INTO things (id, key_id)
+SELECT $1, id FROM idempotency_keys WHERE tenant_id = $2 AND key = $3 AND resource_id = $1`
+
 // start runs the first phase of an operation that makes things, in the one
 // shape every operation's first phase has: Lookup answers a key that exists,
-// by one read; a new key is reserved in a transaction that also writes the
+// by one read; a new key is reserved in a transaction, in one batch with the
 // operation's thing, and commits. A thing whose id is taken fails the phase
 // after the key's insert.
 func start(ctx context.Context, s *idempotency.Store, req idempotency.Request, thing string) (idempotency.Lease, error) {
@@ -25,12 +31,20 @@ func start(ctx context.Context, s *idempotency.Store, req idempotency.Request, t
 		return idempotency.Lease{}, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	lease, err = s.Reserve(ctx, tx, req, idempotency.Resource{Type: "thing", ID: thing})
+	return reserve(ctx, s, tx, req, thing)
+}
+
+// reserve is start's transaction, once Lookup found no key.
+func reserve(ctx context.Context, s *idempotency.Store, tx pgx.Tx, req idempotency.Request, thing string) (idempotency.Lease, error) {
+	batch := &pgx.Batch{}
+	key := s.Reserve(batch, req, idempotency.Resource{Type: "thing", ID: thing})
+	batch.Queue(insertThing, thing, req.TenantID, req.Key)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return idempotency.Lease{}, err
+	}
+	lease, err := key.Lease(ctx, tx)
 	if err != nil || !lease.Created {
 		return lease, err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO things (id, key_id) VALUES ($1, $2)`, thing, lease.Key.ID); err != nil {
-		return idempotency.Lease{}, err
 	}
 	return lease, tx.Commit(ctx)
 }
@@ -105,7 +119,12 @@ func TestReserve(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck
-		lease, err := s.Reserve(ctx, tx, req, idempotency.Resource{})
+		batch := &pgx.Batch{}
+		key := s.Reserve(batch, req, idempotency.Resource{})
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := key.Lease(ctx, tx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,16 +235,25 @@ func TestReserveRacesTheLookup(t *testing.T) {
 	}
 	finish(t, s, first.Key.ID, idempotency.RecoveryStarted)
 
-	tx, err := s.DB.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		req  idempotency.Request
+		want error
+	}{{"Same", req, nil}, {"OtherBody", request(t, "k", "/v1/things", `{"x":1}`), idempotency.ErrKeyMismatch}} {
+		tx, err := s.DB.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease, err := reserve(ctx, s, tx, tc.req, "thing_2")
+		if !errors.Is(err, tc.want) || (tc.want == nil && (lease.Created || !lease.Key.Finished() || lease.Key.ID != first.Key.ID)) {
+			t.Fatalf("%s: reserve after another committed = %+v, %v", tc.name, lease, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	lease, err := s.Reserve(ctx, tx, req, idempotency.Resource{Type: "thing", ID: "thing_2"})
-	if err != nil || lease.Created || !lease.Key.Finished() || lease.Key.ID != first.Key.ID {
-		t.Fatalf("Reserve after another committed = %+v, %v", lease, err)
-	}
-	if _, err := s.Reserve(ctx, tx, request(t, "k", "/v1/things", `{"x":1}`), idempotency.Resource{}); !errors.Is(err, idempotency.ErrKeyMismatch) {
-		t.Fatalf("Reserve of another body: %v, want ErrKeyMismatch", err)
+	var things int
+	if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM things`).Scan(&things); err != nil || things != 1 {
+		t.Fatalf("things = %d, %v; want only the first", things, err)
 	}
 }

@@ -166,29 +166,56 @@ VALUES ($1, $2, $3, $4, $5, 'started', CASE WHEN $6::boolean THEN now() END, nul
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING ` + keyColumns
 
-// Reserve inserts req's key inside tx, the transaction of its operation's
-// first phase, at RecoveryStarted and naming res as what the operation
-// creates (none for an operation refused at once). The unique index on
+// Reservation is a key being reserved in the first phase of its operation
+// (Reserve); Lease tells how it went once the phase's batch has run.
+type Reservation struct {
+	store    *Store
+	req      Request
+	key      Key
+	inserted bool
+}
+
+// Reserve queues in batch the insert of req's key at RecoveryStarted, naming
+// res as what the operation creates (none for an operation refused at once).
+// The batch is the operation's first phase: the caller queues its own rows
+// after the key, and sends the batch in the phase's transaction, so that the
+// key and the rows cost one round trip. A row that refers to the key finds it
+// by (tenant, key) and res.ID, so that it is written only with a key this
+// request reserved. Once the batch has run, Lease tells the outcome.
+func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource) *Reservation {
+	r := &Reservation{store: s, req: req}
+	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait, res.Type, res.ID).
+		QueryRow(func(row pgx.Row) error {
+			key, err := scanKey(row)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				return nil // the key exists: Lease answers for it
+			case err != nil:
+				return fmt.Errorf("reserve key: %w", err)
+			}
+			r.key, r.inserted = key, true
+			return nil
+		})
+	return r
+}
+
+// Lease is the outcome of the reservation, once its batch has run in tx: the
+// new key, with its lock held when the request waits. The unique index on
 // (tenant, key) decides between concurrent first requests: when another
-// committed the key since Lookup, Reserve answers for that key, with Created
-// false, and the caller rolls its transaction back. It reads it on tx's own
-// connection (one from the pool could be the one this transaction waits
-// for), and takes no lock: the key was made a moment ago by a request as good
-// as concurrent, so one that waits is refused with ErrKeyInUse.
-func (s *Store) Reserve(ctx context.Context, tx pgx.Tx, req Request, res Resource) (Lease, error) {
-	key, err := scanKey(tx.QueryRow(ctx, reserveKey, req.TenantID, req.Key, req.Method, req.Path,
-		req.Fingerprint, req.Wait, res.Type, res.ID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		key, locked, err := s.inspect(ctx, tx, req.TenantID, req.Key)
-		if err != nil {
-			return Lease{}, err
-		}
-		return s.decide(ctx, req, key, locked || req.Wait)
+// committed the key since Lookup, Lease answers for that key, with Created
+// false, and the caller rolls its transaction back. It reads the key on tx's
+// own connection (one from the pool could be the one tx waits for), and takes
+// no lock: the key was made a moment ago by a request as good as concurrent,
+// so one that waits is refused with ErrKeyInUse.
+func (r *Reservation) Lease(ctx context.Context, tx pgx.Tx) (Lease, error) {
+	if r.inserted {
+		return Lease{Key: r.key, Created: true, held: r.req.Wait}, nil
 	}
+	key, locked, err := r.store.inspect(ctx, tx, r.req.TenantID, r.req.Key)
 	if err != nil {
-		return Lease{}, fmt.Errorf("reserve key: %w", err)
+		return Lease{}, err
 	}
-	return Lease{Key: key, Created: true, held: req.Wait}, nil
+	return r.store.decide(ctx, r.req, key, locked || r.req.Wait)
 }
 
 // FinishNow finishes a key just reserved inside tx with resp, a final answer

@@ -71,23 +71,28 @@ func (r NewRefund) Validate() error {
 	return nil
 }
 
-const lockPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+// lockPayment locks a payment, so that the refunds of one payment are
+// decided one at a time, and reads what refunds already took or are taking
+// from it.
+const lockPayment = `
+SELECT ` + paymentColumns + `,
+	(SELECT coalesce(sum(r.amount), 0) FROM refunds r WHERE r.payment_id = payments.id AND r.status <> 'failed')
+FROM payments WHERE tenant_id = $1 AND id = $2
+FOR UPDATE`
 
-// refundsHeld counts what refunds already took or are taking from a payment.
-const refundsHeld = `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1 AND status <> 'failed'`
-
+// insertRefund writes the refund of a first phase after its key, as
+// insertPayment does.
 const insertRefund = `
 INSERT INTO refunds (id, tenant_id, payment_id, idempotency_key_id, job_id, amount, reason, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', now(), now())`
+SELECT $1, $2, $4, k.id, $5, $6, $7, 'processing', now(), now()
+FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
 
 // CreateRefund validates nr and starts a refund of payment paymentID under
-// req's key, in the shape of Create: a retry is answered by Keys.Lookup; a
-// new key is one transaction that locks the payment (so that what is left to
-// refund is decided once per refund), reserves the key, stages the refund's
-// job, writes the refund and commits. A refusal that depends on the payment
-// (not refundable, too large) is final: the key is finished with it in the
-// same transaction, and it is replayed. An unknown payment is an error that
-// leaves the key free.
+// req's key, in the shape of Create. Its first phase locks the payment first,
+// to decide what the refund may take. A refusal that depends on the payment
+// (not refundable, too large) is final: the key is reserved naming nothing
+// and finished with it in the same transaction, and it is replayed. An
+// unknown payment is an error that leaves the key free.
 func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, paymentID string, nr NewRefund) (idempotency.Lease, error) {
 	if err := nr.Validate(); err != nil {
 		return idempotency.Lease{}, err
@@ -105,35 +110,36 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 		return idempotency.Lease{}, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID))
+	var held int64
+	p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID), &held)
 	if err != nil {
 		return idempotency.Lease{}, err
 	}
-	var held int64
-	if err := tx.QueryRow(ctx, refundsHeld, p.ID).Scan(&held); err != nil {
-		return idempotency.Lease{}, fmt.Errorf("sum refunds: %w", err)
-	}
 	amount, refusal := refundAmount(p, held, nr)
-	ref := idempotency.Resource{Type: RefundResourceType, ID: newID("re_")}
-	if refusal != nil {
-		ref = idempotency.Resource{}
+	var (
+		ref   idempotency.Resource
+		jobID int64
+	)
+	if refusal == nil {
+		ref = idempotency.Resource{Type: RefundResourceType, ID: newID("re_")}
+		if jobID, err = s.Jobs.Enqueue(ctx, tx, RefundResourceType, ref.ID); err != nil {
+			return idempotency.Lease{}, fmt.Errorf("enqueue refund: %w", err)
+		}
 	}
-	lease, err = s.Keys.Reserve(ctx, tx, req, ref)
-	if err != nil || !lease.Created {
+	batch := &pgx.Batch{}
+	key := s.Keys.Reserve(batch, req, ref)
+	if refusal == nil {
+		batch.Queue(insertRefund, ref.ID, req.TenantID, req.Key, p.ID, jobID, amount, nr.Reason)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return idempotency.Lease{}, fmt.Errorf("reserve key and insert refund: %w", err)
+	}
+	if lease, err = key.Lease(ctx, tx); err != nil || !lease.Created {
 		return lease, err
 	}
 	if refusal != nil {
-		lease, err = s.Keys.FinishNow(ctx, tx, lease, s.Render.Error(refusal))
-		if err != nil {
+		if lease, err = s.Keys.FinishNow(ctx, tx, lease, s.Render.Error(refusal)); err != nil {
 			return idempotency.Lease{}, err
-		}
-	} else {
-		jobID, err := s.Jobs.Enqueue(ctx, tx, RefundResourceType, ref.ID)
-		if err != nil {
-			return idempotency.Lease{}, fmt.Errorf("enqueue refund: %w", err)
-		}
-		if _, err := tx.Exec(ctx, insertRefund, ref.ID, req.TenantID, p.ID, lease.Key.ID, jobID, amount, nr.Reason); err != nil {
-			return idempotency.Lease{}, fmt.Errorf("insert refund: %w", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -41,19 +41,29 @@ const CrashAfterFirstPhase = "after_first_phase"
 // ResourceType names payments as the resource of an idempotency key.
 const ResourceType = "payment"
 
+// insertPayment writes the payment of a first phase after its key, which
+// it refers to: only when the key was reserved for this payment (another
+// request's key names another resource, and the payment is not written).
 const insertPayment = `
 INSERT INTO payments (id, tenant_id, idempotency_key_id, job_id, amount, currency, payment_method, description,
 	metadata, status, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '` + StatusProcessing + `', now(), now())`
+SELECT $1, $2, k.id, $4, $5, $6, $7, $8, $9, '` + StatusProcessing + `', now(), now()
+FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
 
 // Create validates np and starts a payment under req's key. Every idempotent
-// operation starts in this shape. A retry is answered by one read of its key,
-// before any transaction (Keys.Lookup): the stored response of a finished
-// key, or the key as it stands. A new key is the operation's first phase, one
-// transaction: reserve the key, stage the job that will charge the payment,
-// write the payment, commit. The payment is returned as it was created, and
-// is nil when the lease answers for an existing key. When the lease is held,
-// the caller must release it.
+// operation starts in this shape:
+//
+//   - A retry is answered by one read of its key, before any transaction
+//     (Keys.Lookup): the stored response of a finished key, or the key as it
+//     stands.
+//   - A new key is the operation's first phase, one transaction: stage the
+//     job that will drive it (River's InsertTx), reserve the key and write
+//     the operation's rows in one batch, and commit. If another request
+//     reserved the key first, the lease answers for that key and nothing is
+//     written.
+//
+// The payment is returned as it was created; it is nil when the lease answers
+// for an existing key. When the lease is held, the caller must release it.
 func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPayment) (idempotency.Lease, *Payment, error) {
 	if err := np.Validate(); err != nil {
 		return idempotency.Lease{}, nil, err
@@ -71,17 +81,19 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 		return idempotency.Lease{}, nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	lease, err = s.Keys.Reserve(ctx, tx, req, idempotency.Resource{Type: ResourceType, ID: p.ID})
-	if err != nil || !lease.Created {
-		return lease, nil, err
-	}
 	jobID, err := s.Jobs.Enqueue(ctx, tx, ResourceType, p.ID)
 	if err != nil {
 		return idempotency.Lease{}, nil, fmt.Errorf("enqueue charge: %w", err)
 	}
-	if _, err := tx.Exec(ctx, insertPayment, p.ID, p.TenantID, lease.Key.ID, jobID, p.Amount, p.Currency,
-		p.PaymentMethod, p.Description, p.Metadata); err != nil {
-		return idempotency.Lease{}, nil, fmt.Errorf("insert payment: %w", err)
+	batch := &pgx.Batch{}
+	key := s.Keys.Reserve(batch, req, idempotency.Resource{Type: ResourceType, ID: p.ID})
+	batch.Queue(insertPayment, p.ID, p.TenantID, req.Key, jobID, p.Amount, p.Currency, p.PaymentMethod,
+		p.Description, p.Metadata)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return idempotency.Lease{}, nil, fmt.Errorf("reserve key and insert payment: %w", err)
+	}
+	if lease, err = key.Lease(ctx, tx); err != nil || !lease.Created {
+		return lease, nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return idempotency.Lease{}, nil, fmt.Errorf("commit payment: %w", err)
