@@ -136,10 +136,13 @@ const keyColumns = `id, tenant_id, key, request_method, request_path, request_fi
 	locked_at, resource_type, resource_id, response_status, response_headers, response_body,
 	created_at, updated_at, finished_at, expires_at`
 
-// lookupKey reads a key, its stored response, and whether a live request
-// holds its lock (a stale lock is not held), by the database's clock: one
-// read of the (tenant, key) index.
-const lookupKey = `SELECT ` + keyColumns + `, locked_at >= now() - $3::interval
+// lookupKey reads what answering a request from its key needs (the
+// fingerprint, the recovery point, what it created, the stored response) and
+// whether a live request holds its lock (a stale lock is not held), by the
+// database's clock: one read of the (tenant, key) index, and no more columns
+// than a replay uses.
+const lookupKey = `SELECT id, request_fingerprint, recovery_point, locked_at, resource_type, resource_id,
+	response_status, response_headers, response_body, locked_at >= now() - $3::interval
 FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
 
 // Lookup answers req from its key as it stands, by one read before any
@@ -149,11 +152,37 @@ FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
 // ErrKeyMismatch, a tombstone an ExpiredError. ErrNotFound means the key is
 // new: the operation's first phase reserves it (Reserve).
 func (s *Store) Lookup(ctx context.Context, req Request) (Lease, error) {
-	key, locked, err := s.Inspect(ctx, req.TenantID, req.Key)
+	key, locked, err := s.lookup(ctx, s.DB, req)
 	if err != nil {
 		return Lease{}, err
 	}
 	return s.decide(ctx, req, key, locked)
+}
+
+// lookup reads req's key as lookupKey does, on db; ErrNotFound when there is
+// none. The key has the fields a request is answered from, and its tenant
+// and name; its timestamps are not read.
+func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key, bool, error) {
+	var (
+		k              = Key{TenantID: req.TenantID, Key: req.Key}
+		resType, resID *string
+		status         *int
+		header, body   []byte
+		locked         *bool
+	)
+	err := db.QueryRow(ctx, lookupKey, req.TenantID, req.Key, s.LockTimeout).Scan(&k.ID, &k.Fingerprint,
+		&k.RecoveryPoint, &k.LockedAt, &resType, &resID, &status, &header, &body, &locked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Key{}, false, ErrNotFound
+	}
+	if err != nil {
+		return Key{}, false, fmt.Errorf("look up key: %w", err)
+	}
+	if err := k.setStored(resType, resID, status, header, body); err != nil {
+		return Key{}, false, err
+	}
+	k.LockedAt = utc(k.LockedAt)
+	return k, locked != nil && *locked, nil
 }
 
 // reserveKey inserts a new key, at started, naming what its operation
@@ -211,7 +240,7 @@ func (r *Reservation) Lease(ctx context.Context, tx pgx.Tx) (Lease, error) {
 	if r.inserted {
 		return Lease{Key: r.key, Created: true, held: r.req.Wait}, nil
 	}
-	key, locked, err := r.store.inspect(ctx, tx, r.req.TenantID, r.req.Key)
+	key, locked, err := r.store.lookup(ctx, tx, r.req)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -305,20 +334,20 @@ func (s *Store) Get(ctx context.Context, tenantID, key string) (Key, error) {
 	return k, nil
 }
 
+// inspectKey reads a key whole, and whether a live request holds its lock.
+const inspectKey = `SELECT ` + keyColumns + `, locked_at >= now() - $3::interval
+FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
+
 // Inspect returns the tenant's key, or ErrNotFound, and whether a request
 // holds its lock now (a stale lock is not held), by the database's clock.
 func (s *Store) Inspect(ctx context.Context, tenantID, key string) (Key, bool, error) {
-	return s.inspect(ctx, s.DB, tenantID, key)
-}
-
-func (s *Store) inspect(ctx context.Context, db database.DBTX, tenantID, key string) (Key, bool, error) {
 	var locked *bool
-	k, err := scanKey(db.QueryRow(ctx, lookupKey, tenantID, key, s.LockTimeout), &locked)
+	k, err := scanKey(s.DB.QueryRow(ctx, inspectKey, tenantID, key, s.LockTimeout), &locked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, false, ErrNotFound
 	}
 	if err != nil {
-		return Key{}, false, fmt.Errorf("look up key: %w", err)
+		return Key{}, false, fmt.Errorf("inspect key: %w", err)
 	}
 	return k, locked != nil && *locked, nil
 }
@@ -343,8 +372,7 @@ func scanKey(row pgx.Row, extra ...any) (Key, error) {
 		k                        Key
 		resType, resID           *string
 		status                   *int
-		header                   []byte
-		body                     []byte
+		header, body             []byte
 		lockedAt, finished, exps *time.Time
 	)
 	err := row.Scan(append([]any{&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.RecoveryPoint,
@@ -355,16 +383,22 @@ func scanKey(row pgx.Row, extra ...any) (Key, error) {
 	}
 	k.LockedAt, k.FinishedAt, k.ExpiresAt = utc(lockedAt), utc(finished), utc(exps)
 	k.CreatedAt, k.UpdatedAt = k.CreatedAt.UTC(), k.UpdatedAt.UTC()
+	return k, k.setStored(resType, resID, status, header, body)
+}
+
+// setStored sets what the key created and its stored response from their
+// columns, which are null until set.
+func (k *Key) setStored(resType, resID *string, status *int, header, body []byte) error {
 	if resType != nil && resID != nil {
 		k.Resource = Resource{Type: *resType, ID: *resID}
 	}
 	if status != nil {
 		k.Response = &Response{Status: *status, Body: body}
 		if err := json.Unmarshal(header, &k.Response.Header); err != nil {
-			return Key{}, fmt.Errorf("decode stored headers: %w", err)
+			return fmt.Errorf("decode stored headers: %w", err)
 		}
 	}
-	return k, nil
+	return nil
 }
 
 func utc(t *time.Time) *time.Time {

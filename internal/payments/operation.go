@@ -136,7 +136,10 @@ func (o *Operations) reconcile(ctx context.Context, op operation, id string) (bo
 // resourceType, if its key is still at started: the run drives it too; tests
 // use it to stop an operation in between.
 func (o *Operations) LearnOutcome(ctx context.Context, resourceType, id string) error {
-	op := o.operation(resourceType)
+	op, err := o.operation(resourceType)
+	if err != nil {
+		return err
+	}
 	p, err := o.load(ctx, op, id)
 	if err != nil || p.keyID == nil {
 		return err

@@ -89,7 +89,11 @@ func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 		return report, fmt.Errorf("claim marked operations: %w", err)
 	}
 	for _, m := range batch {
-		won, err := r.Ops.reconcile(ctx, r.Ops.operation(m.kind), m.id)
+		op, err := r.Ops.operation(m.kind)
+		won := false
+		if err == nil {
+			won, err = r.Ops.reconcile(ctx, op, m.id)
+		}
 		switch {
 		case err != nil:
 			report.Unsettled++
@@ -131,12 +135,16 @@ func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
 	return report, nil
 }
 
-// operation returns the operation of a resource type.
-func (o *Operations) operation(resourceType string) operation {
-	if resourceType == RefundResourceType {
-		return refundOp{o}
+// operation returns the operation of a resource type: the one place that
+// maps the resource types of keys to their operations.
+func (o *Operations) operation(resourceType string) (operation, error) {
+	switch resourceType {
+	case ResourceType:
+		return chargeOp{o}, nil
+	case RefundResourceType:
+		return refundOp{o}, nil
 	}
-	return chargeOp{o}
+	return nil, fmt.Errorf("no operation drives a %q", resourceType)
 }
 
 // ledger is one side of the processor's ledger, charges or refunds, and how

@@ -72,13 +72,15 @@ func (r NewRefund) Validate() error {
 }
 
 // lockPayment locks a payment, so that the refunds of one payment are
-// decided one at a time, and reads what refunds already took or are taking
-// from it.
-const lockPayment = `
-SELECT ` + paymentColumns + `,
-	(SELECT coalesce(sum(r.amount), 0) FROM refunds r WHERE r.payment_id = payments.id AND r.status <> 'failed')
-FROM payments WHERE tenant_id = $1 AND id = $2
-FOR UPDATE`
+// decided one at a time.
+const lockPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id = $1 AND id = $2 FOR UPDATE`
+
+// refundsHeld counts what refunds already took or are taking from a
+// payment. It is a statement of its own, after the lock: its snapshot must
+// be taken once the lock is held, so that it sees every refund committed by
+// the transaction that held it before (a subquery of the locking statement
+// would keep that statement's older snapshot).
+const refundsHeld = `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1 AND status <> 'failed'`
 
 // insertRefund writes the refund of a first phase after its key, as
 // insertPayment does.
@@ -110,10 +112,13 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 		return idempotency.Lease{}, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	var held int64
-	p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID), &held)
+	p, err := scanPayment(tx.QueryRow(ctx, lockPayment, req.TenantID, paymentID))
 	if err != nil {
 		return idempotency.Lease{}, err
+	}
+	var held int64
+	if err := tx.QueryRow(ctx, refundsHeld, p.ID).Scan(&held); err != nil {
+		return idempotency.Lease{}, fmt.Errorf("sum refunds: %w", err)
 	}
 	amount, refusal := refundAmount(p, held, nr)
 	var (
