@@ -350,7 +350,7 @@ func TestResume(t *testing.T) {
 		s := stacktest.New(t, stacktest.Options{})
 		res := s.Pay(acme, "resume-charged", visa, "Prefer", "respond-async")
 		p := decodePayment(t, res.Body)
-		if err := s.Ops.LearnOutcome(context.Background(), payments.ResourceType, p.ID); err != nil {
+		if err := s.Ops.LearnOutcome(context.Background(), payments.PaymentResourceType, p.ID); err != nil {
 			t.Fatal(err)
 		}
 		if point := s.RecoveryPoint("ten_acme", "resume-charged"); point != payments.RecoveryChargeCreated {
@@ -360,7 +360,7 @@ func TestResume(t *testing.T) {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
 		// Running the phase again finds the key past it and calls nothing.
-		if err := s.Ops.LearnOutcome(context.Background(), payments.ResourceType, p.ID); err != nil {
+		if err := s.Ops.LearnOutcome(context.Background(), payments.PaymentResourceType, p.ID); err != nil {
 			t.Fatal(err)
 		}
 

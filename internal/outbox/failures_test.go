@@ -173,12 +173,12 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 		t.Parallel()
 		s := stacktest.New(t, opts)
 		p := paymentOf(t, s.Pay(acme, "in-flight", pay("pm_card_visa"), "Prefer", "respond-async").Body)
-		if err := s.Ops.LearnOutcome(ctx, payments.ResourceType, p.ID); !errors.Is(err, payments.ErrProcessorUnknown) {
+		if err := s.Ops.LearnOutcome(ctx, payments.PaymentResourceType, p.ID); !errors.Is(err, payments.ErrProcessorUnknown) {
 			t.Fatalf("the worker's attempt: %v, want a timeout", err)
 		}
 		inFlight(t, s)
 		s.Exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
-		if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.ResourceType, p.ID); err != nil {
+		if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.PaymentResourceType, p.ID); err != nil {
 			t.Fatal(err)
 		}
 		_, rec := patient(s)
@@ -346,7 +346,7 @@ func TestDeadWorkersReconcileRun(t *testing.T) {
 	p := paymentOf(t, s.Pay(acme, "orphan", pay("pm_card_visa"), "Prefer", "respond-async").Body)
 	// Only reconciliation can settle it: its job was cancelled, the payment marked.
 	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE kind = 'charge_payment'`)
-	if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.ResourceType, p.ID); err != nil {
+	if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.PaymentResourceType, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	// The reconcile run of a worker that died a minute ago.

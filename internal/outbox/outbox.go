@@ -35,7 +35,7 @@ type Queue struct {
 // that maps operations to River's job kinds.
 func jobOf(resourceType, id string) (river.JobArgs, error) {
 	switch resourceType {
-	case payments.ResourceType:
+	case payments.PaymentResourceType:
 		return ChargeArgs{PaymentID: id}, nil
 	case payments.RefundResourceType:
 		return RefundArgs{RefundID: id}, nil

@@ -39,7 +39,7 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Enqueue(ctx, tx, payments.ResourceType, "pay_rolled_back"); err != nil {
+	if _, err := q.Enqueue(ctx, tx, payments.PaymentResourceType, "pay_rolled_back"); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -50,7 +50,7 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	charge, err := q.Enqueue(ctx, tx, payments.ResourceType, "pay_1")
+	charge, err := q.Enqueue(ctx, tx, payments.PaymentResourceType, "pay_1")
 	if err != nil {
 		t.Fatal(err)
 	}

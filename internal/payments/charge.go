@@ -25,7 +25,7 @@ func DownstreamKey(paymentID string) string { return "charge_" + paymentID }
 // chargeOp is the charge of a payment, as the state machine sees it.
 type chargeOp struct{ o *Operations }
 
-func (chargeOp) resourceType() string { return ResourceType }
+func (chargeOp) resourceType() string { return PaymentResourceType }
 func (chargeOp) createdPoint() string { return RecoveryChargeCreated }
 
 // getPaymentToCharge reads a payment, whether its deadline has passed (by
@@ -101,7 +101,7 @@ func (c chargeOp) finish(ctx context.Context, tx pgx.Tx, id string) (idempotency
 	if p.Status == StatusProcessing {
 		return idempotency.Response{}, errors.New("payment has no outcome to finish with")
 	}
-	if err := settle(ctx, tx, ResourceType, p.TenantID, "payment."+p.Status, p.ID, p); err != nil {
+	if err := settle(ctx, tx, PaymentResourceType, p.TenantID, "payment."+p.Status, p.ID, p); err != nil {
 		return idempotency.Response{}, err
 	}
 	return c.o.Render.Payment(p), nil

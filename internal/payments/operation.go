@@ -303,7 +303,7 @@ const CrashAfterProcessorResponse = "after_processor_response"
 
 // CrashPoints lists every crash point of the worker.
 func CrashPoints() []string {
-	return []string{ResourceType + "_" + CrashAfterProcessorResponse, RefundResourceType + "_" + CrashAfterProcessorResponse}
+	return []string{PaymentResourceType + "_" + CrashAfterProcessorResponse, RefundResourceType + "_" + CrashAfterProcessorResponse}
 }
 
 func nullable(s string) *string {

@@ -117,7 +117,7 @@ func TestReconcile(t *testing.T) {
 		_ = h.ops.Charge(ctx, p.ID, 1, nil) // charged, answer lost
 		h.proc.set(h.proc.dropped, key, false)
 		calls := h.proc.calls.Load()
-		if r := h.reconciled(payments.ResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
 		if h.proc.calls.Load() != calls {
@@ -132,7 +132,7 @@ func TestReconcile(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		if r := h.reconciled(payments.ResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
 		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded || h.proc.made(payments.DownstreamKey(p.ID)) != 1 {
@@ -147,7 +147,7 @@ func TestReconcile(t *testing.T) {
 		key := payments.DownstreamKey(p.ID)
 		h.proc.set(h.proc.unknown, key, true)
 		h.exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
-		if r := h.reconciled(payments.ResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
 		got := h.payment(p.ID)
@@ -179,7 +179,7 @@ func TestReconcile(t *testing.T) {
 		h.proc.set(h.proc.hidden, key, true)
 		_ = h.ops.Charge(ctx, p.ID, 1, nil)
 		h.exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
-		if r := h.reconciled(payments.ResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
 		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded || h.proc.made(key) != 1 {
@@ -194,7 +194,7 @@ func TestReconcile(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.paid()
-		if r := h.reconciled(payments.ResourceType, p.ID); r.Lost != 1 || r.Settled != 0 {
+		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Lost != 1 || r.Settled != 0 {
 			t.Fatalf("report %+v", r)
 		}
 	})

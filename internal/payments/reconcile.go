@@ -139,7 +139,7 @@ func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
 // maps the resource types of keys to their operations.
 func (o *Operations) operation(resourceType string) (operation, error) {
 	switch resourceType {
-	case ResourceType:
+	case PaymentResourceType:
 		return chargeOp{o}, nil
 	case RefundResourceType:
 		return refundOp{o}, nil
@@ -180,7 +180,7 @@ WHERE r.id = ANY($1)`
 func (r *Reconciler) ledgers() []ledger {
 	p := r.Ops.Processor
 	return []ledger{{
-		name: "charge", resourceType: ResourceType, page: p.LedgerCharges,
+		name: "charge", resourceType: PaymentResourceType, page: p.LedgerCharges,
 		ours:    func(e LedgerEntry) string { return e.PaymentID },
 		lookup:  lookupPayments,
 		unknown: ReviewUnknownCharge, duplicate: ReviewDuplicateCharge, afterFailure: ReviewChargedAfterFailure,

@@ -20,12 +20,12 @@ func TestReconcilerFairOrder(t *testing.T) {
 	for range 3 {
 		p := h.pay("pm_card_visa")
 		h.proc.set(h.proc.findFails, payments.DownstreamKey(p.ID), true)
-		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.ResourceType, p.ID); err != nil {
+		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	settleable := h.pay("pm_card_visa")
-	if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.ResourceType, settleable.ID); err != nil {
+	if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, settleable.ID); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := h.rec.Run(ctx); err != nil || r.Unsettled != 2 || r.Settled != 0 {
@@ -52,7 +52,7 @@ func TestReconcilerConcurrentRuns(t *testing.T) {
 	for range n {
 		p := h.pay("pm_card_visa")
 		ids = append(ids, p.ID)
-		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.ResourceType, p.ID); err != nil {
+		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,7 +234,7 @@ func TestReconcilerClearsLateMarks(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	p := h.paid()
-	if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.ResourceType, p.ID); err != nil {
+	if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := h.rec.Settle(ctx); err != nil || r.Lost != 1 || r.Settled != 0 {

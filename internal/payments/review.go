@@ -38,7 +38,7 @@ const (
 	ReviewRefundAmountMismatch = "refund_amount_mismatch"
 	// ReviewPaymentGivenUp is a payment given up on: failed with
 	// processor_error once the processor confirmed that nothing was charged.
-	ReviewPaymentGivenUp = ResourceType + "_given_up"
+	ReviewPaymentGivenUp = PaymentResourceType + "_given_up"
 	// ReviewRefundGivenUp is a refund given up on, likewise.
 	ReviewRefundGivenUp = RefundResourceType + "_given_up"
 )

@@ -38,8 +38,8 @@ type Service struct {
 // started waiting.
 const CrashAfterFirstPhase = "after_first_phase"
 
-// ResourceType names payments as the resource of an idempotency key.
-const ResourceType = "payment"
+// PaymentResourceType names payments as the resource of an idempotency key.
+const PaymentResourceType = "payment"
 
 // insertPayment writes the payment of a first phase after its key, which
 // it refers to: only when the key was reserved for this payment (another
@@ -81,12 +81,12 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 		return idempotency.Lease{}, nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	jobID, err := s.Jobs.Enqueue(ctx, tx, ResourceType, p.ID)
+	jobID, err := s.Jobs.Enqueue(ctx, tx, PaymentResourceType, p.ID)
 	if err != nil {
 		return idempotency.Lease{}, nil, fmt.Errorf("enqueue charge: %w", err)
 	}
 	batch := &pgx.Batch{}
-	key := s.Keys.Reserve(batch, req, idempotency.Resource{Type: ResourceType, ID: p.ID})
+	key := s.Keys.Reserve(batch, req, idempotency.Resource{Type: PaymentResourceType, ID: p.ID})
 	batch.Queue(insertPayment, p.ID, p.TenantID, req.Key, jobID, p.Amount, p.Currency, p.PaymentMethod,
 		p.Description, p.Metadata)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {

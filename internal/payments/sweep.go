@@ -62,8 +62,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 		var q quiet
 		return q, row.Scan(&q.kind, &q.id, &q.jobID)
 	})
-	if err != nil || len(ops) == 0 {
-		return 0, err
+	if err != nil {
+		return 0, fmt.Errorf("sweep quiet keys: %w", err)
 	}
 	var jobIDs []int64
 	for _, op := range ops {

@@ -21,8 +21,7 @@ func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 }
 
 // LogConfig logs every field of the configuration struct cfg, embedded
-// structs flattened. A field tagged `secret:"true"` is masked, and a URL
-// field loses its password.
+// structs flattened. A URL field loses its password.
 func LogConfig(logger *slog.Logger, cfg any) {
 	logger.Info("configuration", configAttrs(reflect.Indirect(reflect.ValueOf(cfg)))...)
 }
@@ -37,15 +36,10 @@ func configAttrs(v reflect.Value) []any {
 			continue
 		}
 		val := fmt.Sprint(v.Field(i).Interface())
-		switch {
-		case f.Tag.Get("secret") == "true":
-			val = "********"
-		default:
-			if u, err := url.Parse(val); err == nil && u.User != nil {
-				if _, ok := u.User.Password(); ok {
-					u.User = url.UserPassword(u.User.Username(), "********")
-					val = u.String()
-				}
+		if u, err := url.Parse(val); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "********")
+				val = u.String()
 			}
 		}
 		attrs = append(attrs, slog.String(f.Name, val))

@@ -84,7 +84,7 @@ type Resource struct {
 func ResourceOf(r idempotency.Resource) *Resource {
 	var url string
 	switch r.Type {
-	case payments.ResourceType:
+	case payments.PaymentResourceType:
 		url = PaymentLocation(r.ID)
 	case payments.RefundResourceType:
 		url = RefundLocation(r.ID)
