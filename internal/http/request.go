@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/example/payments/internal/idempotency"
@@ -101,9 +102,16 @@ func strictDecode(body []byte, dst any) error {
 	return nil
 }
 
-// jsonFields lists the JSON names of a struct's fields.
+// fieldNames caches jsonFields: a body's struct type has the same names on
+// every request.
+var fieldNames sync.Map // reflect.Type → map[string]bool
+
+// jsonFields lists the JSON names of the fields of the struct v points to.
 func jsonFields(v any) map[string]bool {
 	t := reflect.TypeOf(v).Elem()
+	if names, ok := fieldNames.Load(t); ok {
+		return names.(map[string]bool)
+	}
 	names := make(map[string]bool, t.NumField())
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
@@ -111,6 +119,7 @@ func jsonFields(v any) map[string]bool {
 			names[name] = true
 		}
 	}
+	fieldNames.Store(t, names)
 	return names
 }
 
