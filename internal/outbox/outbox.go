@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,19 +65,21 @@ var liveStates = []rivertype.JobState{
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
 }
 
+// maxListed is the most jobs River lists at once (JobListParams.First).
+const maxListed = 10_000
+
 // Live implements payments.LiveJobs, by asking River for the jobs among
-// jobIDs in a live state.
+// jobIDs in a live state, at most maxListed at a time.
 func (q Queue) Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error) {
 	live := map[int64]bool{}
-	if len(jobIDs) == 0 {
-		return live, nil
-	}
-	res, err := q.Client.JobList(ctx, river.NewJobListParams().IDs(jobIDs...).States(liveStates...).First(len(jobIDs)))
-	if err != nil {
-		return nil, fmt.Errorf("list live jobs: %w", err)
-	}
-	for _, job := range res.Jobs {
-		live[job.ID] = true
+	for ids := range slices.Chunk(jobIDs, maxListed) {
+		res, err := q.Client.JobList(ctx, river.NewJobListParams().IDs(ids...).States(liveStates...).First(len(ids)))
+		if err != nil {
+			return nil, fmt.Errorf("list live jobs: %w", err)
+		}
+		for _, job := range res.Jobs {
+			live[job.ID] = true
+		}
 	}
 	return live, nil
 }

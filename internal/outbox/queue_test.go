@@ -100,6 +100,15 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if live, err = q.Live(ctx, nil); err != nil || len(live) != 0 {
 		t.Fatalf("live of none = %v, %v", live, err)
 	}
+	// More ids than River lists at once (a sweep of a large RECONCILE_BATCH).
+	many := make([]int64, 0, 25_001)
+	for id := range int64(25_000) {
+		many = append(many, charge+refund+1000+id)
+	}
+	many = append(many, refund)
+	if live, err = q.Live(ctx, many); err != nil || len(live) != 1 || !live[refund] {
+		t.Fatalf("live of %d ids = %d live, %v", len(many), len(live), err)
+	}
 }
 
 func jsonEqual(t *testing.T, got []byte, want string) bool {
