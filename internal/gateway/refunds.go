@@ -14,11 +14,14 @@ import (
 
 // RefundObject is a refund as the processor returns it.
 type RefundObject struct {
-	ID             string    `json:"id"`
-	Object         string    `json:"object"`
-	Charge         string    `json:"charge"`
-	Amount         int64     `json:"amount"`
-	Status         string    `json:"status"`
+	ID     string `json:"id"`
+	Object string `json:"object"`
+	Charge string `json:"charge"`
+	Amount int64  `json:"amount"`
+	Status string `json:"status"`
+	// FailureCode says why a refund failed: only in the object of a
+	// refund.failed event, whose id is null, since nothing was refunded.
+	FailureCode    string    `json:"failure_code"`
 	IdempotencyKey string    `json:"idempotency_key"`
 	CreatedAt      time.Time `json:"created_at"`
 }
@@ -28,7 +31,7 @@ func (r RefundObject) Succeeded() bool { return r.Status == "succeeded" }
 
 // outcome is the refund as an operation's outcome.
 func (r RefundObject) outcome() payments.Outcome {
-	return payments.Outcome{ID: r.ID, Succeeded: r.Succeeded()}
+	return payments.Outcome{ID: r.ID, Succeeded: r.Succeeded(), FailureCode: r.FailureCode}
 }
 
 // refundRequest is the body of POST /v1/refunds.

@@ -42,12 +42,9 @@ func idempotencyRequest(r *http.Request, key string, body []byte) (idempotency.R
 	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Fingerprint: fp}, nil
 }
 
-// readJSON reads a JSON object body of at most MaxBodyBytes into dst. Field
-// names must match exactly, unknown fields are rejected, and a value of the
-// wrong type names its field. It returns the raw body for fingerprinting.
-// When the body is optional, an empty one, whatever its framing, is the
-// empty object: the same request as {}, under the same fingerprint.
-func readJSON(w http.ResponseWriter, r *http.Request, dst any, optional bool) ([]byte, error) {
+// readBody reads a request's body in full: uncompressed, at most
+// MaxBodyBytes.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		return nil, render.ErrEncoding
 	}
@@ -61,6 +58,20 @@ func readJSON(w http.ResponseWriter, r *http.Request, dst any, optional bool) ([
 		// store's: %v keeps the network error out of the chain, so that it
 		// cannot be taken for a database outage.
 		return nil, fmt.Errorf("%w: %v", render.ErrBodyUnreadable, err)
+	}
+	return body, nil
+}
+
+// readJSON reads a JSON object body of at most MaxBodyBytes into dst. Field
+// names must match exactly, unknown fields are rejected, and a value of the
+// wrong type names its field. It returns the raw body for fingerprinting.
+// When the body is optional, an empty one, whatever its framing, is the
+// empty object: the same request as {}, under the same fingerprint.
+func readJSON(w http.ResponseWriter, r *http.Request, dst any, optional bool) ([]byte, error) {
+	body, err := readBody(w, r)
+	switch {
+	case err != nil:
+		return nil, err
 	case len(body) == 0 && optional:
 		return []byte("{}"), nil
 	}

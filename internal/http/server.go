@@ -46,10 +46,13 @@ type Server struct {
 	Registry *prometheus.Registry
 	// RateLimit limits each tenant's idempotent POSTs; the zero value is off.
 	RateLimit RateLimit
+	// ProcessorWebhooks receives the processor's webhooks.
+	ProcessorWebhooks ProcessorWebhooks
 
-	metrics    *metrics
-	keyMetrics *keyMetrics
-	limiter    *httprate.RateLimiter
+	metrics        *metrics
+	keyMetrics     *keyMetrics
+	webhookMetrics *prometheus.CounterVec
+	limiter        *httprate.RateLimiter
 }
 
 // Handler returns the routed API with its middleware.
@@ -60,6 +63,7 @@ func (s *Server) Handler() http.Handler {
 	if s.Registry != nil {
 		s.metrics = newMetrics(s.Registry)
 		s.keyMetrics = newKeyMetrics(s.Registry)
+		s.webhookMetrics = newWebhookMetrics(s.Registry)
 		r.Method(http.MethodGet, "/metrics", metricsHandler(s.Registry))
 	}
 	s.limiter = s.newLimiter(s.RateLimit)
@@ -73,14 +77,18 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate)
-		r.Post("/payments", s.createPayment())
-		r.Get("/payments", s.listPayments)
-		r.Get("/payments/{id}", s.getPayment)
-		r.Post("/payments/{id}/refunds", s.createRefund())
-		r.Get("/refunds/{id}", s.getRefund)
-		r.Get("/events", s.listEvents)
-		r.Get("/idempotency-keys/{key}", s.getIdempotencyKey)
+		// The processor authenticates by its signature, not a tenant's key.
+		r.Post("/processor/webhooks", s.receiveProcessorWebhook)
+		r.Group(func(r chi.Router) {
+			r.Use(s.authenticate)
+			r.Post("/payments", s.createPayment())
+			r.Get("/payments", s.listPayments)
+			r.Get("/payments/{id}", s.getPayment)
+			r.Post("/payments/{id}/refunds", s.createRefund())
+			r.Get("/refunds/{id}", s.getRefund)
+			r.Get("/events", s.listEvents)
+			r.Get("/idempotency-keys/{key}", s.getIdempotencyKey)
+		})
 	})
 	return r
 }

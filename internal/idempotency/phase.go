@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -75,6 +76,11 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	from := key.RecoveryPoint
 	if phase.Call != nil {
 		if err := phase.Call(ctx, key); err != nil {
+			if moved, ok := s.movedOn(ctx, key.ID, from); ok {
+				// Another runner (a webhook, the reconciler) settled the key
+				// while this call was out: its failure no longer matters.
+				return moved, false, nil
+			}
 			return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
 		}
 	}
@@ -124,6 +130,16 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 		s.Announcer.Finished(moved.ID)
 	}
 	return moved, true, nil
+}
+
+// movedOn reads the key after a phase's call failed, and reports it when
+// another runner has moved it on from the point the phase started at. The
+// read does not follow ctx, which may be why the call failed.
+func (s *Store) movedOn(ctx context.Context, keyID int64, from string) (Key, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	key, err := s.GetByID(ctx, s.DB, keyID)
+	return key, err == nil && key.RecoveryPoint != from
 }
 
 // advance moves the key from one recovery point to the next inside tx, and

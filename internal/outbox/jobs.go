@@ -62,6 +62,38 @@ func (w *RefundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) err
 	return stopWhenHandedOff(w.Ops.Refund(ctx, job.Args.RefundID, job.Attempt, completeInTx(job)))
 }
 
+// ProcessorEventArgs is the job that settles the operation a processor's
+// webhook names, inserted with the event's record.
+type ProcessorEventArgs struct {
+	EventID string `json:"event_id"`
+}
+
+// Kind names the job in River's tables.
+func (ProcessorEventArgs) Kind() string { return "settle_processor_event" }
+
+// ProcessorEventWorker runs processor event jobs.
+type ProcessorEventWorker struct {
+	river.WorkerDefaults[ProcessorEventArgs]
+	Ops    *payments.Operations
+	Logger *slog.Logger
+}
+
+// Work settles the event's operation, or checks the event against what
+// another path recorded. An error leaves the job to River's retries; the
+// worker's call and the reconciler settle the operation meanwhile.
+func (w *ProcessorEventWorker) Work(ctx context.Context, job *river.Job[ProcessorEventArgs]) error {
+	result, err := w.Ops.SettleFromEvent(ctx, job.Args.EventID)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if result == payments.EventContradiction {
+		level = slog.LevelWarn
+	}
+	w.Logger.Log(ctx, level, "processor event processed", "event_id", job.Args.EventID, "result", result)
+	return nil
+}
+
 // stopWhenHandedOff cancels the job of an operation handed to the
 // reconciler; any other error leaves the job to River's retries, which resume
 // from the recovery point the key reached, with the same downstream key.

@@ -40,6 +40,8 @@ func jobOf(resourceType, id string) (river.JobArgs, error) {
 		return ChargeArgs{PaymentID: id}, nil
 	case payments.RefundResourceType:
 		return RefundArgs{RefundID: id}, nil
+	case payments.ProcessorEventResourceType:
+		return ProcessorEventArgs{EventID: id}, nil
 	}
 	return nil, fmt.Errorf("no job drives a %q", resourceType)
 }
@@ -149,6 +151,9 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &RefundWorker{Ops: deps.Ops}); err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &ProcessorEventWorker{Ops: deps.Ops, Logger: deps.Logger}); err != nil {
 		return nil, err
 	}
 	var periodic []*river.PeriodicJob

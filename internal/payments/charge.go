@@ -51,6 +51,7 @@ func (c chargeOp) load(ctx context.Context, db database.DBTX, id string) (pendin
 	req := ChargeRequest{IdempotencyKey: DownstreamKey(p.ID), PaymentID: p.ID, Amount: p.Amount,
 		Currency: p.Currency, PaymentMethod: p.PaymentMethod, Description: desc}
 	return pending{keyID: p.KeyID, recoveryPoint: point, downstreamKey: req.IdempotencyKey, pastDeadline: past,
+		amount: p.Amount, currency: p.Currency, recorded: recordedOutcome(p.Status, p.ProcessorChargeID, p.FailureCode),
 		attempt: func(ctx context.Context) (Outcome, error) {
 			out, err := c.o.Processor.Charge(ctx, req)
 			if err != nil {
@@ -75,16 +76,16 @@ func (chargeOp) gaveUp() Outcome {
 
 const recordCharge = `
 UPDATE payments
-SET status = $2, processor_charge_id = $3, failure_code = $4, failure_message = $5, updated_at = now()
+SET status = $2, processor_charge_id = $3, failure_code = $4, failure_message = $5, settled_by = $6, updated_at = now()
 WHERE id = $1`
 
 // record writes a definite outcome on the payment.
-func (chargeOp) record(ctx context.Context, tx pgx.Tx, id string, out Outcome) error {
+func (chargeOp) record(ctx context.Context, tx pgx.Tx, id string, out Outcome, path string) error {
 	status := StatusSucceeded
 	if !out.Succeeded {
 		status = StatusFailed
 	}
-	_, err := tx.Exec(ctx, recordCharge, id, status, nullable(out.ID), nullable(out.FailureCode), nullable(out.FailureMessage))
+	_, err := tx.Exec(ctx, recordCharge, id, status, nullable(out.ID), nullable(out.FailureCode), nullable(out.FailureMessage), path)
 	if err != nil {
 		return fmt.Errorf("record charge: %w", err)
 	}

@@ -63,7 +63,32 @@ type Operations struct {
 	// may still be attempted. It is policy, when to stop trying, not what
 	// makes giving up safe: the fence does that.
 	Deadline time.Duration
+	// Observer, when set, is told what the operations settle.
+	Observer Observer
 }
+
+// Observer counts what the operations do, for metrics.
+type Observer interface {
+	// Settled is called once the commit of path (PathWorker, PathWebhook or
+	// PathReconciler) has recorded the outcome of an operation of
+	// resourceType and finished its key.
+	Settled(resourceType, path string)
+	// ProcessorEvent is called with the result of each processor event
+	// processed (EventSettled, EventAgreed, EventContradiction).
+	ProcessorEvent(result string)
+}
+
+// The paths that settle operations. Exactly one records each operation's
+// outcome: the one whose conditional commit moves its key past started. It
+// is stored on the operation, as settled_by.
+const (
+	// PathWorker is the operation's job, which makes the processor call.
+	PathWorker = "worker"
+	// PathWebhook is the processor's webhook about the operation.
+	PathWebhook = "webhook"
+	// PathReconciler is the reconciler: a lookup by key, or the fence.
+	PathReconciler = "reconciler"
+)
 
 // operation is what the state machine needs of one kind of operation; the
 // charge and the refund each have one (charge.go, refund_op.go).
@@ -80,8 +105,9 @@ type operation interface {
 	find(ctx context.Context, key string) (Outcome, bool, error)
 	close(ctx context.Context, key string) (Outcome, bool, error)
 	gaveUp() Outcome
-	// record writes a definite outcome on the operation's rows in tx.
-	record(ctx context.Context, tx pgx.Tx, id string, out Outcome) error
+	// record writes a definite outcome on the operation's rows in tx, and
+	// the path that learned it.
+	record(ctx context.Context, tx pgx.Tx, id string, out Outcome, path string) error
 	// finish stages the operation's event and clears its reconciliation mark
 	// in tx (settle), and renders its final response.
 	finish(ctx context.Context, tx pgx.Tx, id string) (idempotency.Response, error)
@@ -97,6 +123,13 @@ type pending struct {
 	downstreamKey string
 	// pastDeadline is whether the deadline has passed, by the database clock.
 	pastDeadline bool
+	// amount and currency are what the operation asks of the processor;
+	// currency is the payment's, for a refund too.
+	amount   int64
+	currency string
+	// recorded is the outcome recorded on the operation; nil while it has
+	// none.
+	recorded *Outcome
 	// attempt makes the processor call.
 	attempt func(ctx context.Context) (Outcome, error)
 }
@@ -112,7 +145,7 @@ type outcome struct {
 // the operation is marked for reconciliation and ErrHandedToReconciler is
 // returned (wrapping the cause): the job should stop.
 func (o *Operations) run(ctx context.Context, op operation, id string, attempt int, complete CompleteFunc) error {
-	_, err := o.drive(ctx, op, id, false, complete)
+	_, err := o.drive(ctx, op, id, PathWorker, complete)
 	if err == nil || attempt < o.MaxAttempts {
 		return err
 	}
@@ -129,7 +162,7 @@ func (o *Operations) run(ctx context.Context, op operation, id string, attempt i
 // It reports whether this run finished the key; false means another runner
 // settled it first.
 func (o *Operations) reconcile(ctx context.Context, op operation, id string) (bool, error) {
-	return o.drive(ctx, op, id, true, nil)
+	return o.drive(ctx, op, id, PathReconciler, nil)
 }
 
 // LearnOutcome runs only the outcome phase of the operation id of
@@ -144,22 +177,39 @@ func (o *Operations) LearnOutcome(ctx context.Context, resourceType, id string) 
 	if err != nil || p.keyID == nil {
 		return err
 	}
-	_, _, err = o.Keys.RunPhase(ctx, *p.keyID, idempotency.RecoveryStarted, o.outcomePhase(op, id, p, false))
+	_, _, err = o.Keys.RunPhase(ctx, *p.keyID, idempotency.RecoveryStarted, o.outcomePhase(op, id, p, PathWorker))
 	return err
 }
 
-// drive runs the phases the operation's key has not passed yet. The
-// operation and its key's recovery point are read once, here, in one
-// statement: the outcome phase calls the processor with what was read.
-func (o *Operations) drive(ctx context.Context, op operation, id string, reconciling bool, complete CompleteFunc) (bool, error) {
+// drive runs the phases the operation's key has not passed yet, learning
+// the outcome by path (PathWorker or PathReconciler). The operation and its
+// key's recovery point are read once, here, in one statement: the outcome
+// phase calls the processor with what was read.
+func (o *Operations) drive(ctx context.Context, op operation, id, path string, complete CompleteFunc) (bool, error) {
 	p, err := o.load(ctx, op, id)
-	if err != nil || p.keyID == nil || p.recoveryPoint == nil {
+	if err != nil {
 		return false, err
 	}
-	return o.Keys.DriveFrom(ctx, *p.keyID, *p.recoveryPoint, idempotency.Phases{
-		idempotency.RecoveryStarted: o.outcomePhase(op, id, p, reconciling),
+	return o.driveWith(ctx, op, id, p, path, o.outcomePhase(op, id, p, path), complete)
+}
+
+// driveWith runs the phases of operation id, as loaded in p, from its key's
+// recovery point: first, which records the outcome path learned, and the
+// finish phase, which commits in first's transaction. It reports whether
+// this run finished the key; when it did from started, path settled the
+// operation, and the Observer is told.
+func (o *Operations) driveWith(ctx context.Context, op operation, id string, p pending, path string, first idempotency.Phase, complete CompleteFunc) (bool, error) {
+	if p.keyID == nil || p.recoveryPoint == nil {
+		return false, nil
+	}
+	finished, err := o.Keys.DriveFrom(ctx, *p.keyID, *p.recoveryPoint, idempotency.Phases{
+		idempotency.RecoveryStarted: first,
 		op.createdPoint():           o.finishPhase(op, id, complete),
 	})
+	if finished && *p.recoveryPoint == idempotency.RecoveryStarted && o.Observer != nil {
+		o.Observer.Settled(op.resourceType(), path)
+	}
+	return finished, err
 }
 
 // load reads operation id; its keyID is nil when the key was reaped, and so
@@ -176,16 +226,16 @@ func (o *Operations) load(ctx context.Context, op operation, id string) (pending
 // call. A definite answer is recorded in the transaction that moves the key
 // to the created point; an unknown outcome is returned as an error, to be
 // tried again with the same downstream key.
-func (o *Operations) outcomePhase(op operation, id string, p pending, reconciling bool) idempotency.Phase {
+func (o *Operations) outcomePhase(op operation, id string, p pending, path string) idempotency.Phase {
 	var out outcome
 	return idempotency.Phase{
 		Call: func(ctx context.Context, _ idempotency.Key) error {
 			var err error
-			out, err = o.learn(ctx, op, p, reconciling)
+			out, err = o.learn(ctx, op, p, path == PathReconciler)
 			return err
 		},
 		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-			if err := op.record(ctx, tx, id, out.Outcome); err != nil {
+			if err := op.record(ctx, tx, id, out.Outcome, path); err != nil {
 				return idempotency.Next{}, err
 			}
 			if out.gaveUp {

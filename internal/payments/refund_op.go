@@ -30,7 +30,7 @@ func (refundOp) createdPoint() string { return RecoveryRefundCreated }
 // getRefundToMake reads a refund, the charge it refunds, whether its
 // deadline has passed (by the database's clock) and its key's recovery point.
 const getRefundToMake = `
-SELECT ` + refundColumns + `, p.processor_charge_id, now() >= r.created_at + $2::interval,
+SELECT ` + refundColumns + `, p.processor_charge_id, p.currency, now() >= r.created_at + $2::interval,
 	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = r.idempotency_key_id)
 FROM refunds r JOIN payments p ON p.id = r.payment_id
 WHERE r.id = $1`
@@ -38,15 +38,17 @@ WHERE r.id = $1`
 func (r refundOp) load(ctx context.Context, db database.DBTX, id string) (pending, error) {
 	var (
 		chargeID *string
+		currency string
 		past     bool
 		point    *string
 	)
-	ref, err := scanRefund(db.QueryRow(ctx, getRefundToMake, id, r.o.Deadline), &chargeID, &past, &point)
+	ref, err := scanRefund(db.QueryRow(ctx, getRefundToMake, id, r.o.Deadline), &chargeID, &currency, &past, &point)
 	if err != nil {
 		return pending{}, err
 	}
 	req := RefundRequest{IdempotencyKey: RefundDownstreamKey(ref.ID), Amount: ref.Amount}
 	return pending{keyID: ref.KeyID, recoveryPoint: point, downstreamKey: req.IdempotencyKey, pastDeadline: past,
+		amount: ref.Amount, currency: currency, recorded: recordedOutcome(ref.Status, ref.ProcessorRefundID, ref.FailureCode),
 		attempt: func(ctx context.Context) (Outcome, error) {
 			if chargeID == nil {
 				// Refunds are taken only of succeeded payments, which have one.
@@ -75,7 +77,7 @@ func (refundOp) gaveUp() Outcome {
 }
 
 const recordRefund = `
-UPDATE refunds SET status = $2, processor_refund_id = $3, failure_code = $4, updated_at = now()
+UPDATE refunds SET status = $2, processor_refund_id = $3, failure_code = $4, settled_by = $5, updated_at = now()
 WHERE id = $1
 RETURNING payment_id, amount`
 
@@ -83,7 +85,7 @@ const addRefunded = `UPDATE payments SET amount_refunded = amount_refunded + $2,
 
 // record writes a definite outcome on the refund and counts a success on the
 // payment, in the same transaction.
-func (refundOp) record(ctx context.Context, tx pgx.Tx, id string, out Outcome) error {
+func (refundOp) record(ctx context.Context, tx pgx.Tx, id string, out Outcome, path string) error {
 	status := StatusSucceeded
 	if !out.Succeeded {
 		status = StatusFailed
@@ -92,7 +94,7 @@ func (refundOp) record(ctx context.Context, tx pgx.Tx, id string, out Outcome) e
 		paymentID string
 		amount    int64
 	)
-	err := tx.QueryRow(ctx, recordRefund, id, status, nullable(out.ID), nullable(out.FailureCode)).Scan(&paymentID, &amount)
+	err := tx.QueryRow(ctx, recordRefund, id, status, nullable(out.ID), nullable(out.FailureCode), path).Scan(&paymentID, &amount)
 	if err != nil {
 		return fmt.Errorf("record refund: %w", err)
 	}

@@ -41,13 +41,20 @@ const (
 	ReviewPaymentGivenUp = PaymentResourceType + "_given_up"
 	// ReviewRefundGivenUp is a refund given up on, likewise.
 	ReviewRefundGivenUp = RefundResourceType + "_given_up"
+	// ReviewEventContradiction is a processor event that contradicts the
+	// operation it names: another outcome than the one recorded, or another
+	// amount or currency than the operation's. Its reference is the event.
+	ReviewEventContradiction = "processor_event_contradiction"
+	// ReviewEventUnknownOperation is a processor event naming no operation
+	// of this service.
+	ReviewEventUnknownOperation = "processor_event_unknown_operation"
 )
 
 // ReviewKinds lists every kind of case, for metrics that start at zero.
 var ReviewKinds = []string{
 	ReviewUnknownCharge, ReviewDuplicateCharge, ReviewChargedAfterFailure, ReviewChargeAmountMismatch,
 	ReviewUnknownRefund, ReviewDuplicateRefund, ReviewRefundedAfterFailure, ReviewRefundAmountMismatch,
-	ReviewPaymentGivenUp, ReviewRefundGivenUp,
+	ReviewPaymentGivenUp, ReviewRefundGivenUp, ReviewEventContradiction, ReviewEventUnknownOperation,
 }
 
 // ErrReviewNotFound reports a case that does not exist or is already resolved.

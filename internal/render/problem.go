@@ -51,6 +51,7 @@ var (
 	ErrRouteNotFound    = errors.New("no such endpoint")
 	ErrMethodNotAllowed = errors.New("method not allowed on this endpoint")
 	ErrRateLimited      = errors.New("this API key sends requests that create idempotency keys faster than its limit")
+	ErrWebhookSignature = errors.New("the webhook's signature could not be verified with the processor's secret, or its timestamp is more than five minutes from now")
 )
 
 // InvalidRequestError is a body that is not the JSON the endpoint takes.
@@ -90,6 +91,8 @@ var errorTable = []struct {
 	{ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large", ""},
 	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", "Too many requests",
 		"This API key sends requests that create idempotency keys faster than its limit. Retry after the time in Retry-After, with the same Idempotency-Key."},
+	{ErrWebhookSignature, http.StatusBadRequest, "webhook_signature_invalid", "Webhook signature invalid", ""},
+	{payments.ErrEventMalformed, http.StatusBadRequest, "webhook_payload_invalid", "Webhook payload invalid", ""},
 	{ErrMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
 	{ErrEncoding, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
 	{ErrBodyUnreadable, http.StatusBadRequest, "invalid_request", "Invalid request", ""},

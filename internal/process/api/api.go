@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/outbox"
@@ -24,6 +25,7 @@ import (
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/tenants"
+	"github.com/example/payments/internal/webhook"
 )
 
 // Config is the configuration of the API.
@@ -39,6 +41,9 @@ type Config struct {
 	RateLimit   int           `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
 	RateWindow  time.Duration `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
 	KeyCacheTTL time.Duration `envconfig:"API_KEY_CACHE_TTL" default:"10s" desc:"how long an API key that authenticated is trusted without a query (0: always query); a deleted key works that much longer"`
+	// WebhookSecret verifies the processor's webhooks; it may hold the old
+	// and the new secret during a rotation.
+	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
 }
 
 // Validate refuses settings that break the API's promises, naming the
@@ -100,16 +105,17 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger)}
 	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	server := &httpapi.Server{
-		Tenants:     &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
-		Payments:    &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}},
-		Keys:        a.Keys,
-		Logger:      logger,
-		Ready:       pool.Ping,
-		DefaultWait: cfg.DefaultWait,
-		MaxWait:     cfg.MaxWait,
-		RetryAfter:  cfg.RetryAfter,
-		Registry:    registry,
-		RateLimit:   httpapi.RateLimit{Requests: cfg.RateLimit, Window: cfg.RateWindow},
+		Tenants:           &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
+		Payments:          &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}},
+		Keys:              a.Keys,
+		Logger:            logger,
+		Ready:             pool.Ping,
+		DefaultWait:       cfg.DefaultWait,
+		MaxWait:           cfg.MaxWait,
+		RetryAfter:        cfg.RetryAfter,
+		Registry:          registry,
+		RateLimit:         httpapi.RateLimit{Requests: cfg.RateLimit, Window: cfg.RateWindow},
+		ProcessorWebhooks: httpapi.ProcessorWebhooks{Secrets: cfg.WebhookSecret, Parse: gateway.ParseEvent},
 	}
 	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {

@@ -138,8 +138,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		reviewCollector{db: pool})
 	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
-		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline}
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry)}
 	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch}
 	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
@@ -165,9 +168,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		reviewCollector{db: pool})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })

@@ -1,0 +1,122 @@
+package http
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/render"
+	"github.com/example/payments/internal/webhook"
+)
+
+// ProcessorWebhooks is how the API receives the processor's webhooks.
+type ProcessorWebhooks struct {
+	// Secrets verify the deliveries; with none, every delivery is refused.
+	Secrets webhook.Secrets
+	// Parse reads a verified body into the event about one operation
+	// (gateway.ParseEvent for the processor this service calls).
+	Parse func(body []byte) (payments.ProcessorEvent, error)
+	// Now is the clock the timestamp tolerance is decided by; nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// The results of a delivery, the values of the result label: those of
+// payments.ReceiveProcessorEvent, and the refusals before it.
+const (
+	webhookInvalidSignature = "invalid_signature"
+	webhookStale            = "stale"
+	webhookMalformed        = "malformed"
+	webhookTooLarge         = "too_large"
+	webhookIgnored          = "ignored"
+)
+
+// webhookResults are every value of the result label, so that each series
+// exists from the start.
+var webhookResults = []string{payments.EventAccepted, payments.EventDuplicate, payments.EventUnknownOperation,
+	webhookInvalidSignature, webhookStale, webhookMalformed, webhookTooLarge, webhookIgnored}
+
+func newWebhookMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payments_processor_webhooks_received_total",
+		Help: "Processor webhook deliveries by result: accepted, duplicate, unknown_operation (recorded and sent to review), " +
+			"invalid_signature, stale (outside the five-minute tolerance), malformed, too_large, ignored (a type that settles nothing).",
+	}, []string{"result"})
+	for _, result := range webhookResults {
+		c.WithLabelValues(result)
+	}
+	reg.MustRegister(c)
+	return c
+}
+
+// receiveProcessorWebhook is POST /v1/processor/webhooks. The signature
+// alone authenticates it: verified on the raw body, before anything is
+// read from it. An accepted event is recorded durably, with the job that
+// settles its operation, before the 200; a duplicate is a 200 that changed
+// nothing. Any refusal changes nothing.
+func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r)
+	if errors.Is(err, render.ErrTooLarge) {
+		s.countWebhook(webhookTooLarge)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in := s.ProcessorWebhooks
+	now := time.Now
+	if in.Now != nil {
+		now = in.Now
+	}
+	id, err := in.Secrets.Verify(body, r.Header, now())
+	if err != nil {
+		result := webhookInvalidSignature
+		if errors.Is(err, webhook.ErrStale) {
+			result = webhookStale
+		}
+		s.countWebhook(result)
+		s.Logger.Warn("processor webhook refused", "request_id", middleware.GetReqID(r.Context()), "result", result,
+			"webhook_id", r.Header.Get(webhook.HeaderID))
+		s.writeError(w, r, render.ErrWebhookSignature)
+		return
+	}
+	ev, err := in.Parse(body)
+	if err == nil && ev.ID != id {
+		err = fmt.Errorf("%w: the event id %q is not the webhook-id %q", payments.ErrEventMalformed, ev.ID, id)
+	}
+	switch {
+	case errors.Is(err, payments.ErrEventNotHandled):
+		s.countWebhook(webhookIgnored)
+		writeJSON(w, http.StatusOK, webhookReceipt{ID: id, Result: webhookIgnored})
+		return
+	case err != nil:
+		s.countWebhook(webhookMalformed)
+		s.Logger.Error("processor webhook malformed", "request_id", middleware.GetReqID(r.Context()), "webhook_id", id, "err", err)
+		s.writeError(w, r, err)
+		return
+	}
+	result, err := s.Payments.ReceiveProcessorEvent(r.Context(), ev)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.countWebhook(result)
+	writeJSON(w, http.StatusOK, webhookReceipt{ID: id, Result: result})
+}
+
+// webhookReceipt is the answer to a delivery the API took.
+type webhookReceipt struct {
+	ID     string `json:"id"`
+	Result string `json:"result"`
+}
+
+func (s *Server) countWebhook(result string) {
+	if s.webhookMetrics != nil {
+		s.webhookMetrics.WithLabelValues(result).Inc()
+	}
+}

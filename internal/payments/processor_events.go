@@ -1,0 +1,322 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+)
+
+// ProcessorEvent is a processor's webhook about one operation, verified and
+// read by the adapter of that processor (package gateway): what happened
+// under a downstream key. A real processor's webhooks are the most reliable
+// source of an operation's final status; the worker's call and the
+// reconciler's lookups settle what a webhook does not.
+type ProcessorEvent struct {
+	// ID is the event's id, the same on every delivery of it (webhook-id).
+	ID   string
+	Type string
+	// DownstreamKey is the idempotency key the operation was made with.
+	DownstreamKey string
+	// Outcome is what the event says happened.
+	Outcome Outcome
+	Amount  int64
+	// Currency is empty when the processor names none (its refunds).
+	Currency string
+	// Payload is the event as received, kept for review.
+	Payload []byte
+}
+
+var (
+	// ErrEventMalformed reports a processor event, correctly signed, that
+	// cannot be read as an event about an operation.
+	ErrEventMalformed = errors.New("processor event malformed")
+	// ErrEventNotHandled reports a processor event of a type that settles
+	// nothing here: acknowledged, and not recorded.
+	ErrEventNotHandled = errors.New("processor event type not handled")
+)
+
+// ProcessorEventResourceType names the job that processes a processor event
+// (see JobQueue).
+const ProcessorEventResourceType = "processor_event"
+
+// What receiving a processor event found, as ReceiveProcessorEvent reports
+// it.
+const (
+	// EventAccepted is an event recorded, with the job that will settle its
+	// operation.
+	EventAccepted = "accepted"
+	// EventDuplicate is an event recorded before: nothing changed.
+	EventDuplicate = "duplicate"
+	// EventUnknownOperation is an event recorded and sent to review: it names
+	// no operation of this service.
+	EventUnknownOperation = "unknown_operation"
+)
+
+// What processing a processor event found, as SettleFromEvent reports it
+// and processor_events.result stores it.
+const (
+	// EventSettled is an event that settled its operation.
+	EventSettled = "settled"
+	// EventAgreed is an event about an operation another path had settled,
+	// with the same outcome.
+	EventAgreed = "agreed"
+	// EventContradiction is an event that contradicts the operation (its
+	// outcome, amount or currency), sent to review.
+	EventContradiction = "contradiction"
+)
+
+// operationOf is the operation a downstream key names: the inverse of
+// DownstreamKey and RefundDownstreamKey.
+func operationOf(downstreamKey string) (resourceType, id string, ok bool) {
+	if id, ok := strings.CutPrefix(downstreamKey, "charge_"); ok && validID("pay_", id) {
+		return PaymentResourceType, id, true
+	}
+	if id, ok := strings.CutPrefix(downstreamKey, "refund_"); ok && validID("re_", id) {
+		return RefundResourceType, id, true
+	}
+	return "", "", false
+}
+
+const operationExists = `
+SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1) OR EXISTS (SELECT 1 FROM refunds WHERE id = $1)`
+
+// recordProcessorEvent records an event once: a second delivery of it,
+// even one racing the first, finds the primary key taken (waiting for the
+// first to commit or roll back) and inserts nothing.
+const recordProcessorEvent = `
+INSERT INTO processor_events (id, type, downstream_key, resource_type, resource_id, processor_object_id,
+	succeeded, failure_code, failure_message, amount, currency, payload, result, processed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, CASE WHEN $13::text IS NULL THEN NULL ELSE now() END)
+ON CONFLICT (id) DO NOTHING`
+
+// ReceiveProcessorEvent records a verified processor event durably, in one
+// transaction with the job that will settle the operation it names, and
+// reports EventAccepted; a delivery of an event already recorded changes
+// nothing (EventDuplicate). An event naming no operation of this service
+// is recorded and sent to the needs-review queue (EventUnknownOperation).
+// Once it returns, the delivery can be answered 2xx.
+func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) (string, error) {
+	tx, err := s.DB.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+
+	resourceType, id, known := operationOf(ev.DownstreamKey)
+	if known {
+		if err := tx.QueryRow(ctx, operationExists, id).Scan(&known); err != nil {
+			return "", fmt.Errorf("find the operation of %s: %w", ev.DownstreamKey, err)
+		}
+	}
+	var result *string
+	if !known {
+		resourceType, id = "", ""
+		result = nullable(EventUnknownOperation)
+	}
+	tag, err := tx.Exec(ctx, recordProcessorEvent, ev.ID, ev.Type, ev.DownstreamKey, nullable(resourceType), nullable(id),
+		nullable(ev.Outcome.ID), ev.Outcome.Succeeded, nullable(ev.Outcome.FailureCode), nullable(ev.Outcome.FailureMessage),
+		ev.Amount, nullable(ev.Currency), ev.Payload, result)
+	if err != nil {
+		return "", fmt.Errorf("record processor event: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return EventDuplicate, nil
+	}
+	received := EventAccepted
+	if known {
+		if _, err := s.Jobs.Enqueue(ctx, tx, ProcessorEventResourceType, ev.ID); err != nil {
+			return "", err
+		}
+	} else {
+		received = EventUnknownOperation
+		detail := fmt.Sprintf("processor event %s (%s) names %s, which is no operation of this service. Event: %s",
+			ev.ID, ev.Type, ev.DownstreamKey, ev.Payload)
+		if _, err := flagForReview(ctx, tx, ReviewEventUnknownOperation, ev.ID, detail); err != nil {
+			return "", err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", fmt.Errorf("commit: %w", err)
+	}
+	return received, nil
+}
+
+const getProcessorEvent = `
+SELECT type, downstream_key, resource_type, resource_id, processor_object_id, succeeded, failure_code,
+	failure_message, amount, coalesce(currency, ''), payload, result
+FROM processor_events WHERE id = $1`
+
+// storedEvent is a recorded processor event, and the operation it names.
+type storedEvent struct {
+	ProcessorEvent
+	resourceType, resourceID *string
+	// result is set once the event was processed.
+	result *string
+}
+
+func getStoredEvent(ctx context.Context, db database.DBTX, id string) (storedEvent, error) {
+	var (
+		ev                  = storedEvent{ProcessorEvent: ProcessorEvent{ID: id}}
+		objectID, code, msg *string
+	)
+	err := db.QueryRow(ctx, getProcessorEvent, id).Scan(&ev.Type, &ev.DownstreamKey, &ev.resourceType, &ev.resourceID,
+		&objectID, &ev.Outcome.Succeeded, &code, &msg, &ev.Amount, &ev.Currency, &ev.Payload, &ev.result)
+	if err != nil {
+		return storedEvent{}, fmt.Errorf("get processor event %s: %w", id, err)
+	}
+	ev.Outcome.ID, ev.Outcome.FailureCode, ev.Outcome.FailureMessage = deref(objectID), deref(code), deref(msg)
+	return ev, nil
+}
+
+const markEventProcessed = `
+UPDATE processor_events SET result = $2, processed_at = now() WHERE id = $1 AND result IS NULL`
+
+// SettleFromEvent processes the recorded processor event eventID, once:
+// it settles the operation the event names through the same conditional
+// phase commit as the worker and the reconciler (whichever commits first
+// wins; the others find the key moved on), or, when another path settled
+// it first, checks that the event agrees with what was recorded. An event
+// that contradicts the operation goes to the needs-review queue, with the
+// event, and changes nothing else. It reports what it found (EventSettled,
+// EventAgreed, EventContradiction).
+func (o *Operations) SettleFromEvent(ctx context.Context, eventID string) (string, error) {
+	ev, err := getStoredEvent(ctx, o.DB, eventID)
+	if err != nil {
+		return "", err
+	}
+	if ev.result != nil {
+		return *ev.result, nil // processed already, by an attempt that did not complete its job
+	}
+	if ev.resourceType == nil || ev.resourceID == nil {
+		return "", fmt.Errorf("processor event %s names no operation but was not processed", eventID)
+	}
+	op, err := o.operation(*ev.resourceType)
+	if err != nil {
+		return "", err
+	}
+	id := *ev.resourceID
+	p, err := o.load(ctx, op, id)
+	if err != nil {
+		return "", err
+	}
+	if p.recorded == nil && sameTerms(ev.ProcessorEvent, p) {
+		settled, err := o.driveWith(ctx, op, id, p, PathWebhook, o.eventPhase(op, id, ev.ProcessorEvent), nil)
+		if err != nil {
+			return "", err
+		}
+		if settled && *p.recoveryPoint == idempotency.RecoveryStarted {
+			o.observeEvent(EventSettled)
+			return EventSettled, nil
+		}
+		// Another path settled it first: what did it record?
+		if p, err = o.load(ctx, op, id); err != nil {
+			return "", err
+		}
+	}
+	result := EventAgreed
+	if !sameTerms(ev.ProcessorEvent, p) || p.recorded == nil || !sameOutcome(ev.Outcome, *p.recorded) {
+		result = EventContradiction
+	}
+	if err := o.closeEvent(ctx, ev, p, result); err != nil {
+		return "", err
+	}
+	o.observeEvent(result)
+	return result, nil
+}
+
+// eventPhase records the outcome an event reports, as the phase that moves
+// the operation's key on from started. It makes no call, so the finish
+// phase commits in its transaction; so does the event's result.
+func (o *Operations) eventPhase(op operation, id string, ev ProcessorEvent) idempotency.Phase {
+	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		if err := op.record(ctx, tx, id, ev.Outcome, PathWebhook); err != nil {
+			return idempotency.Next{}, err
+		}
+		if _, err := tx.Exec(ctx, markEventProcessed, ev.ID, EventSettled); err != nil {
+			return idempotency.Next{}, fmt.Errorf("mark processor event: %w", err)
+		}
+		return idempotency.AdvanceTo(op.createdPoint()), nil
+	}}
+}
+
+// closeEvent stores the result of an event that did not settle its
+// operation and, for a contradiction, opens a review case with the event.
+func (o *Operations) closeEvent(ctx context.Context, ev storedEvent, p pending, result string) error {
+	tx, err := o.DB.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if result == EventContradiction {
+		recorded := "no outcome yet"
+		if p.recorded != nil {
+			recorded = describeOutcome(*p.recorded)
+		}
+		detail := fmt.Sprintf("processor event %s (%s) about %s %s says %s for %d %s; the operation is for %d %s and records %s. Event: %s",
+			ev.ID, ev.Type, *ev.resourceType, *ev.resourceID, describeOutcome(ev.Outcome), ev.Amount, ev.Currency,
+			p.amount, p.currency, recorded, ev.Payload)
+		if _, err := flagForReview(ctx, tx, ReviewEventContradiction, ev.ID, detail); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, markEventProcessed, ev.ID, result); err != nil {
+		return fmt.Errorf("mark processor event: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (o *Operations) observeEvent(result string) {
+	if o.Observer != nil {
+		o.Observer.ProcessorEvent(result)
+	}
+}
+
+// sameTerms reports whether an event is about what the operation asked
+// for: its amount, and its currency when the event names one.
+func sameTerms(ev ProcessorEvent, p pending) bool {
+	return ev.Amount == p.amount && (ev.Currency == "" || strings.EqualFold(ev.Currency, p.currency))
+}
+
+// sameOutcome reports whether two outcomes of one operation agree: both
+// made the same processor object, or both made nothing, and both
+// succeeded or both did not.
+func sameOutcome(a, b Outcome) bool {
+	return a.Succeeded == b.Succeeded && a.ID == b.ID
+}
+
+// recordedOutcome is the outcome recorded on an operation of status, with
+// the processor's id and the failure code; nil while it is processing.
+func recordedOutcome(status string, processorID, failureCode *string) *Outcome {
+	if status == StatusProcessing {
+		return nil
+	}
+	return &Outcome{ID: deref(processorID), Succeeded: status == StatusSucceeded, FailureCode: deref(failureCode)}
+}
+
+// describeOutcome says an outcome in a few words, for review cases.
+func describeOutcome(out Outcome) string {
+	made := "nothing made"
+	if out.ID != "" {
+		made = out.ID
+	}
+	if out.Succeeded {
+		return "succeeded (" + made + ")"
+	}
+	return "failed " + out.FailureCode + " (" + made + ")"
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
