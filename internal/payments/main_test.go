@@ -49,7 +49,10 @@ type fakeProcessor struct {
 	// findFails keys make Find fail.
 	findFails map[string]bool
 	// refuse keys are refused definitely, with this code.
-	refuse   map[string]string
+	refuse map[string]string
+	// held keys make the charge, then hold the answer until their channel
+	// closes, and answer with an unknown outcome (pm_card_timeout).
+	held     map[string]chan struct{}
 	calls    atomic.Int64
 	pageSize int
 }
@@ -57,7 +60,7 @@ type fakeProcessor struct {
 func newFakeProcessor() *fakeProcessor {
 	return &fakeProcessor{ops: map[string]payments.Outcome{}, closed: map[string]bool{}, unknown: map[string]bool{},
 		dropped: map[string]bool{}, hidden: map[string]bool{}, findFails: map[string]bool{}, refuse: map[string]string{},
-		pageSize: 1000}
+		held: map[string]chan struct{}{}, pageSize: 1000}
 }
 
 var errUnknown = fmt.Errorf("fake: %w", payments.ErrProcessorUnknown)
@@ -94,7 +97,15 @@ func (f *fakeProcessor) Charge(_ context.Context, req payments.ChargeRequest) (p
 	if req.PaymentMethod == "pm_card_declined" {
 		out = payments.Outcome{ID: out.ID, FailureCode: "card_declined", FailureMessage: "Your card was declined."}
 	}
-	return f.make(req.IdempotencyKey, &f.charges, payments.LedgerEntry{PaymentID: req.PaymentID, Amount: req.Amount, Currency: req.Currency}, out)
+	out, err := f.make(req.IdempotencyKey, &f.charges, payments.LedgerEntry{PaymentID: req.PaymentID, Amount: req.Amount, Currency: req.Currency}, out)
+	f.mu.Lock()
+	held := f.held[req.IdempotencyKey]
+	f.mu.Unlock()
+	if held != nil && err == nil {
+		<-held
+		return payments.Outcome{}, errUnknown
+	}
+	return out, err
 }
 
 func (f *fakeProcessor) Refund(_ context.Context, req payments.RefundRequest) (payments.Outcome, error) {

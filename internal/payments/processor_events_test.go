@@ -1,0 +1,467 @@
+package payments_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/testwait"
+)
+
+// observer counts what the operations report, safely for concurrent use.
+type observer struct {
+	mu      sync.Mutex
+	settled map[string]int // by path
+	events  map[string]int // by result
+}
+
+func (o *observer) Settled(_, path string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.settled[path]++
+}
+
+func (o *observer) ProcessorEvent(result string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events[result]++
+}
+
+func (o *observer) total() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, c := range o.settled {
+		n += c
+	}
+	return n
+}
+
+func (h *harness) observe() *observer {
+	o := &observer{settled: map[string]int{}, events: map[string]int{}}
+	h.ops.Observer = o
+	return o
+}
+
+var eventSeq atomic.Int64
+
+// event is a processor event about the operation under key, as the gateway
+// reads one.
+func event(typ, key string, out payments.Outcome, amount int64, currency string) payments.ProcessorEvent {
+	id := fmt.Sprintf("evt_test_%d_%d", time.Now().UnixNano(), eventSeq.Add(1))
+	return payments.ProcessorEvent{ID: id, Type: typ, DownstreamKey: key, Outcome: out, Amount: amount, Currency: currency,
+		Payload: fmt.Appendf(nil, `{"id":%q,"type":%q}`, id, typ)}
+}
+
+// chargeEvent is the charge.succeeded event of the charge the fake
+// processor makes for payment p.
+func chargeEvent(p payments.Payment) payments.ProcessorEvent {
+	return event("charge.succeeded", payments.DownstreamKey(p.ID), payments.Outcome{ID: "ch_" + p.ID, Succeeded: true}, p.Amount, p.Currency)
+}
+
+// receive records ev as the API does and returns what it found.
+func (h *harness) receive(ev payments.ProcessorEvent) string {
+	h.t.Helper()
+	result, err := h.svc.ReceiveProcessorEvent(context.Background(), ev)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return result
+}
+
+// settleFrom processes a received event as its job does.
+func (h *harness) settleFrom(ev payments.ProcessorEvent) string {
+	h.t.Helper()
+	result, err := h.ops.SettleFromEvent(context.Background(), ev.ID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return result
+}
+
+func (h *harness) settledBy(table, id string) string {
+	h.t.Helper()
+	var by *string
+	if err := h.db.Pool.QueryRow(context.Background(), `SELECT settled_by FROM `+table+` WHERE id = $1`, id).Scan(&by); err != nil {
+		h.t.Fatal(err)
+	}
+	if by == nil {
+		return ""
+	}
+	return *by
+}
+
+func (h *harness) reviewed(kind, reference string) bool {
+	return h.count(`SELECT count(*) FROM needs_review WHERE kind = $1 AND reference = $2`, kind, reference) == 1
+}
+
+// TestProcessorEvents covers the webhook path: receipt, and settling through
+// the same conditional phase commit as the worker and the reconciler.
+func TestProcessorEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("SettlesAndTheWorkerThenDoesNothing", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		obs := h.observe()
+		p := h.pay("pm_card_visa")
+		ev := chargeEvent(p)
+		if got := h.receive(ev); got != payments.EventAccepted {
+			t.Fatalf("receive = %s", got)
+		}
+		if h.jobs.job(ev.ID) == 0 {
+			t.Fatal("no job staged to settle the event")
+		}
+		if got := h.settleFrom(ev); got != payments.EventSettled {
+			t.Fatalf("settle = %s", got)
+		}
+		got := h.payment(p.ID)
+		if got.Status != payments.StatusSucceeded || *got.ProcessorChargeID != "ch_"+p.ID || h.point(p.ID) != "finished" ||
+			h.settledBy("payments", p.ID) != payments.PathWebhook {
+			t.Fatalf("payment %+v at %s, settled by %q", got, h.point(p.ID), h.settledBy("payments", p.ID))
+		}
+		if n := h.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
+			t.Fatalf("events = %d", n)
+		}
+		if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if calls := h.proc.calls.Load(); calls != 0 {
+			t.Fatalf("the worker called the processor %d times for a settled payment", calls)
+		}
+		if obs.settled[payments.PathWebhook] != 1 || obs.total() != 1 || obs.events[payments.EventSettled] != 1 {
+			t.Fatalf("observed %v %v", obs.settled, obs.events)
+		}
+		// Processing again (a job whose completion was lost) finds the result.
+		if got := h.settleFrom(ev); got != payments.EventSettled || obs.total() != 1 {
+			t.Fatalf("second settle = %s, settled %d", got, obs.total())
+		}
+	})
+
+	t.Run("DuplicateChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		p := h.pay("pm_card_visa")
+		ev := chargeEvent(p)
+		h.receive(ev)
+		h.settleFrom(ev)
+		staged := h.jobs.next
+		if got := h.receive(ev); got != payments.EventDuplicate {
+			t.Fatalf("second receive = %s", got)
+		}
+		if h.jobs.next != staged || h.count(`SELECT count(*) FROM processor_events`) != 1 {
+			t.Fatalf("a duplicate staged a job or a row")
+		}
+	})
+
+	t.Run("DuplicatesRacing", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		for round := range 10 {
+			p := h.pay("pm_card_visa")
+			ev := chargeEvent(p)
+			results := make([]string, 6)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range results {
+				wg.Go(func() {
+					<-start
+					r, err := h.svc.ReceiveProcessorEvent(ctx, ev)
+					if err != nil {
+						t.Error(err)
+					}
+					results[i] = r
+				})
+			}
+			close(start)
+			wg.Wait()
+			accepted := 0
+			for _, r := range results {
+				if r == payments.EventAccepted {
+					accepted++
+				} else if r != payments.EventDuplicate {
+					t.Fatalf("round %d: result %q", round, r)
+				}
+			}
+			if accepted != 1 || h.count(`SELECT count(*) FROM processor_events WHERE id = $1`, ev.ID) != 1 {
+				t.Fatalf("round %d: %d deliveries accepted: %v", round, accepted, results)
+			}
+		}
+		if h.jobs.next != 10+10 { // a job per payment and one per event
+			t.Fatalf("jobs staged = %d, want 20", h.jobs.next)
+		}
+	})
+
+	t.Run("AgreesWithTheWorker", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		p := h.paid()
+		ev := chargeEvent(p)
+		h.receive(ev)
+		if got := h.settleFrom(ev); got != payments.EventAgreed {
+			t.Fatalf("settle = %s", got)
+		}
+		if h.settledBy("payments", p.ID) != payments.PathWorker || h.count(`SELECT count(*) FROM needs_review`) != 0 {
+			t.Fatal("an agreeing event changed something")
+		}
+	})
+
+	t.Run("OutcomeContradiction", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		p := h.paid()
+		ev := event("charge.failed", payments.DownstreamKey(p.ID),
+			payments.Outcome{ID: "ch_" + p.ID, FailureCode: "card_declined"}, p.Amount, p.Currency)
+		h.receive(ev)
+		if got := h.settleFrom(ev); got != payments.EventContradiction {
+			t.Fatalf("settle = %s", got)
+		}
+		if !h.reviewed(payments.ReviewEventContradiction, ev.ID) {
+			t.Fatal("no review case")
+		}
+		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded {
+			t.Fatalf("payment changed: %+v", got)
+		}
+	})
+
+	t.Run("AmountContradictionSettlesNothing", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		for _, ev := range []func(p payments.Payment) payments.ProcessorEvent{
+			func(p payments.Payment) payments.ProcessorEvent {
+				return event("charge.succeeded", payments.DownstreamKey(p.ID), payments.Outcome{ID: "ch_x", Succeeded: true}, p.Amount-1, p.Currency)
+			},
+			func(p payments.Payment) payments.ProcessorEvent {
+				return event("charge.succeeded", payments.DownstreamKey(p.ID), payments.Outcome{ID: "ch_x", Succeeded: true}, p.Amount, "EUR")
+			},
+		} {
+			p := h.pay("pm_card_visa")
+			e := ev(p)
+			h.receive(e)
+			if got := h.settleFrom(e); got != payments.EventContradiction {
+				t.Fatalf("settle = %s", got)
+			}
+			if got := h.payment(p.ID); got.Status != payments.StatusProcessing || h.point(p.ID) != "started" {
+				t.Fatalf("a contradicting event settled the payment: %+v", got)
+			}
+			if !h.reviewed(payments.ReviewEventContradiction, e.ID) {
+				t.Fatal("no review case")
+			}
+			// The worker still settles it, with what the processor answers.
+			if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil || h.payment(p.ID).Status != payments.StatusSucceeded {
+				t.Fatalf("worker: %v", err)
+			}
+		}
+	})
+
+	t.Run("UnknownOperation", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		for _, key := range []string{"charge_pay_000000000000000000000000", "someone_elses_key"} {
+			ev := event("charge.succeeded", key, payments.Outcome{ID: "ch_1", Succeeded: true}, 100, "USD")
+			if got := h.receive(ev); got != payments.EventUnknownOperation {
+				t.Fatalf("%s: receive = %s", key, got)
+			}
+			if !h.reviewed(payments.ReviewEventUnknownOperation, ev.ID) {
+				t.Fatalf("%s: no review case", key)
+			}
+			if got := h.receive(ev); got != payments.EventDuplicate {
+				t.Fatalf("%s: second receive = %s", key, got)
+			}
+		}
+		if h.jobs.next != 0 {
+			t.Fatalf("jobs staged for unknown operations: %d", h.jobs.next)
+		}
+	})
+
+	t.Run("RefundsInAnyOrder", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		p := h.paid()
+		r := h.refund(p, 400)
+		// The refund's event first, then the charge's, late.
+		refundEv := event("refund.succeeded", payments.RefundDownstreamKey(r.ID), payments.Outcome{ID: "re_x", Succeeded: true}, 400, "")
+		h.receive(refundEv)
+		if got := h.settleFrom(refundEv); got != payments.EventSettled {
+			t.Fatalf("refund event = %s", got)
+		}
+		chargeEv := chargeEvent(p)
+		h.receive(chargeEv)
+		if got := h.settleFrom(chargeEv); got != payments.EventAgreed {
+			t.Fatalf("late charge event = %s", got)
+		}
+		if got := h.refundOf(r.ID); got.Status != payments.StatusSucceeded || h.settledBy("refunds", r.ID) != payments.PathWebhook {
+			t.Fatalf("refund %+v", got)
+		}
+		if got := h.payment(p.ID); got.AmountRefunded != 400 {
+			t.Fatalf("amount refunded = %d", got.AmountRefunded)
+		}
+		// A second event for the same refund (a processor sending two)
+		// agrees and changes nothing.
+		again := event("refund.succeeded", payments.RefundDownstreamKey(r.ID), payments.Outcome{ID: "re_x", Succeeded: true}, 400, "")
+		h.receive(again)
+		if got := h.settleFrom(again); got != payments.EventAgreed || h.payment(p.ID).AmountRefunded != 400 {
+			t.Fatalf("second refund event = %s", got)
+		}
+		// A refusal settles a refund as failed.
+		r2 := h.refund(p, 100)
+		failed := event("refund.failed", payments.RefundDownstreamKey(r2.ID), payments.Outcome{FailureCode: "charge_not_refundable"}, 100, "")
+		h.receive(failed)
+		if got := h.settleFrom(failed); got != payments.EventSettled {
+			t.Fatalf("refund.failed = %s", got)
+		}
+		if got := h.refundOf(r2.ID); got.Status != payments.StatusFailed || *got.FailureCode != "charge_not_refundable" {
+			t.Fatalf("refund %+v", got)
+		}
+	})
+
+	t.Run("AfterTheFence", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		// Given up: the close found nothing made, so an event for a charge
+		// under that key contradicts the processor's own fence.
+		p := h.pay("pm_card_visa")
+		h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, p.ID)
+		h.proc.set(h.proc.unknown, payments.DownstreamKey(p.ID), true)
+		h.reconciled(payments.PaymentResourceType, p.ID)
+		if got := h.payment(p.ID); *got.FailureCode != payments.FailureProcessorError {
+			t.Fatalf("not given up: %+v", got)
+		}
+		ev := chargeEvent(p)
+		h.receive(ev)
+		if got := h.settleFrom(ev); got != payments.EventContradiction {
+			t.Fatalf("event after a fence that found nothing = %s", got)
+		}
+		// A close that reported the charge: the event agrees.
+		q := h.pay("pm_card_visa")
+		h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, q.ID)
+		key := payments.DownstreamKey(q.ID)
+		h.proc.set(h.proc.dropped, key, true)
+		h.proc.set(h.proc.hidden, key, true)
+		if err := h.ops.Charge(ctx, q.ID, 1, nil); !errors.Is(err, payments.ErrProcessorUnknown) {
+			t.Fatal(err)
+		}
+		h.reconciled(payments.PaymentResourceType, q.ID)
+		if got := h.payment(q.ID); got.Status != payments.StatusSucceeded || h.settledBy("payments", q.ID) != payments.PathReconciler {
+			t.Fatalf("the close did not report the charge: %+v", got)
+		}
+		ev = chargeEvent(q)
+		h.receive(ev)
+		if got := h.settleFrom(ev); got != payments.EventAgreed {
+			t.Fatalf("event after a close that reported it = %s", got)
+		}
+	})
+
+	t.Run("InFlightWorkerEndsQuietly", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t)
+		obs := h.observe()
+		p := h.pay("pm_card_timeout")
+		key := payments.DownstreamKey(p.ID)
+		release := make(chan struct{})
+		h.proc.mu.Lock()
+		h.proc.held[key] = release
+		h.proc.mu.Unlock()
+		done := make(chan error, 1)
+		go func() { done <- h.ops.Charge(ctx, p.ID, 1, nil) }()
+		testwait.For(t, "the charge made, its answer held", func() bool { return h.proc.made(key) == 1 })
+		ev := chargeEvent(p)
+		h.receive(ev)
+		if got := h.settleFrom(ev); got != payments.EventSettled {
+			t.Fatalf("settle = %s", got)
+		}
+		close(release) // the worker's call ends with an unknown outcome
+		if err := <-done; err != nil {
+			t.Fatalf("the worker whose call was in flight failed: %v", err)
+		}
+		if h.marked(p.ID) || h.proc.made(key) != 1 || obs.total() != 1 {
+			t.Fatalf("marked %t, %d charges, %d settles", h.marked(p.ID), h.proc.made(key), obs.total())
+		}
+	})
+}
+
+// TestProcessorEventRaces races the webhook path for real against the
+// worker and against the reconciler's fence, committing the same outcome at
+// once: exactly one records it, the other finds the key moved on.
+func TestProcessorEventRaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, rival := range []string{payments.PathWorker, payments.PathReconciler} {
+		t.Run(rival, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			obs := h.observe()
+			wins := map[string]int{}
+			for round := range 20 {
+				p := h.pay("pm_card_visa")
+				key := payments.DownstreamKey(p.ID)
+				var race func() error
+				if rival == payments.PathWorker {
+					race = func() error { return h.ops.Charge(ctx, p.ID, 1, nil) }
+				} else {
+					// Past the deadline, made but not found: the reconciler
+					// closes the key, and the close reports the charge.
+					h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, p.ID)
+					h.proc.set(h.proc.dropped, key, true)
+					h.proc.set(h.proc.hidden, key, true)
+					if err := h.ops.Charge(ctx, p.ID, 1, nil); !errors.Is(err, payments.ErrProcessorUnknown) {
+						t.Fatal(err)
+					}
+					if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
+						t.Fatal(err)
+					}
+					race = func() error { _, err := h.rec.Settle(ctx); return err }
+				}
+				ev := chargeEvent(p)
+				h.receive(ev)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				var webhookResult string
+				wg.Go(func() {
+					<-start
+					r, err := h.ops.SettleFromEvent(ctx, ev.ID)
+					if err != nil {
+						t.Error(err)
+					}
+					webhookResult = r
+				})
+				wg.Go(func() {
+					<-start
+					if err := race(); err != nil {
+						t.Error(err)
+					}
+				})
+				close(start)
+				wg.Wait()
+
+				by := h.settledBy("payments", p.ID)
+				wins[by]++
+				got := h.payment(p.ID)
+				switch {
+				case got.Status != payments.StatusSucceeded || h.point(p.ID) != "finished":
+					t.Fatalf("round %d: payment %+v at %s", round, got, h.point(p.ID))
+				case (by == payments.PathWebhook) != (webhookResult == payments.EventSettled):
+					t.Fatalf("round %d: settled by %q, the event found %q", round, by, webhookResult)
+				case by != payments.PathWebhook && webhookResult != payments.EventAgreed:
+					t.Fatalf("round %d: the event found %q", round, webhookResult)
+				case h.proc.made(key) != 1:
+					t.Fatalf("round %d: %d charges", round, h.proc.made(key))
+				case h.count(`SELECT count(*) FROM events WHERE resource_id = $1`, p.ID) != 1:
+					t.Fatalf("round %d: the payment's event was staged more than once", round)
+				case obs.total() != round+1:
+					t.Fatalf("round %d: %d settles observed", round, obs.total())
+				}
+			}
+			t.Logf("wins over 20 rounds: %v", wins)
+			if wins[payments.PathWebhook]+wins[rival] != 20 {
+				t.Fatalf("wins %v", wins)
+			}
+		})
+	}
+}
