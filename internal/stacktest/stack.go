@@ -30,6 +30,7 @@ import (
 	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/internal/testdb"
 	"github.com/example/payments/internal/testwait"
+	"github.com/example/payments/internal/webhook"
 )
 
 // The demo tenants' API keys and ids.
@@ -83,6 +84,8 @@ type Stack struct {
 	Sweeper    *payments.Sweeper
 	// Proxy stands between the API and Postgres when Options.DBProxy is set.
 	Proxy *Proxy
+	// WebhookSecret is the processor's webhook secret the API verifies with.
+	WebhookSecret string
 
 	client    *http.Client
 	procProxy *Proxy
@@ -104,6 +107,7 @@ func New(t testing.TB, opts Options) *Stack {
 		opts.ProcessorTimeout = 5 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var err error
 	db := testdb.New(t)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(ctx); err != nil {
@@ -123,18 +127,6 @@ func New(t testing.TB, opts Options) *Stack {
 		})
 	}
 
-	var pcfg processor.Config
-	defaults(t, &pcfg)
-	pcfg.DatabaseURL, pcfg.Addr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", 10*time.Second
-	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
-	proc, err := processor.New(ctx, pcfg, logger.With("process", "processor"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.run("processor", proc)
-	s.procProxy = NewProxy(t, proc.Addr())
-	s.Processor = Endpoint{URL: "http://" + s.procProxy.Addr()}
-
 	var acfg api.Config
 	defaults(t, &acfg)
 	acfg.DatabaseURL, acfg.Addr = db.URL, "127.0.0.1:0"
@@ -150,12 +142,31 @@ func New(t testing.TB, opts Options) *Stack {
 		u.Host = s.Proxy.Addr()
 		acfg.DatabaseURL = u.String()
 	}
+	// The API's secret verifies the processor's webhooks, sent only when
+	// the processor is given the secret too.
+	s.WebhookSecret = webhook.NewSecret()
+	if acfg.WebhookSecret, err = webhook.ParseSecrets(s.WebhookSecret); err != nil {
+		t.Fatal(err)
+	}
 	a, err := api.New(ctx, acfg, logger.With("process", "api"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.run("api", a)
 	s.API = Endpoint{URL: "http://" + a.Addr()}
+
+	var pcfg processor.Config
+	defaults(t, &pcfg)
+	pcfg.DatabaseURL, pcfg.Addr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", 10*time.Second
+	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
+	proc, err := processor.New(ctx, pcfg, logger.With("process", "processor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.run("processor", proc)
+	s.procProxy = NewProxy(t, proc.Addr())
+	s.Processor = Endpoint{URL: "http://" + s.procProxy.Addr()}
+
 
 	// The worker is built now and started by StartWorker: retries are fast,
 	// and the periodic jobs are left to the tests to run.

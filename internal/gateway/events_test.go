@@ -1,0 +1,64 @@
+package gateway_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/payments"
+)
+
+func TestParseEvent(t *testing.T) {
+	t.Parallel()
+	charge := func(typ, status, extra string) string {
+		return `{"id":"evt_1","type":"` + typ + `","created":1,"data":{"object":{"id":"ch_1","object":"charge","amount":1500,` +
+			`"currency":"USD","status":"` + status + `","idempotency_key":"charge_pay_1"` + extra + `}}}`
+	}
+	refund := func(typ, id, status, extra string) string {
+		return `{"id":"evt_2","type":"` + typ + `","created":1,"data":{"object":{"id":` + id + `,"object":"refund","charge":"ch_1",` +
+			`"amount":400,"status":"` + status + `","idempotency_key":"refund_re_1"` + extra + `}}}`
+	}
+	for _, c := range []struct {
+		body string
+		want payments.ProcessorEvent
+	}{
+		{charge("charge.succeeded", "succeeded", ""), payments.ProcessorEvent{ID: "evt_1", Type: "charge.succeeded",
+			DownstreamKey: "charge_pay_1", Outcome: payments.Outcome{ID: "ch_1", Succeeded: true}, Amount: 1500, Currency: "USD"}},
+		{charge("charge.failed", "failed", `,"failure_code":"card_declined","failure_message":"Declined."`), payments.ProcessorEvent{
+			ID: "evt_1", Type: "charge.failed", DownstreamKey: "charge_pay_1",
+			Outcome: payments.Outcome{ID: "ch_1", FailureCode: "card_declined", FailureMessage: "Declined."}, Amount: 1500, Currency: "USD"}},
+		{refund("refund.succeeded", `"re_1"`, "succeeded", ""), payments.ProcessorEvent{ID: "evt_2", Type: "refund.succeeded",
+			DownstreamKey: "refund_re_1", Outcome: payments.Outcome{ID: "re_1", Succeeded: true}, Amount: 400}},
+		{refund("refund.failed", "null", "failed", `,"failure_code":"charge_not_refundable"`), payments.ProcessorEvent{ID: "evt_2",
+			Type: "refund.failed", DownstreamKey: "refund_re_1", Outcome: payments.Outcome{FailureCode: "charge_not_refundable"}, Amount: 400}},
+	} {
+		got, err := gateway.ParseEvent([]byte(c.body))
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		if string(got.Payload) != c.body {
+			t.Errorf("payload = %s", got.Payload)
+		}
+		got.Payload = nil
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ParseEvent(%s)\n= %+v\nwant %+v", c.body, got, c.want)
+		}
+	}
+
+	if _, err := gateway.ParseEvent([]byte(`{"id":"evt_3","type":"charge.dispute.created","data":{}}`)); !errors.Is(err, payments.ErrEventNotHandled) {
+		t.Errorf("unhandled type: %v", err)
+	}
+	for _, body := range []string{
+		`not json`,
+		`{"type":"charge.succeeded"}`,
+		charge("charge.succeeded", "failed", ""),
+		charge("charge.failed", "succeeded", ""),
+		`{"id":"evt_1","type":"charge.succeeded","data":{"object":{"id":"ch_1","object":"charge","amount":1,"status":"succeeded"}}}`,
+		`{"id":"evt_1","type":"refund.succeeded","data":{"object":{"id":"ch_1","object":"charge","status":"succeeded","idempotency_key":"k"}}}`,
+	} {
+		if _, err := gateway.ParseEvent([]byte(body)); !errors.Is(err, payments.ErrEventMalformed) {
+			t.Errorf("ParseEvent(%s) = %v, want malformed", body, err)
+		}
+	}
+}
