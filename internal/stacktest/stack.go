@@ -167,7 +167,6 @@ func New(t testing.TB, opts Options) *Stack {
 	s.procProxy = NewProxy(t, proc.Addr())
 	s.Processor = Endpoint{URL: "http://" + s.procProxy.Addr()}
 
-
 	// The worker is built now and started by StartWorker: retries are fast,
 	// and the periodic jobs are left to the tests to run.
 	var wcfg worker.Config
