@@ -182,9 +182,10 @@ var fastWorker = []string{
 }
 
 // startStack migrates and seeds databaseURL with the api binary's commands,
-// then starts the processor, the worker and the API on free ports. apiEnv
-// and workerEnv are added to each one's environment.
-func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string) *stack {
+// then starts the processor, the worker and the API on free ports. apiEnv,
+// workerEnv and processorEnv are added to each one's environment; "{api}"
+// in processorEnv is the API's URL.
+func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string, processorEnv ...string) *stack {
 	t.Helper()
 	db := "DATABASE_URL=" + databaseURL
 	run(t, "api", []string{db}, "migrate")
@@ -192,7 +193,11 @@ func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string) *s
 
 	s := &stack{t: t, db: db, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
 	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	s.processor = start(t, "processor", []string{db, "PROCESSOR_ADDR=" + s.procAddr})
+	env := []string{db, "PROCESSOR_ADDR=" + s.procAddr}
+	for _, e := range processorEnv {
+		env = append(env, strings.ReplaceAll(e, "{api}", s.apiURL))
+	}
+	s.processor = start(t, "processor", env)
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	s.startWorker(workerEnv...)
 	s.startAPI(apiEnv...)
