@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/webhook"
 )
 
 // Profile is how long and how hard a run is.
@@ -83,6 +85,8 @@ type stack struct {
 	outageLog  []window
 	outageMu   sync.Mutex
 	processorM sync.Mutex // the killer and the outage take turns with the processor
+	// webhookSecret signs the processor's webhooks, and the injector's.
+	webhookSecret string
 }
 
 // window is a time span, such as an outage.
@@ -124,11 +128,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	defer pool.Close()
 
 	l := newLoad(s.apiURLs, cfg.Seed)
+	secrets, err := webhook.ParseSecrets(s.webhookSecret)
+	if err != nil {
+		return nil, err
+	}
+	inj := &injector{apiURLs: s.apiURLs, secrets: secrets, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
+		client: &http.Client{Timeout: 10 * time.Second}}
 	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Profile.Load)
 	defer stopLoad()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.kill(loadCtx) })
 	wg.Go(func() { s.outages(loadCtx) })
+	wg.Go(func() { inj.run(loadCtx) })
 	wg.Go(func() { progress(loadCtx, out, started, cfg.Profile.Load, l, s) })
 	l.run(loadCtx, cfg.Profile.Clients)
 	wg.Wait()
@@ -145,6 +156,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	for kind, n := range s.kills {
 		sum.Kills[kind] = n.Load()
 	}
+	sum.Injected = Injected{Contradictions: inj.contradictions.Load(), Unknown: inj.unknown.Load(), Refused: inj.refused.Load(), Wrong: inj.wrong}
 	if err := check(ctx, pool, l, s.outageWindows(), sum); err != nil {
 		return nil, err
 	}
@@ -171,21 +183,29 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 		return a
 	}
 	common := []string{"DATABASE_URL=" + dbURL, "LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=5s"}
+	s.webhookSecret = webhook.NewSecret()
+	var apiAddrs [2]string
+	for i := range apiAddrs {
+		apiAddrs[i] = addr()
+		s.apiURLs[i] = "http://" + apiAddrs[i]
+	}
 	procAddr := addr()
 	var err error
+	// The processor's webhooks go to the first API, dropped, duplicated and
+	// delayed out of order; when that API is down they are retried.
 	s.processor, err = newProc("processor", "processor", filepath.Join(cfg.Bin, "processor"), cfg.Logs, "http://"+procAddr+"/healthz",
 		append(common, "PROCESSOR_ADDR="+procAddr, "PROCESSOR_FAIL_RATE=0.1", "PROCESSOR_DROP_RATE=0.05",
-			"PROCESSOR_LATENCY=2ms", "PROCESSOR_EXEC_LATENCY=10ms", "PROCESSOR_TIMEOUT_HANG=2s"))
+			"PROCESSOR_LATENCY=2ms", "PROCESSOR_EXEC_LATENCY=10ms", "PROCESSOR_TIMEOUT_HANG=2s",
+			"PROCESSOR_WEBHOOK_URL="+s.apiURLs[0]+"/v1/processor/webhooks", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret,
+			"PROCESSOR_WEBHOOK_DROP_RATE=0.1", "PROCESSOR_WEBHOOK_DUPLICATE_RATE=0.1", "PROCESSOR_WEBHOOK_DELAY=500ms"))
 	if err != nil {
 		return nil, err
 	}
 	s.procs = append(s.procs, s.processor)
-	for i := range 2 {
-		a := addr()
-		s.apiURLs[i] = "http://" + a
+	for i, a := range apiAddrs {
 		p, err := newProc(fmt.Sprintf("api-%d", i+1), "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
 			append(common, "API_ADDR="+a, "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
-				"IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s"))
+				"IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret))
 		if err != nil {
 			return nil, err
 		}

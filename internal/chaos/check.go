@@ -30,9 +30,22 @@ type Summary struct {
 	RefundsSucceeded, RefundsFailed       int
 	RefundsRefused                        int
 	Charges, ProcessorRefunds, ReviewKept int
+	// SettledBy counts the operations each path settled (worker, webhook,
+	// reconciler); Webhooks the processor's events by what became of them.
+	SettledBy map[string]int
+	Webhooks  map[string]int
+	Injected  Injected
 
 	// Invariants in the order they are printed, with their violations.
 	Invariants []Invariant
+}
+
+// Injected is what the run forged on purpose: processor events that must go
+// to review, and deliveries that must be refused.
+type Injected struct {
+	Contradictions, Unknown, Refused int64
+	// Wrong are the answers to injected deliveries other than the contract's.
+	Wrong []string
 }
 
 // Invariant is one property checked, with what broke it.
@@ -62,6 +75,11 @@ func (s *Summary) Print(out io.Writer) {
 	fmt.Fprintf(tw, "payments\t%d succeeded, %d failed (%d given up through the fence)\n", s.Succeeded, s.Failed, s.GivenUp)
 	fmt.Fprintf(tw, "refunds\t%d succeeded, %d failed, %d refused (exceeding or not refundable)\n", s.RefundsSucceeded, s.RefundsFailed, s.RefundsRefused)
 	fmt.Fprintf(tw, "processor ledger\t%d charges, %d refunds\n", s.Charges, s.ProcessorRefunds)
+	fmt.Fprintf(tw, "settled by\tworker %d, webhook %d, reconciler %d\n", s.SettledBy["worker"], s.SettledBy["webhook"], s.SettledBy["reconciler"])
+	fmt.Fprintf(tw, "processor webhooks\tsent: %d delivered, %d dropped on purpose, %d pending, %d abandoned; received: %d settled, %d agreed\n",
+		s.Webhooks["delivered"], s.Webhooks["dropped"], s.Webhooks["pending"], s.Webhooks["abandoned"], s.Webhooks["settled"], s.Webhooks["agreed"])
+	fmt.Fprintf(tw, "injected webhooks\t%d contradictions and %d for unknown operations (to review), %d forged or stale (refused)\n",
+		s.Injected.Contradictions, s.Injected.Unknown, s.Injected.Refused)
 	fmt.Fprintf(tw, "needs review\t%d cases, all injected on purpose\n", s.ReviewKept)
 	fmt.Fprintf(tw, "time to quiesce\t%s (settled: %t)\n", s.Quiesce.Round(100*time.Millisecond), s.Quiet)
 	fmt.Fprintln(tw, "\ninvariant\tviolations")
@@ -102,7 +120,8 @@ const unsettled = `SELECT
 	(SELECT count(*) FROM idempotency_keys WHERE recovery_point NOT IN ('finished', 'expired'))
 	+ (SELECT count(*) FROM payments WHERE status = 'processing')
 	+ (SELECT count(*) FROM refunds WHERE status = 'processing')
-	+ (SELECT count(*) FROM reconciliations)`
+	+ (SELECT count(*) FROM reconciliations)
+	+ (SELECT count(*) FROM processor_events WHERE result IS NULL)`
 
 // settle waits until nothing accepted is left unsettled (the service settles
 // by itself: invariant 7, no client retry needed), then sends again, with the
@@ -162,6 +181,18 @@ func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, s
 			return fmt.Errorf("count: %w", err)
 		}
 	}
+	var err error
+	if sum.SettledBy, err = countBy(ctx, pool, `
+SELECT settled_by, count(*) FROM (SELECT settled_by FROM payments UNION ALL SELECT settled_by FROM refunds) o
+WHERE settled_by IS NOT NULL GROUP BY settled_by`); err != nil {
+		return err
+	}
+	if sum.Webhooks, err = countBy(ctx, pool, `
+SELECT state, count(*) FROM processor.webhook_events GROUP BY state
+UNION ALL
+SELECT result, count(*) FROM processor_events WHERE result IN ('settled', 'agreed') GROUP BY result`); err != nil {
+		return err
+	}
 
 	// Each query lists what violates its invariant, one text a row.
 	queries := []struct{ name, sql string }{
@@ -197,6 +228,32 @@ FROM refunds r LEFT JOIN processor.refunds pr ON pr.idempotency_key = 'refund_' 
 GROUP BY r.id, r.status, r.processor_refund_id
 HAVING (r.status = 'succeeded' AND (count(pr.id) <> 1 OR bool_or(pr.id IS DISTINCT FROM r.processor_refund_id)))
 	OR (r.status = 'failed' AND count(pr.id) <> 0)`},
+		{"every operation settled once, by one path", `
+SELECT 'payment ' || id || ' ' || status || ', settled by no path' FROM payments WHERE status <> 'processing' AND settled_by IS NULL
+UNION ALL
+SELECT 'refund ' || id || ' ' || status || ', settled by no path' FROM refunds WHERE status <> 'processing' AND settled_by IS NULL
+UNION ALL
+SELECT resource_type || ' ' || resource_id || ': ' || count(*) || ' events settled it'
+FROM processor_events WHERE result = 'settled' GROUP BY resource_type, resource_id HAVING count(*) > 1
+UNION ALL
+SELECT o.kind || ' ' || o.id || ' settled by ' || coalesce(o.settled_by, 'none') || ', yet an event says it settled it'
+FROM (SELECT 'payment' AS kind, id, settled_by FROM payments UNION ALL SELECT 'refund', id, settled_by FROM refunds) o
+WHERE (o.settled_by = 'webhook') <> EXISTS (
+	SELECT 1 FROM processor_events e WHERE e.resource_id = o.id AND e.result = 'settled')`},
+		{"no processor event contradicts a recorded outcome, except the injected", `
+SELECT e.id || ': ' || e.result FROM processor_events e
+WHERE e.result IN ('contradiction', 'unknown_operation') AND e.id NOT LIKE '` + injectedPrefix + `%'
+UNION ALL
+SELECT e.id || ' (injected): ' || coalesce(e.result, 'not processed') || ', not sent to review' FROM processor_events e
+WHERE e.id LIKE '` + injectedPrefix + `%' AND NOT EXISTS (SELECT 1 FROM needs_review n WHERE n.reference = e.id)
+UNION ALL
+SELECT e.id || ' ' || e.result || ' but says ' || e.succeeded || ' ' || coalesce(e.processor_object_id, 'nothing made')
+	|| ', recorded ' || o.status || ' ' || coalesce(o.processor_id, 'nothing made')
+FROM processor_events e
+JOIN (SELECT id, status, processor_charge_id AS processor_id FROM payments
+	UNION ALL SELECT id, status, processor_refund_id FROM refunds) o ON o.id = e.resource_id
+WHERE e.result IN ('settled', 'agreed')
+	AND (e.succeeded <> (o.status = 'succeeded') OR e.processor_object_id IS DISTINCT FROM o.processor_id)`},
 		{"every accepted key is exactly one resource", `
 SELECT k.tenant_id || '/' || k.key || ' created ' || coalesce(k.resource_type || ' ' || k.resource_id, 'nothing')
 FROM idempotency_keys k
@@ -230,6 +287,11 @@ SELECT 'refund ' || id || ' has no key' FROM refunds WHERE idempotency_key_id IS
 		return err
 	}
 	sum.Invariants = append(sum.Invariants, Invariant{Name: "every replay byte-identical to the first final response", Violations: replays})
+	injected := append([]string(nil), sum.Injected.Wrong...)
+	if sum.Injected.Contradictions == 0 || sum.Injected.Refused == 0 {
+		injected = append(injected, "nothing was injected: the check would be vacuous")
+	}
+	sum.Invariants = append(sum.Invariants, Invariant{Name: "forged and stale webhooks refused, injected ones recorded", Violations: injected})
 	review, err := checkReview(ctx, pool, outages)
 	if err != nil {
 		return err
@@ -244,6 +306,24 @@ SELECT 'refund ' || id || ' has no key' FROM refunds WHERE idempotency_key_id IS
 	l.rec.mu.Unlock()
 	sum.Invariants = append(sum.Invariants, Invariant{Name: "no 500, no 404 or 422 for a correct client", Violations: server})
 	return nil
+}
+
+// countBy runs a query of (name, count) rows into a map.
+func countBy(ctx context.Context, pool *pgxpool.Pool, sql string) (map[string]int, error) {
+	rows, err := pool.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("count: %w", err)
+	}
+	counts := map[string]int{}
+	var (
+		name string
+		n    int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		counts[name] += n
+		return nil
+	})
+	return counts, err
 }
 
 // checkAsked lists the payments and refunds whose key no operation of the
@@ -325,6 +405,7 @@ LEFT JOIN refunds r ON n.kind = 'refund_given_up' AND r.id = n.reference`)
 	_, err = pgx.ForEachRow(rows, []any{&kind, &ref, &method, &created}, func() error {
 		givenUp := strings.HasSuffix(kind, "_given_up")
 		switch {
+		case strings.HasPrefix(kind, "processor_event_") && strings.HasPrefix(ref, injectedPrefix):
 		case givenUp && method == "pm_card_processing_error":
 		case givenUp && created != nil && slices.ContainsFunc(outages, func(w window) bool {
 			// Its deadline passed while the processor could not be asked.
