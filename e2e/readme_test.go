@@ -34,6 +34,11 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatal("the README's walkthrough needs curl: install it (.ci/run does)")
 	}
 	steps := readWalkthrough(t, "../README.md")
+	runScript, err := os.ReadFile("../scripts/run.sh")
+	if err != nil || !strings.Contains(string(runScript), "PROCESSOR_WEBHOOK_SECRET:-"+demoWebhookSecret) ||
+		!strings.Contains(string(runScript), "PROCESSOR_WEBHOOK_URL:-") {
+		t.Fatalf("scripts/run.sh no longer sets the processor's webhooks as startAsMakeRun does (%v)", err)
+	}
 	s, metricsAddr := startAsMakeRun(t, testdb.NewEmpty(t))
 
 	// The README's addresses are the defaults of make run; the test's
@@ -73,6 +78,10 @@ func TestReadmeWalkthrough(t *testing.T) {
 	s.processor.stop(t)
 }
 
+// demoWebhookSecret is the processor's webhook secret scripts/run.sh sets;
+// TestReadmeWalkthrough checks that it still does.
+const demoWebhookSecret = "whsec_ZGVtby1vbmx5LXByb2Nlc3Nvci13ZWJob29rLXNlY3JldA=="
+
 // startAsMakeRun does what `make run` does, on free ports and databaseURL:
 // api migrate, APP_ENV=development api seed, then the processor, the worker
 // and the API with their default settings (but one, below) and logs as text. It returns the
@@ -86,13 +95,17 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	s := &stack{t: t, db: db, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
 	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
 	metricsAddr := freeAddr(t)
-	s.processor = start(t, "processor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr})
+	// scripts/run.sh: the processor's webhooks go to the API, with the demo
+	// secret.
+	secret := "PROCESSOR_WEBHOOK_SECRET=" + demoWebhookSecret
+	s.processor = start(t, "processor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr, secret,
+		"PROCESSOR_WEBHOOK_URL=" + s.apiURL + "/v1/processor/webhooks"})
 	s.worker = start(t, "worker", []string{db, text, "METRICS_ADDR=" + metricsAddr, "PROCESSOR_URL=" + s.processorURL})
 	// The one setting that differs: a payment answers 201 once its charge
 	// is done, within the default 5 s wait on any machine a person runs the
 	// walkthrough on; a test run shares its machine with every other test,
 	// so it waits up to the longest wait instead. The answers are the same.
-	s.api = start(t, "api", []string{db, text, "API_ADDR=" + s.apiAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s"})
+	s.api = start(t, "api", []string{db, text, "API_ADDR=" + s.apiAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret})
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	waitHealthy(t, "http://"+metricsAddr+"/healthz", s.worker)
 	waitHealthy(t, s.apiURL+"/readyz", s.api)

@@ -27,12 +27,17 @@ trap stop INT TERM EXIT
 # see what production writes).
 export LOG_FORMAT=${LOG_FORMAT:-text}
 
+# The processor's webhooks settle operations: it posts them to the API, signed
+# with a demo secret that the API verifies (use your own outside a demo).
+export PROCESSOR_WEBHOOK_SECRET=${PROCESSOR_WEBHOOK_SECRET:-whsec_ZGVtby1vbmx5LXByb2Nlc3Nvci13ZWJob29rLXNlY3JldA==}
+export PROCESSOR_WEBHOOK_URL=${PROCESSOR_WEBHOOK_URL:-http://localhost${API_ADDR:-:8080}/v1/processor/webhooks}
+
 prefixed processor ./bin/processor
 prefixed worker ./bin/worker
 prefixed api ./bin/api
 cat <<EOF
 [run] API        http://localhost${API_ADDR:-:8080}   (try: curl localhost${API_ADDR:-:8080}/healthz)
-[run] processor  http://localhost${PROCESSOR_ADDR:-:8090}
+[run] processor  http://localhost${PROCESSOR_ADDR:-:8090}   (webhooks to ${PROCESSOR_WEBHOOK_URL})
 [run] worker     http://localhost${METRICS_ADDR:-:9091}/metrics
 [run] demo API keys: sk_test_acme (Acme), sk_test_globex (Globex)
 [run] Ctrl-C stops all three
