@@ -403,6 +403,12 @@ func TestProcessorEventRaces(t *testing.T) {
 				key := payments.DownstreamKey(p.ID)
 				var race func() error
 				if rival == payments.PathWorker {
+					// The processor made the charge, and sent its event; the
+					// worker's call answers with the same charge.
+					if _, err := h.proc.Charge(ctx, payments.ChargeRequest{IdempotencyKey: key, PaymentID: p.ID,
+						Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod}); err != nil {
+						t.Fatal(err)
+					}
 					race = func() error { return h.ops.Charge(ctx, p.ID, 1, nil) }
 				} else {
 					// Past the deadline, made but not found: the reconciler
