@@ -49,8 +49,8 @@ func (c Config) Validate() error {
 	return c.Common.Validate()
 }
 
-// Processor is the fake card processor process: its HTTP API and the
-// database pool holding its ledger.
+// Processor is the fake card processor process: its HTTP API, its webhook
+// sender and the database pool holding its ledger and webhook queue.
 type Processor struct {
 	pool   *pgxpool.Pool
 	server *fakeprocessor.Server
@@ -110,9 +110,9 @@ func (p *Processor) Addr() string { return p.http.Addr() }
 // Run serves and sends webhooks until ctx ends, then shuts down gracefully
 // and closes the processor. Requests held by pm_card_timeout answer as soon
 // as shutdown starts, instead of holding it up for the hang limit. The
-// webhook sender stops after the last request is answered, so that the
-// events of those requests are sent too, and finishes the deliveries in
-// flight; events still due are left in the database for the next processor.
+// webhook sender stops claiming once the last request is answered and
+// finishes the deliveries in flight; events not yet sent stay pending in the
+// database, for the next processor on it to send.
 func (p *Processor) Run(ctx context.Context) error {
 	defer p.pool.Close()
 	stop := context.AfterFunc(ctx, p.server.Close)
