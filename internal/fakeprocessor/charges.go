@@ -110,9 +110,10 @@ func (s *Server) createCharge(ctx context.Context, tx pgx.Tx, key string, p char
 	if c.Status == statusFailed {
 		return outcome{status: http.StatusPaymentRequired, body: errorBody(apiError{
 			Type: typeCard, Code: *c.FailureCode, Message: *c.FailureMessage, Charge: c.ID,
-		})}, nil
+		}), event: &event{eventChargeFailed, c}}, nil
 	}
-	return outcome{status: http.StatusOK, body: marshal(c), hang: p.PaymentMethod == pmTimeout}, nil
+	return outcome{status: http.StatusOK, body: marshal(c), hang: p.PaymentMethod == pmTimeout,
+		event: &event{eventChargeSucceeded, c}}, nil
 }
 
 // handleGetCharge is GET /v1/charges/{id}.

@@ -24,13 +24,16 @@ const execTimeout = 30 * time.Second
 const maxKeyLength = 255
 
 // outcome is the answer of an operation run under an idempotency key. The
-// status and body are stored and replayed; hang is not.
+// status and body are stored and replayed; hang and event are not.
 type outcome struct {
 	status int
 	body   []byte
 	// hang withholds a fresh answer until the caller gives up or the hang
 	// limit passes (pm_card_timeout).
 	hang bool
+	// event tells the service of a completed operation by webhook. It is
+	// recorded with the stored answer, so a 5xx (rolled back) has none.
+	event *event
 }
 
 // execFunc performs an operation inside the transaction that reserved its
@@ -185,8 +188,19 @@ func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec 
 	if err := saveResponse(ctx, tx, key, out.status, out.body); err != nil {
 		return outcome{}, false, err
 	}
+	queued := out.event != nil && s.webhooksOn()
+	if queued {
+		if err := s.recordEvent(ctx, tx, *out.event); err != nil {
+			return outcome{}, false, err
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return outcome{}, false, fmt.Errorf("commit: %w", err)
+	}
+	if queued {
+		// Sent now rather than at the next poll, even while the answer
+		// itself is withheld (pm_card_timeout).
+		s.wake()
 	}
 	return out, false, nil
 }

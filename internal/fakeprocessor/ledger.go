@@ -49,6 +49,10 @@ type refund struct {
 	Status         string    `json:"status"`
 	IdempotencyKey string    `json:"idempotency_key"`
 	CreatedAt      time.Time `json:"created_at"`
+	// FailureCode is set only on the refused refund of a refund.failed
+	// event (the code of the refusal), so that a refund made reads as
+	// before.
+	FailureCode *string `json:"failure_code,omitempty"`
 }
 
 // newID returns prefix followed by 24 random hex digits.

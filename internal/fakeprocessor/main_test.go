@@ -30,10 +30,19 @@ type env struct {
 	server *httptest.Server
 }
 
-// newEnv starts a processor with cfg on a fresh database.
+// newEnv starts a processor with cfg on a fresh database, sending its
+// webhooks as the processor process does.
 func newEnv(t *testing.T, cfg fakeprocessor.Config) *env {
 	t.Helper()
-	db := testdb.New(t)
+	e := newEnvOn(t, testdb.New(t), cfg)
+	e.sendWebhooks()
+	return e
+}
+
+// newEnvOn starts a processor with cfg on db, which another may share. It
+// does not send webhooks until sendWebhooks is called.
+func newEnvOn(t *testing.T, db *testdb.DB, cfg fakeprocessor.Config) *env {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
 	proc, err := fakeprocessor.New(db.Pool, logger, cfg)
 	if err != nil {
@@ -42,6 +51,26 @@ func newEnv(t *testing.T, cfg fakeprocessor.Config) *env {
 	server := httptest.NewServer(proc)
 	t.Cleanup(server.Close)
 	return &env{t: t, db: db, proc: proc, server: server}
+}
+
+// sendWebhooks runs the processor's webhook sender until the returned
+// function, or the end of the test, stops it and waits for it to return.
+func (e *env) sendWebhooks() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.proc.SendWebhooks(ctx)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
 }
 
 // response is an answer read in full.

@@ -10,6 +10,11 @@
 // pages through its ledger with a cursor, and closes keys: after a close
 // commits, nothing can ever be made with the key, which is the fence the
 // service raises before giving up on an operation.
+//
+// When Webhooks are configured, every operation it completes also queues an
+// event in its own transaction, and SendWebhooks delivers the queue, signed
+// as Standard Webhooks, retrying until a horizon; the chaos knobs drop,
+// duplicate and delay deliveries, as real processors sometimes do.
 package fakeprocessor
 
 import (
@@ -24,6 +29,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/internal/webhook"
 )
 
 const (
@@ -32,6 +39,17 @@ const (
 	DefaultTimeoutHang = 60 * time.Second
 	// DefaultKeyRetention is how long an idempotency key is remembered.
 	DefaultKeyRetention = 7 * 24 * time.Hour
+	// DefaultRetryHorizon is how long after its creation a webhook event
+	// that no delivery has succeeded for is still retried.
+	DefaultRetryHorizon = 72 * time.Hour
+	// DefaultPollInterval is how often the webhook sender looks for events
+	// that came due without a nudge.
+	DefaultPollInterval = 200 * time.Millisecond
+	// DefaultRetryBackoff is the delay before a webhook's first retry; it
+	// doubles with each attempt, up to MaxRetryBackoff.
+	DefaultRetryBackoff = time.Second
+	// MaxRetryBackoff caps the delay between two attempts of a webhook.
+	MaxRetryBackoff = 5 * time.Minute
 )
 
 // Chaos injects faults into the POST endpoints. The zero value injects none.
@@ -50,6 +68,16 @@ type Chaos struct {
 	// waiting, so that tests can find an operation in flight. It must be
 	// shorter than the bound on that transaction (30s).
 	ExecLatency time.Duration
+	// WebhookDropRate is the probability, from 0 to 1, that an event is
+	// recorded as dropped and never sent, so that the receiver must learn
+	// of its operation some other way.
+	WebhookDropRate float64
+	// WebhookDuplicateRate is the probability, from 0 to 1, that an attempt
+	// is sent twice, concurrently, so that the two copies race.
+	WebhookDuplicateRate float64
+	// WebhookDelay delays each event's first attempt by a random share of
+	// it, so that deliveries arrive out of order.
+	WebhookDelay time.Duration
 	// Rand returns a number in [0, 1) and must be safe for concurrent use.
 	// Nil means math/rand/v2.Float64; tests pass their own to be
 	// deterministic.
@@ -66,8 +94,33 @@ type Config struct {
 	// KeyRetention is how long an idempotency key is remembered; an expired
 	// key is treated as absent. Zero means DefaultKeyRetention.
 	KeyRetention time.Duration
-	// Now is the clock deciding timestamps and key expiry; nil means time.Now.
+	// Now is the clock deciding timestamps, key expiry and when webhooks
+	// are due; nil means time.Now.
 	Now func() time.Time
+	// Webhooks configures the events sent to the service; none by default.
+	Webhooks Webhooks
+}
+
+// Webhooks configures the processor's outgoing webhooks. With no URL, none
+// are recorded or sent.
+type Webhooks struct {
+	// URL receives every event, POSTed as JSON.
+	URL string
+	// Secrets sign every delivery, with each secret listed (rotation); they
+	// are required with a URL.
+	Secrets webhook.Secrets
+	// RetryHorizon is how long after its creation an event is retried; one
+	// whose next attempt would fall later is abandoned. Zero means
+	// DefaultRetryHorizon.
+	RetryHorizon time.Duration
+	// PollInterval is how often the sender looks for events that came due
+	// (retries, delayed events, those a stopped processor left); zero means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// RetryBackoff is the delay before the first retry, doubled with each
+	// attempt up to MaxRetryBackoff, then jittered; zero means
+	// DefaultRetryBackoff.
+	RetryBackoff time.Duration
 }
 
 // Server is the processor's HTTP API. It implements http.Handler.
@@ -80,6 +133,12 @@ type Server struct {
 	// closed releases requests held by pm_card_timeout when the server stops.
 	closed    chan struct{}
 	closeOnce sync.Once
+
+	// nudge wakes the webhook sender when an operation has committed an
+	// event; it holds at most one wake-up.
+	nudge chan struct{}
+	// client sends webhooks; nil when they are off.
+	client *http.Client
 }
 
 // New returns a Server keeping its ledger in pool, which must be migrated.
@@ -88,7 +147,10 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 	if err := validate(&cfg); err != nil {
 		return nil, err
 	}
-	s := &Server{pool: pool, logger: logger, cfg: cfg, closed: make(chan struct{})}
+	s := &Server{pool: pool, logger: logger, cfg: cfg, closed: make(chan struct{}), nudge: make(chan struct{}, 1)}
+	if s.webhooksOn() {
+		s.client = newWebhookClient()
+	}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, middleware.RealIP, s.accessLog, middleware.Recoverer)
@@ -134,6 +196,15 @@ func validate(cfg *Config) error {
 		return errors.New("timeout hang is negative")
 	case cfg.KeyRetention < 0:
 		return errors.New("key retention is negative")
+	case c.WebhookDropRate < 0 || c.WebhookDropRate > 1:
+		return fmt.Errorf("chaos webhook drop rate %v is not between 0 and 1", c.WebhookDropRate)
+	case c.WebhookDuplicateRate < 0 || c.WebhookDuplicateRate > 1:
+		return fmt.Errorf("chaos webhook duplicate rate %v is not between 0 and 1", c.WebhookDuplicateRate)
+	case c.WebhookDelay < 0:
+		return errors.New("chaos webhook delay is negative")
+	}
+	if err := validateWebhooks(&cfg.Webhooks); err != nil {
+		return err
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64

@@ -28,11 +28,17 @@ func (p refundParams) validate() error {
 }
 
 // createRefund refunds part or all of what is left of a succeeded charge.
-// Its 4xx answers are definite and stored under the key like a success.
+// Its 4xx answers are definite and stored under the key like a success, and
+// told by a refund.failed event as a success is by refund.succeeded.
 func (s *Server) createRefund(ctx context.Context, tx pgx.Tx, key string, p refundParams) (outcome, error) {
 	c, err := getChargeForUpdate(ctx, tx, p.Charge)
 	if errors.Is(err, errNotFound) {
-		return outcome{status: http.StatusNotFound, body: errorBody(invalid("resource_missing", "No such charge: '"+p.Charge+"'."))}, nil
+		var requested int64
+		if p.Amount != nil {
+			requested = *p.Amount
+		}
+		return s.refuseRefund(key, p.Charge, requested, http.StatusNotFound,
+			invalid("resource_missing", "No such charge: '"+p.Charge+"'.")), nil
 	}
 	if err != nil {
 		return outcome{}, err
@@ -44,14 +50,14 @@ func (s *Server) createRefund(ctx context.Context, tx pgx.Tx, key string, p refu
 	}
 	switch {
 	case c.Status != statusSucceeded:
-		return outcome{status: http.StatusBadRequest, body: errorBody(invalid("charge_not_refundable",
-			"Charge "+c.ID+" did not succeed, so there is nothing to refund."))}, nil
+		return s.refuseRefund(key, c.ID, amount, http.StatusBadRequest, invalid("charge_not_refundable",
+			"Charge "+c.ID+" did not succeed, so there is nothing to refund.")), nil
 	case left == 0:
-		return outcome{status: http.StatusBadRequest, body: errorBody(invalid("charge_already_refunded",
-			"Charge "+c.ID+" has already been refunded in full."))}, nil
+		return s.refuseRefund(key, c.ID, amount, http.StatusBadRequest, invalid("charge_already_refunded",
+			"Charge "+c.ID+" has already been refunded in full.")), nil
 	case amount > left:
-		return outcome{status: http.StatusBadRequest, body: errorBody(invalid("amount_too_large",
-			fmt.Sprintf("Refund amount %d is greater than the %d left to refund on charge %s.", amount, left, c.ID)))}, nil
+		return s.refuseRefund(key, c.ID, amount, http.StatusBadRequest, invalid("amount_too_large",
+			fmt.Sprintf("Refund amount %d is greater than the %d left to refund on charge %s.", amount, left, c.ID))), nil
 	}
 
 	ref := refund{
@@ -66,5 +72,22 @@ func (s *Server) createRefund(ctx context.Context, tx pgx.Tx, key string, p refu
 	if err := insertRefund(ctx, tx, ref); err != nil {
 		return outcome{}, err
 	}
-	return outcome{status: http.StatusOK, body: marshal(ref)}, nil
+	return outcome{status: http.StatusOK, body: marshal(ref), event: &event{eventRefundSucceeded, ref}}, nil
+}
+
+// refuseRefund is the outcome of a refund refused with status and e: the
+// error answer, and a refund.failed event whose refund, never made, has no
+// id and carries the refusal's code. amount is what was asked for, or what
+// was left to refund when nothing was.
+func (s *Server) refuseRefund(key, chargeID string, amount int64, status int, e apiError) outcome {
+	refused := failedRefund{refund: refund{
+		Object:         "refund",
+		Charge:         chargeID,
+		Amount:         amount,
+		Status:         statusFailed,
+		IdempotencyKey: key,
+		CreatedAt:      s.now(),
+		FailureCode:    &e.Code,
+	}}
+	return outcome{status: status, body: errorBody(e), event: &event{eventRefundFailed, refused}}
 }

@@ -1,11 +1,14 @@
 // Package processor builds and runs the fake card processor process: the
-// fakeprocessor HTTP API on its own port, and the pool holding its ledger.
+// fakeprocessor HTTP API on its own port, its webhook sender, and the pool
+// holding its ledger.
 package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,6 +16,7 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/webhook"
 )
 
 // Config is the configuration of the fake card processor.
@@ -25,14 +29,28 @@ type Config struct {
 	Latency     time.Duration `envconfig:"PROCESSOR_LATENCY" default:"0s" desc:"chaos: latency added to every request"`
 	ExecLatency time.Duration `envconfig:"PROCESSOR_EXEC_LATENCY" default:"0s" desc:"chaos: time a charge or refund takes inside the processor, its key held, whether or not the caller waits"`
 	TimeoutHang time.Duration `envconfig:"PROCESSOR_TIMEOUT_HANG" default:"60s" desc:"how long pm_card_timeout withholds its answer"`
+
+	WebhookURL string `envconfig:"PROCESSOR_WEBHOOK_URL" desc:"where every charge and refund outcome is POSTed as a webhook; unset: no webhooks"`
+	// WebhookSecret prints as the number of secrets it holds, never them.
+	WebhookSecret        webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"whsec_ secrets, comma-separated, each signing every webhook (list the new one too while rotating); required with PROCESSOR_WEBHOOK_URL"`
+	WebhookRetryHorizon  time.Duration   `envconfig:"PROCESSOR_WEBHOOK_RETRY_HORIZON" default:"72h" desc:"how long after an event a failing webhook is retried before it is abandoned"`
+	WebhookPollInterval  time.Duration   `envconfig:"PROCESSOR_WEBHOOK_POLL_INTERVAL" default:"200ms" desc:"how often the sender looks for webhooks due (retries, delayed ones, those a stopped processor left)"`
+	WebhookDropRate      float64         `envconfig:"PROCESSOR_WEBHOOK_DROP_RATE" default:"0" desc:"chaos: share of webhook events recorded as dropped and never sent (0 to 1)"`
+	WebhookDuplicateRate float64         `envconfig:"PROCESSOR_WEBHOOK_DUPLICATE_RATE" default:"0" desc:"chaos: share of webhook attempts sent twice at once (0 to 1)"`
+	WebhookDelay         time.Duration   `envconfig:"PROCESSOR_WEBHOOK_DELAY" default:"0s" desc:"chaos: each webhook's first attempt waits a random share of this, so that they arrive out of order"`
 }
 
-// Validate checks what the processor shares with the others; its own
-// settings are checked by fakeprocessor.New.
-func (c Config) Validate() error { return c.Common.Validate() }
+// Validate checks what the processor shares with the others, and that
+// webhooks are signed; its own settings are checked by fakeprocessor.New.
+func (c Config) Validate() error {
+	if c.WebhookURL != "" && c.WebhookSecret.Empty() {
+		return errors.New("PROCESSOR_WEBHOOK_URL is set without PROCESSOR_WEBHOOK_SECRET")
+	}
+	return c.Common.Validate()
+}
 
-// Processor is the fake card processor process: its HTTP API and the
-// database pool holding its ledger.
+// Processor is the fake card processor process: its HTTP API, its webhook
+// sender and the database pool holding its ledger and webhook queue.
 type Processor struct {
 	pool   *pgxpool.Pool
 	server *fakeprocessor.Server
@@ -57,9 +75,19 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 			DropRate:    cfg.DropRate,
 			Latency:     cfg.Latency,
 			ExecLatency: cfg.ExecLatency,
+
+			WebhookDropRate:      cfg.WebhookDropRate,
+			WebhookDuplicateRate: cfg.WebhookDuplicateRate,
+			WebhookDelay:         cfg.WebhookDelay,
 		},
 		TimeoutHang:  cfg.TimeoutHang,
 		KeyRetention: cfg.ProcessorKeyRetention,
+		Webhooks: fakeprocessor.Webhooks{
+			URL:          cfg.WebhookURL,
+			Secrets:      cfg.WebhookSecret,
+			RetryHorizon: cfg.WebhookRetryHorizon,
+			PollInterval: cfg.WebhookPollInterval,
+		},
 	})
 	if err != nil {
 		pool.Close()
@@ -79,14 +107,24 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 // Addr is where the processor listens.
 func (p *Processor) Addr() string { return p.http.Addr() }
 
-// Run serves until ctx ends, then shuts down gracefully and closes the
-// processor. Requests held by pm_card_timeout answer as soon as shutdown
-// starts, instead of holding it up for the hang limit.
+// Run serves and sends webhooks until ctx ends, then shuts down gracefully
+// and closes the processor. Requests held by pm_card_timeout answer as soon
+// as shutdown starts, instead of holding it up for the hang limit. The
+// webhook sender stops claiming once the last request is answered and
+// finishes the deliveries in flight; events not yet sent stay pending in the
+// database, for the next processor on it to send.
 func (p *Processor) Run(ctx context.Context) error {
 	defer p.pool.Close()
 	stop := context.AfterFunc(ctx, p.server.Close)
 	defer stop()
-	return p.http.Run(ctx)
+
+	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
+	var sender sync.WaitGroup
+	sender.Go(func() { p.server.SendWebhooks(sendCtx) })
+	err := p.http.Run(ctx)
+	stopSending()
+	sender.Wait()
+	return err
 }
 
 // Close releases a processor that was never run.

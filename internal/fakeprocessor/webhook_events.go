@@ -1,0 +1,126 @@
+package fakeprocessor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/example/payments/internal/database"
+)
+
+// Event types, one per outcome of an operation.
+const (
+	eventChargeSucceeded = "charge.succeeded"
+	eventChargeFailed    = "charge.failed"
+	eventRefundSucceeded = "refund.succeeded"
+	eventRefundFailed    = "refund.failed"
+)
+
+// States of a webhook event; see migrations/00007_processor_webhooks.sql.
+const (
+	eventPending   = "pending"
+	eventDelivered = "delivered"
+	eventDropped   = "dropped"
+	eventAbandoned = "abandoned"
+)
+
+// event is what an operation tells the service by webhook: its type and the
+// object it made, or refused to make.
+type event struct {
+	typ    string
+	object any
+}
+
+// eventJSON is the body of a webhook, as Stripe shapes it.
+type eventJSON struct {
+	ID      string    `json:"id"`
+	Type    string    `json:"type"`
+	Created int64     `json:"created"`
+	Data    eventData `json:"data"`
+}
+
+// eventData holds the object an event is about.
+type eventData struct {
+	Object any `json:"object"`
+}
+
+// failedRefund is the object of a refund.failed event: a refund that was
+// refused and so never made, which has no id. Its own ID, always null,
+// shadows the embedded refund's in JSON.
+type failedRefund struct {
+	ID *string `json:"id"`
+	refund
+}
+
+// validateWebhooks fills in the defaults of w and rejects settings out of
+// range. Webhooks without a URL are off, and nothing else is checked.
+func validateWebhooks(w *Webhooks) error {
+	if w.URL == "" {
+		return nil
+	}
+	u, err := url.Parse(w.URL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("webhook URL %q is not an http or https URL", w.URL)
+	case w.Secrets.Empty():
+		// An unsigned webhook could not be told from a forged one.
+		return errors.New("webhook URL set without a secret")
+	case w.RetryHorizon < 0:
+		return errors.New("webhook retry horizon is negative")
+	case w.PollInterval < 0:
+		return errors.New("webhook poll interval is negative")
+	case w.RetryBackoff < 0:
+		return errors.New("webhook retry backoff is negative")
+	}
+	if w.RetryHorizon == 0 {
+		w.RetryHorizon = DefaultRetryHorizon
+	}
+	if w.PollInterval == 0 {
+		w.PollInterval = DefaultPollInterval
+	}
+	if w.RetryBackoff == 0 {
+		w.RetryBackoff = DefaultRetryBackoff
+	}
+	return nil
+}
+
+// webhooksOn reports whether events are recorded and sent.
+func (s *Server) webhooksOn() bool { return s.cfg.Webhooks.URL != "" }
+
+// recordEvent queues ev in db, the transaction of the operation it tells of,
+// so that the event exists exactly when the operation does. Its body is
+// encoded once, here: every attempt sends the same bytes. The chaos knobs
+// decide now whether it is dropped, or when it is first due.
+func (s *Server) recordEvent(ctx context.Context, db database.DBTX, ev event) error {
+	now := s.now()
+	id := newID("evt_")
+	body := marshal(eventJSON{ID: id, Type: ev.typ, Created: now.Unix(), Data: eventData{Object: ev.object}})
+	state, due := eventPending, &now
+	c := s.cfg.Chaos
+	switch {
+	case s.chance(c.WebhookDropRate):
+		state, due = eventDropped, nil
+	case c.WebhookDelay > 0:
+		delayed := now.Add(time.Duration(c.Rand() * float64(c.WebhookDelay)))
+		due = &delayed
+	}
+	if _, err := db.Exec(ctx, insertEventSQL, id, ev.typ, body, now, state, due); err != nil {
+		return fmt.Errorf("insert webhook event: %w", err)
+	}
+	return nil
+}
+
+const insertEventSQL = `
+INSERT INTO processor.webhook_events (id, type, body, created_at, state, next_attempt_at)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+// wake nudges the webhook sender, without waiting: a wake-up already
+// pending covers this one too.
+func (s *Server) wake() {
+	select {
+	case s.nudge <- struct{}{}:
+	default:
+	}
+}
