@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/stacktest"
 	"github.com/example/payments/internal/webhook"
 )
@@ -141,4 +143,48 @@ func TestProcessorWebhookReceipt(t *testing.T) {
 	stacktest.WaitFor(t, "the payment settled", func() bool {
 		return s.Count(`SELECT count(*) FROM payments WHERE id = $1 AND status = 'succeeded' AND settled_by IS NOT NULL`, p.ID) == 1
 	})
+}
+
+// TestProcessorWebhooksSettle runs the processor's webhooks for real, each
+// delivered twice at once: pm_card_timeout payments, whose worker calls hang,
+// answer 201 within their wait, settled by the webhook; each event is
+// recorded once, the racing copy answered duplicate.
+func TestProcessorWebhooksSettle(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{ProcessorWebhooks: true, Chaos: fakeprocessor.Chaos{WebhookDuplicateRate: 1}})
+	s.StartWorker()
+	const n = 8
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			res := s.Pay(acme, fmt.Sprintf("timeout-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_timeout"}`,
+				"Prefer", "wait=8")
+			var p struct{ ID, Status string }
+			if err := json.Unmarshal(res.Body, &p); err != nil || res.Status != http.StatusCreated || p.Status != "succeeded" {
+				t.Errorf("payment %d: %d %s", i, res.Status, res.Body)
+			}
+			ids[i] = p.ID
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if got := s.Count(`SELECT count(*) FROM payments WHERE settled_by = 'webhook'`); got != n {
+		t.Fatalf("%d of %d payments settled by webhook", got, n)
+	}
+	for _, id := range ids {
+		if c := s.ChargesAtProcessor(id); c != 1 {
+			t.Fatalf("payment %s: %d charges", id, c)
+		}
+	}
+	stacktest.WaitFor(t, "every duplicate delivery answered", func() bool {
+		m := string(s.Request(http.MethodGet, "/metrics", "", "").Body)
+		return strings.Contains(m, fmt.Sprintf(`payments_processor_webhooks_received_total{result="duplicate"} %d`, n)) &&
+			strings.Contains(m, fmt.Sprintf(`payments_processor_webhooks_received_total{result="accepted"} %d`, n))
+	})
+	if got := s.Count(`SELECT count(*) FROM processor_events WHERE result = 'settled'`); got != n {
+		t.Fatalf("%d events settled their payment, want %d", got, n)
+	}
 }

@@ -58,6 +58,9 @@ type Options struct {
 	// ReconcileInterval schedules the worker's periodic reconciliation, with
 	// runs bounded by ReconcileTimeout; by default tests run it themselves.
 	ReconcileInterval, ReconcileTimeout time.Duration
+	// ProcessorWebhooks makes the processor send its webhooks to the API
+	// (Chaos's webhook settings apply); off by default.
+	ProcessorWebhooks bool
 }
 
 // Endpoint is where a process of the stack answers.
@@ -159,6 +162,10 @@ func New(t testing.TB, opts Options) *Stack {
 	defaults(t, &pcfg)
 	pcfg.DatabaseURL, pcfg.Addr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", 10*time.Second
 	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
+	if opts.ProcessorWebhooks {
+		pcfg.WebhookURL, pcfg.WebhookSecret, pcfg.WebhookPollInterval = s.API.URL+"/v1/processor/webhooks", acfg.WebhookSecret, 50*time.Millisecond
+		pcfg.WebhookDropRate, pcfg.WebhookDuplicateRate, pcfg.WebhookDelay = opts.Chaos.WebhookDropRate, opts.Chaos.WebhookDuplicateRate, opts.Chaos.WebhookDelay
+	}
 	proc, err := processor.New(ctx, pcfg, logger.With("process", "processor"))
 	if err != nil {
 		t.Fatal(err)
