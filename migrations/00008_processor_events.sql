@@ -30,6 +30,9 @@ CREATE TABLE processor_events (
     CHECK ((result IS NULL) = (processed_at IS NULL))
 );
 
+-- The reaper deletes processed events past their retention, oldest first.
+CREATE INDEX processor_events_processed ON processor_events (received_at) WHERE result IS NOT NULL;
+
 -- Which path recorded an operation's outcome: the worker's call, the
 -- processor's webhook or the reconciler. Exactly one does, by the key's
 -- conditional move; operations from before this migration have none.

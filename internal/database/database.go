@@ -150,3 +150,20 @@ func CreateFresh(ctx context.Context, serverURL, name string) (string, func(), e
 	}
 	return u.String(), drop, nil
 }
+
+// InBatches runs a statement that takes the batch size as $1 until it
+// affects fewer rows than a batch, and returns how many it affected: a
+// large delete in short transactions, none holding many locks for long.
+func InBatches(ctx context.Context, db DBTX, sql string, batch int, args ...any) (int, error) {
+	total := 0
+	for {
+		tag, err := db.Exec(ctx, sql, append([]any{batch}, args...)...)
+		if err != nil {
+			return total, err
+		}
+		total += int(tag.RowsAffected())
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
+}

@@ -440,27 +440,11 @@ func (s *Store) Reap(ctx context.Context, batch int) (expired, deleted int, err 
 	if s.TombstoneRetention <= 0 {
 		return 0, 0, errors.New("reap keys: the store has no TombstoneRetention set")
 	}
-	if expired, err = s.inBatches(ctx, expireKeys, batch, s.TombstoneRetention); err != nil {
+	if expired, err = database.InBatches(ctx, s.DB, expireKeys, batch, s.TombstoneRetention); err != nil {
 		return expired, 0, fmt.Errorf("expire keys: %w", err)
 	}
-	if deleted, err = s.inBatches(ctx, reapTombstones, batch); err != nil {
+	if deleted, err = database.InBatches(ctx, s.DB, reapTombstones, batch); err != nil {
 		return expired, deleted, fmt.Errorf("reap tombstones: %w", err)
 	}
 	return expired, deleted, nil
-}
-
-// inBatches runs a statement that takes the batch size as $1 until it
-// affects fewer rows than a batch, and returns how many it affected.
-func (s *Store) inBatches(ctx context.Context, sql string, batch int, args ...any) (int, error) {
-	total := 0
-	for {
-		tag, err := s.DB.Exec(ctx, sql, append([]any{batch}, args...)...)
-		if err != nil {
-			return total, err
-		}
-		total += int(tag.RowsAffected())
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-	}
 }

@@ -205,19 +205,29 @@ func (ReapArgs) Kind() string { return "reap_idempotency_keys" }
 func (ReapArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
 
 // ReapWorker turns finished keys past their retention into tombstones, and
-// deletes tombstones past theirs, in batches.
+// deletes tombstones past theirs, and processed processor events past
+// theirs, in batches.
 type ReapWorker struct {
 	river.WorkerDefaults[ReapArgs]
-	Keys   *idempotency.Store
-	Batch  int
-	Logger *slog.Logger
+	Keys           *idempotency.Store
+	Ops            *payments.Operations
+	EventRetention time.Duration
+	Batch          int
+	Logger         *slog.Logger
 }
 
-// Work reaps until no expired key is left.
+// Work reaps until no expired key or event is left.
 func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	expired, deleted, err := w.Keys.Reap(ctx, w.Batch)
 	if expired+deleted > 0 {
 		w.Logger.Info("reaped idempotency keys", "expired", expired, "tombstones_deleted", deleted)
+	}
+	if err != nil {
+		return err
+	}
+	pruned, err := w.Ops.PruneProcessorEvents(ctx, w.EventRetention, w.Batch)
+	if pruned > 0 {
+		w.Logger.Info("pruned processor events", "deleted", pruned)
 	}
 	return err
 }

@@ -138,9 +138,11 @@ type Deps struct {
 	Reconciler *payments.Reconciler
 	Sweeper    *payments.Sweeper
 	Keys       *idempotency.Store
-	// ReapBatch is how many keys one delete statement reaps.
+	// ReapBatch is how many keys (or events) one delete statement reaps.
 	ReapBatch int
-	Logger    *slog.Logger
+	// EventRetention is how long a processed processor event is kept.
+	EventRetention time.Duration
+	Logger         *slog.Logger
 }
 
 // NewWorker returns a River client that runs the charge jobs and the
@@ -175,7 +177,8 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		}
 	}
 	if deps.Keys != nil {
-		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Batch: deps.ReapBatch, Logger: deps.Logger}); err != nil {
+		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention,
+			Batch: deps.ReapBatch, Logger: deps.Logger}); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -319,4 +320,25 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+const pruneProcessorEvents = `
+DELETE FROM processor_events WHERE id IN (
+	SELECT id FROM processor_events
+	WHERE result IS NOT NULL AND received_at < now() - $2::interval
+	ORDER BY received_at
+	LIMIT $1)`
+
+// PruneProcessorEvents deletes the processed processor events received more
+// than retention ago (by the database's clock), batch at a time, and returns
+// how many it deleted. Keeping them longer than the processor retries makes
+// a late delivery a duplicate; a delivery of a pruned event would be
+// recorded and processed again, which changes nothing either: its operation
+// is settled, and the event only agrees or goes to review once more.
+func (o *Operations) PruneProcessorEvents(ctx context.Context, retention time.Duration, batch int) (int, error) {
+	n, err := database.InBatches(ctx, o.DB, pruneProcessorEvents, batch, retention)
+	if err != nil {
+		return n, fmt.Errorf("prune processor events: %w", err)
+	}
+	return n, nil
 }

@@ -471,3 +471,31 @@ func TestProcessorEventRaces(t *testing.T) {
 		})
 	}
 }
+
+func TestPruneProcessorEvents(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	old, recent, unprocessed := chargeEvent(h.pay("pm_card_visa")), chargeEvent(h.pay("pm_card_visa")), chargeEvent(h.pay("pm_card_visa"))
+	for _, ev := range []payments.ProcessorEvent{old, recent, unprocessed} {
+		h.receive(ev)
+	}
+	h.settleFrom(old)
+	h.settleFrom(recent)
+	h.exec(`UPDATE processor_events SET received_at = now() - interval '2 hours' WHERE id IN ($1, $2)`, old.ID, unprocessed.ID)
+	n, err := h.ops.PruneProcessorEvents(ctx, time.Hour, 1)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d (%v), want 1", n, err)
+	}
+	if h.count(`SELECT count(*) FROM processor_events WHERE id = $1`, old.ID) != 0 ||
+		h.count(`SELECT count(*) FROM processor_events WHERE id IN ($1, $2)`, recent.ID, unprocessed.ID) != 2 {
+		t.Fatal("pruned the wrong events")
+	}
+	// A late delivery of the pruned event is processed again, and agrees.
+	if got := h.receive(old); got != payments.EventAccepted {
+		t.Fatalf("late delivery = %s", got)
+	}
+	if got := h.settleFrom(old); got != payments.EventAgreed {
+		t.Fatalf("late delivery settled = %s", got)
+	}
+}

@@ -54,7 +54,8 @@ type Config struct {
 	LedgerPageSize     int           `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
 	TombstoneRetention time.Duration `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
 	ReapInterval       time.Duration `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
-	ReapBatch          int           `envconfig:"REAP_BATCH" default:"1000" desc:"keys reaped per statement"`
+	ReapBatch          int           `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
+	EventRetention     time.Duration `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
 }
 
 func (c Config) backoff() outbox.Backoff {
@@ -81,6 +82,8 @@ func (c Config) Validate() error {
 			c.ProcessorKeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
 	case c.ReconcileTimeout <= c.ProcessorTimeout || c.LedgerTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("RECONCILE_TIMEOUT (%s) and LEDGER_COMPARE_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a run cannot make one call", c.ReconcileTimeout, c.LedgerTimeout, c.ProcessorTimeout)
+	case c.EventRetention <= 0:
+		return fmt.Errorf("PROCESSOR_EVENT_RETENTION (%s) must be positive", c.EventRetention)
 	case c.TombstoneRetention <= 0:
 		return fmt.Errorf("IDEMPOTENCY_TOMBSTONE_RETENTION (%s) must be positive: a reaped key's retry must be told it expired", c.TombstoneRetention)
 	case c.LedgerPageSize < 1 || c.LedgerPageSize > 1000:
@@ -162,7 +165,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		LedgerTimeout:     cfg.LedgerTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
-	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch, Logger: logger})
+	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
+		EventRetention: cfg.EventRetention, Logger: logger})
 	if err != nil {
 		pool.Close()
 		return nil, err
