@@ -187,4 +187,14 @@ func TestProcessorWebhooksSettle(t *testing.T) {
 	if got := s.Count(`SELECT count(*) FROM processor_events WHERE result = 'settled'`); got != n {
 		t.Fatalf("%d events settled their payment, want %d", got, n)
 	}
+	metrics := s.WorkerMetrics()
+	for _, want := range []string{
+		fmt.Sprintf(`payments_operations_settled_total{path="webhook",resource_type="payment"} %d`, n),
+		`payments_operations_settled_total{path="worker",resource_type="payment"} 0`,
+		fmt.Sprintf(`payments_processor_events_processed_total{result="settled"} %d`, n),
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("worker metrics lack %s", want)
+		}
+	}
 }

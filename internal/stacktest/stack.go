@@ -337,3 +337,18 @@ func WaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testwait.For(t, what, cond)
 }
+
+// WorkerMetrics is what the worker serves on /metrics.
+func (s *Stack) WorkerMetrics() string {
+	s.T.Helper()
+	res, err := s.client.Get("http://" + s.worker.MetricsAddr() + "/metrics")
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,12 +1,16 @@
 package api
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/goleak"
+
+	"github.com/example/payments/internal/process"
 )
 
 func TestMain(m *testing.M) {
@@ -36,5 +40,20 @@ func TestAPIConfigValidate(t *testing.T) {
 	window.RateWindow = 100 * time.Millisecond
 	if err := window.Validate(); err == nil || !strings.Contains(err.Error(), "TENANT_RATE_WINDOW") {
 		t.Fatalf("a rate window under a second: %v", err)
+	}
+}
+
+// TestAPIConfigMasksTheWebhookSecret: the configuration line the API logs
+// at start shows how many processor webhook secrets it holds, never them.
+func TestAPIConfigMasksTheWebhookSecret(t *testing.T) {
+	t.Setenv("PROCESSOR_WEBHOOK_SECRET", "whsec_ZGVtby1vbmx5LXByb2Nlc3Nvci13ZWJob29rLXNlY3JldA==,whsec_b3RoZXItZGVtby1zZWNyZXQtZm9yLXJvdGF0aW9uLXh4")
+	var cfg Config
+	if err := process.Load(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	process.LogConfig(process.NewLogger(&buf, "json", slog.LevelInfo), cfg)
+	if got := buf.String(); strings.Contains(got, "ZGVtby") || strings.Contains(got, "whsec_") || !strings.Contains(got, `"WebhookSecret":"(2 secrets)"`) {
+		t.Fatalf("configuration line: %s", got)
 	}
 }
