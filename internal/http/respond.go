@@ -84,7 +84,11 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 		if !lease.Created {
 			s.count(r, func(m *keyMetrics) *prometheus.CounterVec { return m.replays })
 		}
-		writeStored(w, *key.Response, !lease.Created)
+		resp := *key.Response
+		if once, ok := created.(shownOnce); ok && lease.Created {
+			resp.Body = render.Encode(once.body)
+		}
+		writeStored(w, resp, !lease.Created)
 		return
 	}
 	body := created

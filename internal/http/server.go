@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/httprate"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
@@ -32,6 +33,8 @@ const MaxBodyBytes = 64 << 10
 type Server struct {
 	Tenants  *tenants.Store
 	Payments *payments.Service
+	// Endpoints are the tenants' webhook endpoints.
+	Endpoints *endpoints.Service
 	Keys     *idempotency.Store
 	Logger   *slog.Logger
 	// Ready reports whether the database answers, for /readyz.
@@ -87,6 +90,15 @@ func (s *Server) Handler() http.Handler {
 			r.Post("/payments/{id}/refunds", s.createRefund())
 			r.Get("/refunds/{id}", s.getRefund)
 			r.Get("/events", s.listEvents)
+			r.Get("/events/{id}", s.getEvent)
+			r.Post("/webhook_endpoints", s.createEndpoint())
+			r.Get("/webhook_endpoints", s.listEndpoints)
+			r.Get("/webhook_endpoints/{id}", s.getEndpoint)
+			r.Post("/webhook_endpoints/{id}", s.updateEndpoint())
+			r.Delete("/webhook_endpoints/{id}", s.deleteEndpoint)
+			r.Post("/webhook_endpoints/{id}/rotate_secret", s.rotateSecret())
+			r.Post("/webhook_endpoints/{id}/resend", s.resend())
+			r.Get("/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 			r.Get("/idempotency-keys/{key}", s.getIdempotencyKey)
 		})
 	})
@@ -107,7 +119,7 @@ func allowed(routes chi.Routes, r *http.Request) []string {
 		path = r.URL.Path
 	}
 	var methods []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodDelete} {
 		probe := m
 		if m == http.MethodHead {
 			probe = http.MethodGet // GetHead answers HEAD wherever GET is routed

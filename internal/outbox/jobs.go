@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
@@ -91,6 +92,43 @@ func (w *ProcessorEventWorker) Work(ctx context.Context, job *river.Job[Processo
 		level = slog.LevelWarn
 	}
 	w.Logger.Log(ctx, level, "processor event processed", "event_id", job.Args.EventID, "result", result)
+	return nil
+}
+
+// DeliveryArgs is the job that delivers one event to one webhook endpoint,
+// inserted with the delivery in the transaction that stages the event.
+type DeliveryArgs struct {
+	DeliveryID int64 `json:"delivery_id"`
+}
+
+// Kind names the job in River's tables.
+func (DeliveryArgs) Kind() string { return "deliver_webhook" }
+
+// InsertOpts: the delivery's own schedule decides when it is over (the job
+// snoozes between attempts, which River does not count); River's attempts
+// count only the service's own failures, such as a database outage.
+func (DeliveryArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 100} }
+
+// DeliveryWorker runs delivery jobs.
+type DeliveryWorker struct {
+	river.WorkerDefaults[DeliveryArgs]
+	Deliverer *endpoints.Deliverer
+	Logger    *slog.Logger
+}
+
+// Timeout bounds an attempt: the receiver's 15 s, and recording it.
+func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return 30 * time.Second }
+
+// Work makes the delivery's next attempt, and snoozes until the one after
+// when it failed with attempts left.
+func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {
+	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		return river.JobSnooze(wait)
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
@@ -57,6 +58,14 @@ func (q Queue) Enqueue(ctx context.Context, tx pgx.Tx, resourceType, id string) 
 		return 0, fmt.Errorf("insert %s job: %w", args.Kind(), err)
 	}
 	return res.Job.ID, nil
+}
+
+// EnqueueDelivery implements endpoints.Jobs.
+func (q Queue) EnqueueDelivery(ctx context.Context, tx pgx.Tx, deliveryID int64) error {
+	if _, err := q.Client.InsertTx(ctx, tx, DeliveryArgs{DeliveryID: deliveryID}, nil); err != nil {
+		return fmt.Errorf("insert delivery job: %w", err)
+	}
+	return nil
 }
 
 // liveStates are the states of a job that River will still run: waiting in
@@ -142,6 +151,8 @@ type Deps struct {
 	ReapBatch int
 	// EventRetention is how long a processed processor event is kept.
 	EventRetention time.Duration
+	// Deliverer makes the attempts of webhook deliveries.
+	Deliverer *endpoints.Deliverer
 	Logger         *slog.Logger
 }
 
@@ -157,6 +168,11 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 	}
 	if err := river.AddWorkerSafely(workers, &ProcessorEventWorker{Ops: deps.Ops, Logger: deps.Logger}); err != nil {
 		return nil, err
+	}
+	if deps.Deliverer != nil {
+		if err := river.AddWorkerSafely(workers, &DeliveryWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
+			return nil, err
+		}
 	}
 	var periodic []*river.PeriodicJob
 	if deps.Reconciler != nil {

@@ -102,7 +102,7 @@ func (c chargeOp) finish(ctx context.Context, tx pgx.Tx, id string) (idempotency
 	if p.Status == StatusProcessing {
 		return idempotency.Response{}, errors.New("payment has no outcome to finish with")
 	}
-	if err := settle(ctx, tx, PaymentResourceType, p.TenantID, "payment."+p.Status, p.ID, p); err != nil {
+	if err := c.o.settle(ctx, tx, PaymentResourceType, p.TenantID, "payment."+p.Status, p.ID, p); err != nil {
 		return idempotency.Response{}, err
 	}
 	return c.o.Render.Payment(p), nil

@@ -30,6 +30,31 @@ type EventData struct {
 
 const getEvent = `SELECT id FROM events WHERE tenant_id = $1 AND id = $2`
 
+const getWholeEvent = `SELECT id, type, data, created_at FROM events WHERE tenant_id = $1 AND id = $2`
+
+// GetEvent returns the tenant's event, or ErrEventNotFound.
+func (s *Service) GetEvent(ctx context.Context, tenantID, id string) (Event, error) {
+	if !ValidID("evt_", id) {
+		return Event{}, ErrEventNotFound
+	}
+	e, err := scanEvent(s.DB.QueryRow(ctx, getWholeEvent, tenantID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Event{}, ErrEventNotFound
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("get event: %w", err)
+	}
+	return e, nil
+}
+
+// scanEvent reads an event's id, type, data and time.
+func scanEvent(row pgx.Row) (Event, error) {
+	e := Event{Object: "event"}
+	err := row.Scan(&e.ID, &e.Type, &e.Data.Object, &e.CreatedAt)
+	e.CreatedAt = e.CreatedAt.UTC()
+	return e, err
+}
+
 const listEvents = `
 SELECT id, type, data, created_at FROM events
 WHERE tenant_id = $1
@@ -41,7 +66,7 @@ LIMIT $3`
 // starting after the event startingAfter when it is not empty.
 func (s *Service) ListEvents(ctx context.Context, tenantID string, limit int, startingAfter string) ([]Event, bool, error) {
 	if startingAfter != "" {
-		if !validID("evt_", startingAfter) {
+		if !ValidID("evt_", startingAfter) {
 			return nil, false, ErrEventNotFound
 		}
 		var id string
@@ -54,9 +79,6 @@ func (s *Service) ListEvents(ctx context.Context, tenantID string, limit int, st
 		}
 	}
 	return listPage(ctx, s.DB, listEvents, tenantID, startingAfter, limit, func(row pgx.CollectableRow) (Event, error) {
-		e := Event{Object: "event"}
-		err := row.Scan(&e.ID, &e.Type, &e.Data.Object, &e.CreatedAt)
-		e.CreatedAt = e.CreatedAt.UTC()
-		return e, err
+		return scanEvent(row)
 	})
 }

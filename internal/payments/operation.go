@@ -65,6 +65,8 @@ type Operations struct {
 	Deadline time.Duration
 	// Observer, when set, is told what the operations settle.
 	Observer Observer
+	// Subscribers, when set, hear of every event staged.
+	Subscribers Subscribers
 }
 
 // Observer counts what the operations do, for metrics.
@@ -316,18 +318,29 @@ INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
 VALUES ($1, $2, $3, $4, $5, now())`
 
 // settle writes, in the finishing transaction tx, the immutable event about
-// object, an operation of resourceType that finished, and clears the
-// operation's reconciliation mark.
-func settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
+// object, an operation of resourceType that finished, clears the
+// operation's reconciliation mark, and tells the Subscribers.
+func (o *Operations) settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
 	data, err := json.Marshal(object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	_, err = tx.Exec(ctx, settleOperation, newID("evt_"), tenantID, eventType, resourceID, data, resourceType)
+	eventID := NewID("evt_")
+	_, err = tx.Exec(ctx, settleOperation, eventID, tenantID, eventType, resourceID, data, resourceType)
 	if err != nil {
 		return fmt.Errorf("stage event and clear the reconciliation mark: %w", err)
 	}
+	if o.Subscribers != nil {
+		return o.Subscribers.Notify(ctx, tx, tenantID, eventID, eventType)
+	}
 	return nil
+}
+
+// Subscribers hear of each event in the transaction that stages it, so that
+// what they write (the deliveries of the tenant's webhook endpoints, and
+// their jobs: package endpoints) exists exactly when the event does.
+type Subscribers interface {
+	Notify(ctx context.Context, tx pgx.Tx, tenantID, eventID, eventType string) error
 }
 
 const markForReconciliation = `

@@ -184,10 +184,10 @@ const (
 	idLength   = 24
 )
 
-// validID reports whether id has the shape of an id newID made with prefix.
+// ValidID reports whether id has the shape of an id NewID made with prefix.
 // Anything else names nothing, and is answered as not found without a query,
 // so that no client text reaches the database as an id.
-func validID(prefix, id string) bool {
+func ValidID(prefix, id string) bool {
 	rest, ok := strings.CutPrefix(id, prefix)
 	if !ok || len(rest) != idLength {
 		return false
@@ -200,8 +200,8 @@ func validID(prefix, id string) bool {
 	return true
 }
 
-// newID returns prefix followed by 24 random base62 characters.
-func newID(prefix string) string {
+// NewID returns prefix followed by 24 random base62 characters.
+func NewID(prefix string) string {
 	b := make([]byte, idLength)
 	_, _ = rand.Read(b)
 	for i := range b {

@@ -75,10 +75,10 @@ const (
 // operationOf is the operation a downstream key names: the inverse of
 // DownstreamKey and RefundDownstreamKey.
 func operationOf(downstreamKey string) (resourceType, id string, ok bool) {
-	if id, ok := strings.CutPrefix(downstreamKey, "charge_"); ok && validID("pay_", id) {
+	if id, ok := strings.CutPrefix(downstreamKey, "charge_"); ok && ValidID("pay_", id) {
 		return PaymentResourceType, id, true
 	}
-	if id, ok := strings.CutPrefix(downstreamKey, "refund_"); ok && validID("re_", id) {
+	if id, ok := strings.CutPrefix(downstreamKey, "refund_"); ok && ValidID("re_", id) {
 		return RefundResourceType, id, true
 	}
 	return "", "", false

@@ -99,7 +99,7 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 	if err := nr.Validate(); err != nil {
 		return idempotency.Lease{}, err
 	}
-	if !validID("pay_", paymentID) {
+	if !ValidID("pay_", paymentID) {
 		return idempotency.Lease{}, ErrNotFound
 	}
 	lease, err := s.Keys.Lookup(ctx, req)
@@ -126,7 +126,7 @@ func (s *Service) CreateRefund(ctx context.Context, req idempotency.Request, pay
 		jobID int64
 	)
 	if refusal == nil {
-		ref = idempotency.Resource{Type: RefundResourceType, ID: newID("re_")}
+		ref = idempotency.Resource{Type: RefundResourceType, ID: NewID("re_")}
 		if jobID, err = s.Jobs.Enqueue(ctx, tx, RefundResourceType, ref.ID); err != nil {
 			return idempotency.Lease{}, fmt.Errorf("enqueue refund: %w", err)
 		}
@@ -179,7 +179,7 @@ const getRefund = `SELECT ` + refundColumns + ` FROM refunds r WHERE r.tenant_id
 
 // GetRefund returns the tenant's refund, or ErrRefundNotFound.
 func (s *Service) GetRefund(ctx context.Context, tenantID, id string) (Refund, error) {
-	if !validID("re_", id) {
+	if !ValidID("re_", id) {
 		return Refund{}, ErrRefundNotFound
 	}
 	return scanRefund(s.DB.QueryRow(ctx, getRefund, tenantID, id))

@@ -116,7 +116,7 @@ func (r refundOp) finish(ctx context.Context, tx pgx.Tx, id string) (idempotency
 	if ref.Status == StatusProcessing {
 		return idempotency.Response{}, errors.New("refund has no outcome to finish with")
 	}
-	if err := settle(ctx, tx, RefundResourceType, ref.TenantID, "refund."+ref.Status, ref.ID, ref); err != nil {
+	if err := r.o.settle(ctx, tx, RefundResourceType, ref.TenantID, "refund."+ref.Status, ref.ID, ref); err != nil {
 		return idempotency.Response{}, err
 	}
 	return r.o.Render.Refund(ref), nil

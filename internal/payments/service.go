@@ -73,7 +73,7 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, np NewPay
 		return lease, nil, err
 	}
 
-	p := Payment{ID: newID("pay_"), Object: "payment", TenantID: req.TenantID, Amount: *np.Amount,
+	p := Payment{ID: NewID("pay_"), Object: "payment", TenantID: req.TenantID, Amount: *np.Amount,
 		Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
 		Metadata: np.metadata(), Status: StatusProcessing}
 	tx, err := s.DB.Begin(ctx)
@@ -112,7 +112,7 @@ const getPayment = `SELECT ` + paymentColumns + ` FROM payments WHERE tenant_id 
 
 // Get returns the tenant's payment, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID, id string) (Payment, error) {
-	if !validID("pay_", id) {
+	if !ValidID("pay_", id) {
 		return Payment{}, ErrNotFound
 	}
 	return scanPayment(s.DB.QueryRow(ctx, getPayment, tenantID, id))

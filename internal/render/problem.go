@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/tenants"
@@ -84,6 +85,8 @@ var errorTable = []struct {
 	{payments.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such payment."},
 	{payments.ErrRefundNotFound, http.StatusNotFound, "not_found", "Not found", "No such refund."},
 	{payments.ErrEventNotFound, http.StatusNotFound, "not_found", "Not found", "No such event."},
+	{endpoints.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such webhook endpoint."},
+	{endpoints.ErrDisabled, http.StatusConflict, "endpoint_disabled", "Endpoint disabled", "The webhook endpoint is disabled: enable it first."},
 	{payments.ErrNotRefundable, http.StatusConflict, "payment_not_refundable", "Payment not refundable", ""},
 	{payments.ErrRefundExceedsPayment, http.StatusBadRequest, "refund_exceeds_payment", "Refund exceeds payment", ""},
 	{ErrRouteNotFound, http.StatusNotFound, "not_found", "Not found", ""},

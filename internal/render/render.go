@@ -3,6 +3,7 @@ package render
 import (
 	"net/http"
 
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
@@ -12,7 +13,22 @@ import (
 // It implements payments.Renderer.
 type Renderer struct{}
 
-var _ payments.Renderer = Renderer{}
+var (
+	_ payments.Renderer  = Renderer{}
+	_ endpoints.Renderer = Renderer{}
+)
+
+// Endpoint is the webhook endpoint with status, without its secret: a
+// stored response never holds one.
+func (Renderer) Endpoint(status int, e endpoints.Endpoint) idempotency.Response {
+	e.Secret = ""
+	return stored(status, "application/json", EndpointLocation(e.ID), Encode(e))
+}
+
+// Delivery is the webhook delivery with status.
+func (Renderer) Delivery(status int, d endpoints.Delivery) idempotency.Response {
+	return stored(status, "application/json", EndpointLocation(d.Endpoint)+"/deliveries", Encode(d))
+}
 
 // Payment is 201 with the payment when it succeeded, else a 402 problem
 // (502 when the processor could not charge) carrying the payment.
@@ -88,6 +104,8 @@ func ResourceOf(r idempotency.Resource) *Resource {
 		url = PaymentLocation(r.ID)
 	case payments.RefundResourceType:
 		url = RefundLocation(r.ID)
+	case endpoints.ResourceType:
+		url = EndpointLocation(r.ID)
 	default:
 		return nil
 	}
@@ -96,6 +114,9 @@ func ResourceOf(r idempotency.Resource) *Resource {
 
 // PaymentLocation is the URL of a payment.
 func PaymentLocation(id string) string { return "/v1/payments/" + id }
+
+// EndpointLocation is the URL of a webhook endpoint.
+func EndpointLocation(id string) string { return "/v1/webhook_endpoints/" + id }
 
 // RefundLocation is the URL of a refund.
 func RefundLocation(id string) string { return "/v1/refunds/" + id }

@@ -1,0 +1,136 @@
+package http
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/example/payments/internal/endpoints"
+	"github.com/example/payments/internal/idempotency"
+)
+
+// shownOnce is what the request that created a key is answered with instead
+// of the stored response's body: more than is ever stored, a secret.
+type shownOnce struct{ body any }
+
+// loadEndpoint loads an endpoint as it stands, for idempotentPost.
+func (s *Server) loadEndpoint(ctx context.Context, tenantID, id string) (any, error) {
+	return s.Endpoints.Get(ctx, tenantID, id)
+}
+
+// createEndpoint handles POST /v1/webhook_endpoints: 201 with the endpoint
+// and its secret, which replays do not show.
+func (s *Server) createEndpoint() http.HandlerFunc {
+	return idempotentPost(s, false,
+		func(r *http.Request, req idempotency.Request, ne endpoints.NewEndpoint) (idempotency.Lease, any, error) {
+			lease, e, err := s.Endpoints.Create(r.Context(), req, ne)
+			return lease, shownOnceOr(e), err
+		}, s.loadEndpoint)
+}
+
+// updateEndpoint handles POST /v1/webhook_endpoints/{id}.
+func (s *Server) updateEndpoint() http.HandlerFunc {
+	return idempotentPost(s, false,
+		func(r *http.Request, req idempotency.Request, u endpoints.Update) (idempotency.Lease, any, error) {
+			lease, err := s.Endpoints.Update(r.Context(), req, chi.URLParam(r, "id"), u)
+			return lease, nil, err
+		}, s.loadEndpoint)
+}
+
+// rotateSecret handles POST /v1/webhook_endpoints/{id}/rotate_secret: 200
+// with the endpoint and its new secret, which replays do not show.
+func (s *Server) rotateSecret() http.HandlerFunc {
+	return idempotentPost(s, true,
+		func(r *http.Request, req idempotency.Request, rot endpoints.Rotation) (idempotency.Lease, any, error) {
+			lease, e, err := s.Endpoints.RotateSecret(r.Context(), req, chi.URLParam(r, "id"), rot)
+			return lease, shownOnceOr(e), err
+		}, s.loadEndpoint)
+}
+
+// resend handles POST /v1/webhook_endpoints/{id}/resend: 202 with the
+// delivery started again.
+func (s *Server) resend() http.HandlerFunc {
+	return idempotentPost(s, false,
+		func(r *http.Request, req idempotency.Request, rs endpoints.Resend) (idempotency.Lease, any, error) {
+			lease, err := s.Endpoints.Resend(r.Context(), req, chi.URLParam(r, "id"), rs)
+			return lease, nil, err
+		}, s.loadEndpoint)
+}
+
+// shownOnceOr wraps the endpoint a request created, when it did.
+func shownOnceOr(e *endpoints.Endpoint) any {
+	if e == nil {
+		return nil
+	}
+	return shownOnce{body: e}
+}
+
+// getEndpoint handles GET /v1/webhook_endpoints/{id}.
+func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
+	e, err := s.Endpoints.Get(r.Context(), tenantID(r), chi.URLParam(r, "id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
+
+// listEndpoints handles GET /v1/webhook_endpoints?limit=&starting_after=.
+func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
+	limit, err := listLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, more, err := s.Endpoints.List(r.Context(), tenantID(r), limit, r.URL.Query().Get("starting_after"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[endpoints.Endpoint]{Object: "list", Data: data, HasMore: more})
+}
+
+// deleted is the answer to a DELETE.
+type deleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
+
+// deleteEndpoint handles DELETE /v1/webhook_endpoints/{id}.
+func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
+	e, err := s.Endpoints.Delete(r.Context(), tenantID(r), chi.URLParam(r, "id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, deleted{ID: e.ID, Object: e.Object, Deleted: true})
+}
+
+// listDeliveries handles GET /v1/webhook_endpoints/{id}/deliveries: the
+// endpoint's delivery log, an attempt a line, newest first.
+func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
+	limit, err := listLimit(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	data, more, err := s.Endpoints.Log(r.Context(), tenantID(r), chi.URLParam(r, "id"), limit, r.URL.Query().Get("starting_after"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[endpoints.Attempt]{Object: "list", Data: data, HasMore: more})
+}
+
+// getEvent handles GET /v1/events/{id}: the event exactly as its webhook
+// deliveries carry it.
+func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
+	e, err := s.Payments.GetEvent(r.Context(), tenantID(r), chi.URLParam(r, "id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, e)
+}
