@@ -9,18 +9,23 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/webhook"
 )
 
+// AttemptTimeout bounds one attempt: the receiver has this long to answer.
+const AttemptTimeout = 15 * time.Second
+
 // DefaultSchedule is the wait before each retry, after a first attempt made
 // at once: Standard Webhooks' schedule, about three days in all.
-var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
+var DefaultSchedule = Schedule{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour,
 	5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
 
 // Results of a delivery attempt, the values of the metrics' result label.
@@ -36,6 +41,27 @@ const (
 	ResultDisabled = "endpoint_disabled"
 )
 
+// Schedule is the wait before each retry of a delivery, read from the
+// environment as comma-separated durations.
+type Schedule []time.Duration
+
+// Decode lets envconfig read a Schedule: 1 to 20 positive durations.
+func (s *Schedule) Decode(value string) error {
+	var out Schedule
+	for _, part := range strings.Split(value, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%q is not a positive duration", part)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 || len(out) > 20 {
+		return errors.New("must list 1 to 20 durations")
+	}
+	*s = out
+	return nil
+}
+
 // Results lists every result, for metrics that start at zero.
 var Results = []string{ResultDelivered, ResultRetrying, ResultFailed, ResultGone, ResultDisabled}
 
@@ -45,12 +71,12 @@ type Observer interface{ Attempted(result string) }
 // Deliverer makes the attempts of deliveries, as their jobs run.
 type Deliverer struct {
 	DB     *pgxpool.Pool
-	Cipher Cipher
+	Cipher webhook.Box
 	// Client sends the POSTs; safehttp's, so that no attempt reaches the
 	// inside network, whatever a URL resolves to by then.
 	Client *http.Client
 	// Schedule is the wait before each retry; len(Schedule)+1 attempts.
-	Schedule []time.Duration
+	Schedule Schedule
 	// Events reads the event delivered, and Encode encodes it, exactly as
 	// GET /v1/events/{id} answers it.
 	Events interface {
@@ -114,7 +140,7 @@ func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error
 func (d *Deliverer) secrets(a attempt) (webhook.Secrets, error) {
 	var list []byte
 	for i, sealed := range a.sealed {
-		plain, err := d.Cipher.open(a.endpoint, sealed)
+		plain, err := d.Cipher.Open(a.endpoint, sealed)
 		if err != nil {
 			return webhook.Secrets{}, err
 		}
@@ -153,6 +179,9 @@ func (d *Deliverer) post(ctx context.Context, a attempt, body []byte, secrets we
 	case status == http.StatusGone:
 		out.result, out.err = ResultGone, "the receiver answered 410 Gone: the endpoint is disabled"
 		return out
+	case errors.Is(err, safehttp.ErrForbiddenURL):
+		// The text would show the address it resolved to.
+		out.err = "refused: the URL resolves to an address that is not public"
 	case err != nil:
 		out.err = err.Error()
 	default:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
@@ -187,4 +188,17 @@ func (s *Service) Log(ctx context.Context, tenantID, id string, limit int, start
 		return page[:limit], true, nil
 	}
 	return page, false, nil
+}
+
+const oldestUndelivered = `
+SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM webhook_deliveries WHERE status = 'pending'`
+
+// OldestUndelivered is the age of the oldest pending delivery, by the
+// database's clock; zero when there is none.
+func OldestUndelivered(ctx context.Context, db database.DBTX) (time.Duration, error) {
+	var seconds float64
+	if err := db.QueryRow(ctx, oldestUndelivered).Scan(&seconds); err != nil {
+		return 0, fmt.Errorf("oldest undelivered: %w", err)
+	}
+	return time.Duration(seconds * float64(time.Second)), nil
 }

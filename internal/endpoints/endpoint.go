@@ -121,7 +121,7 @@ type Service struct {
 	Jobs   Jobs
 	// Policy decides which URLs may be registered.
 	Policy safehttp.Policy
-	Cipher Cipher
+	Cipher webhook.Box
 }
 
 // check validates what can be checked without the network, adding to errs.
@@ -237,7 +237,7 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, ne NewEnd
 	e := Endpoint{ID: payments.NewID("we_"), Object: "webhook_endpoint", URL: normal, EnabledEvents: ne.EnabledEvents,
 		Description: ne.Description, Status: StatusEnabled, CreatedAt: now, UpdatedAt: now, TenantID: req.TenantID}
 	secret := webhook.NewSecret()
-	sealed, err := s.Cipher.seal(e.ID, []byte(secret))
+	sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
 	if err != nil {
 		return idempotency.Lease{}, nil, err
 	}
@@ -399,7 +399,7 @@ func (s *Service) RotateSecret(ctx context.Context, req idempotency.Request, id 
 		return idempotency.Lease{}, nil, err
 	}
 	secret := webhook.NewSecret()
-	sealed, err := s.Cipher.seal(e.ID, []byte(secret))
+	sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
 	if err != nil {
 		return idempotency.Lease{}, nil, err
 	}

@@ -35,8 +35,8 @@ type Server struct {
 	Payments *payments.Service
 	// Endpoints are the tenants' webhook endpoints.
 	Endpoints *endpoints.Service
-	Keys     *idempotency.Store
-	Logger   *slog.Logger
+	Keys      *idempotency.Store
+	Logger    *slog.Logger
 	// Ready reports whether the database answers, for /readyz.
 	Ready func(ctx context.Context) error
 	// DefaultWait is how long a request waits for its operation to finish

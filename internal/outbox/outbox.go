@@ -153,7 +153,7 @@ type Deps struct {
 	EventRetention time.Duration
 	// Deliverer makes the attempts of webhook deliveries.
 	Deliverer *endpoints.Deliverer
-	Logger         *slog.Logger
+	Logger    *slog.Logger
 }
 
 // NewWorker returns a River client that runs the charge jobs and the

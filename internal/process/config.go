@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/example/payments/internal/webhook"
 )
 
 // Common is the configuration every process reads.
@@ -45,6 +47,21 @@ type KeyRetention struct {
 // and the worker, which refuses to start if that is too short to be safe.
 type ProcessorKeys struct {
 	ProcessorKeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h" desc:"how long the processor remembers its idempotency keys"`
+}
+
+// Webhooks is shared by the API, which registers endpoints and encrypts
+// their secrets, and the worker, which decrypts them and delivers.
+type Webhooks struct {
+	SecretsKey   webhook.Box `envconfig:"WEBHOOK_SECRETS_KEY" desc:"32 bytes in base64 (openssl rand -base64 32): encrypts the webhook endpoints' signing secrets at rest; required"`
+	AllowPrivate bool        `envconfig:"WEBHOOK_ALLOW_PRIVATE_NETWORKS" default:"false" desc:"development and tests only: let webhook endpoints be http, and on loopback or private networks"`
+}
+
+// Validate refuses a missing key: no endpoint's secret could be stored.
+func (w Webhooks) Validate() error {
+	if !w.SecretsKey.Set() {
+		return fmt.Errorf("WEBHOOK_SECRETS_KEY is required (32 bytes in base64: openssl rand -base64 32)")
+	}
+	return nil
 }
 
 // CrashPoint names a point where the process kills itself, for the crash

@@ -19,11 +19,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
 	"github.com/example/payments/internal/process/processor"
 	"github.com/example/payments/internal/process/worker"
@@ -32,6 +34,10 @@ import (
 	"github.com/example/payments/internal/testwait"
 	"github.com/example/payments/internal/webhook"
 )
+
+// SecretsKey encrypts the webhook endpoints' secrets in tests
+// (WEBHOOK_SECRETS_KEY).
+const SecretsKey = "dGVzdC1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI="
 
 // The demo tenants' API keys and ids.
 const (
@@ -61,6 +67,9 @@ type Options struct {
 	// ProcessorWebhooks makes the processor send its webhooks to the API
 	// (Chaos's webhook settings apply); off by default.
 	ProcessorWebhooks bool
+	// WebhookSchedule is the wait before each retry of a merchant webhook
+	// (default 100ms, 200ms, 400ms).
+	WebhookSchedule endpoints.Schedule
 }
 
 // Endpoint is where a process of the stack answers.
@@ -109,6 +118,9 @@ func New(t testing.TB, opts Options) *Stack {
 	if opts.ProcessorTimeout == 0 {
 		opts.ProcessorTimeout = 5 * time.Second
 	}
+	if opts.WebhookSchedule == nil {
+		opts.WebhookSchedule = endpoints.Schedule{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var err error
 	db := testdb.New(t)
@@ -133,6 +145,7 @@ func New(t testing.TB, opts Options) *Stack {
 	var acfg api.Config
 	defaults(t, &acfg)
 	acfg.DatabaseURL, acfg.Addr = db.URL, "127.0.0.1:0"
+	webhooksFor(t, &acfg.Webhooks)
 	acfg.LockTimeout, acfg.DefaultWait, acfg.MaxWait, acfg.RetryAfter = LockTimeout, 10*time.Second, 20*time.Second, time.Second
 	acfg.RateLimit, acfg.RateWindow = opts.RateLimit.Requests, max(opts.RateLimit.Window, time.Second)
 	if opts.DBProxy {
@@ -179,6 +192,8 @@ func New(t testing.TB, opts Options) *Stack {
 	var wcfg worker.Config
 	defaults(t, &wcfg)
 	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = db.URL, "127.0.0.1:0", s.Processor.URL
+	webhooksFor(t, &wcfg.Webhooks)
+	wcfg.WebhookSchedule = opts.WebhookSchedule
 	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.Deadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
 	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = 30*time.Second, 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
 	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = opts.ReconcileInterval, 0, time.Hour, time.Minute
@@ -197,6 +212,16 @@ func New(t testing.TB, opts Options) *Stack {
 	s.Keys.LockTimeout = LockTimeout
 	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
 	return s
+}
+
+// webhooksFor sets the test key, and lets endpoints be on loopback: a test's
+// receivers are.
+func webhooksFor(t testing.TB, w *process.Webhooks) {
+	t.Helper()
+	if err := w.SecretsKey.Decode(SecretsKey); err != nil {
+		t.Fatal(err)
+	}
+	w.AllowPrivate = true
 }
 
 // defaults fills cfg with every default, as a binary with an empty

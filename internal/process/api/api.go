@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
@@ -24,6 +25,7 @@ import (
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
+	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/internal/webhook"
 )
@@ -33,6 +35,7 @@ type Config struct {
 	process.Common
 	process.KeyRetention
 	process.CrashPoint
+	process.Webhooks
 	Addr        string        `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
 	DefaultWait time.Duration `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
 	MaxWait     time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
@@ -56,6 +59,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("IDEMPOTENCY_DEFAULT_WAIT (%s) must not exceed IDEMPOTENCY_MAX_WAIT (%s)", c.DefaultWait, c.MaxWait)
 	case c.RateLimit < 0 || (c.RateLimit > 0 && c.RateWindow < time.Second):
 		return fmt.Errorf("TENANT_RATE_LIMIT (%d) must be 0 (off) or positive, with TENANT_RATE_WINDOW (%s) at least 1s", c.RateLimit, c.RateWindow)
+	}
+	if err := c.Webhooks.Validate(); err != nil {
+		return err
 	}
 	return c.Common.Validate()
 }
@@ -116,6 +122,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		Registry:          registry,
 		RateLimit:         httpapi.RateLimit{Requests: cfg.RateLimit, Window: cfg.RateWindow},
 		ProcessorWebhooks: httpapi.ProcessorWebhooks{Secrets: cfg.WebhookSecret, Parse: gateway.ParseEvent},
+		Endpoints: &endpoints.Service{DB: pool, Keys: a.Keys, Render: render.Renderer{}, Jobs: outbox.Queue{Client: inserter},
+			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey},
 	}
 	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {

@@ -21,12 +21,14 @@ import (
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
+	"github.com/example/payments/internal/safehttp"
 )
 
 // Config is the configuration of the worker.
@@ -35,27 +37,29 @@ type Config struct {
 	process.KeyRetention
 	process.ProcessorKeys
 	process.CrashPoint
-	MetricsAddr        string        `envconfig:"METRICS_ADDR" default:":9091" desc:"address of /metrics and /healthz"`
-	ProcessorURL       string        `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
-	ProcessorTimeout   time.Duration `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
-	Concurrency        int           `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once"`
-	JobTimeout         time.Duration `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
-	FetchPollInterval  time.Duration `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
-	MaxAttempts        int           `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation (charges and refunds): attempts with an unknown outcome before it goes to the reconciler"`
-	RetryBaseDelay     time.Duration `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
-	RetryMaxDelay      time.Duration `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
-	Deadline           time.Duration `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
-	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
-	ReconcileTimeout   time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile run (sweep and a batch); a dead worker's run holds the next up that long at most"`
-	LedgerTimeout      time.Duration `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
-	ReconcileWindow    time.Duration `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
-	StuckAfter         time.Duration `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
-	ReconcileBatch     int           `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
-	LedgerPageSize     int           `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
-	TombstoneRetention time.Duration `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
-	ReapInterval       time.Duration `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
-	ReapBatch          int           `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
-	EventRetention     time.Duration `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
+	process.Webhooks
+	WebhookSchedule    endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
+	MetricsAddr        string             `envconfig:"METRICS_ADDR" default:":9091" desc:"address of /metrics and /healthz"`
+	ProcessorURL       string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
+	ProcessorTimeout   time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
+	Concurrency        int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once"`
+	JobTimeout         time.Duration      `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
+	FetchPollInterval  time.Duration      `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
+	MaxAttempts        int                `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation (charges and refunds): attempts with an unknown outcome before it goes to the reconciler"`
+	RetryBaseDelay     time.Duration      `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
+	RetryMaxDelay      time.Duration      `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
+	Deadline           time.Duration      `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
+	ReconcileInterval  time.Duration      `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
+	ReconcileTimeout   time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile run (sweep and a batch); a dead worker's run holds the next up that long at most"`
+	LedgerTimeout      time.Duration      `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
+	ReconcileWindow    time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
+	StuckAfter         time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
+	ReconcileBatch     int                `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
+	LedgerPageSize     int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
+	TombstoneRetention time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
+	ReapInterval       time.Duration      `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
+	ReapBatch          int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
+	EventRetention     time.Duration      `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
 }
 
 func (c Config) backoff() outbox.Backoff {
@@ -82,6 +86,8 @@ func (c Config) Validate() error {
 			c.ProcessorKeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
 	case c.ReconcileTimeout <= c.ProcessorTimeout || c.LedgerTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("RECONCILE_TIMEOUT (%s) and LEDGER_COMPARE_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a run cannot make one call", c.ReconcileTimeout, c.LedgerTimeout, c.ProcessorTimeout)
+	case c.Webhooks.Validate() != nil:
+		return c.Webhooks.Validate()
 	case c.EventRetention <= 0:
 		return fmt.Errorf("PROCESSOR_EVENT_RETENTION (%s) must be positive", c.EventRetention)
 	case c.TombstoneRetention <= 0:
@@ -144,16 +150,21 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		reviewCollector{db: pool})
-	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
-		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry)}
-	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
-		BatchSize: cfg.ReconcileBatch}
 	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	w.Sweeper = &payments.Sweeper{DB: pool, Jobs: outbox.Queue{Client: lister},
+	jobs := outbox.Queue{Client: lister}
+	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry),
+		Subscribers: endpoints.FanOut{Jobs: jobs}}
+	deliverer := &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
+		Client: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout),
+		Events: &payments.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool)}
+	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
+		BatchSize: cfg.ReconcileBatch}
+	w.Sweeper = &payments.Sweeper{DB: pool, Jobs: jobs,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
 	w.river, err = outbox.NewWorker(pool, process.Quiet(logger), outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
@@ -166,7 +177,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
-		EventRetention: cfg.EventRetention, Logger: logger})
+		EventRetention: cfg.EventRetention, Deliverer: deliverer, Logger: logger})
 	if err != nil {
 		pool.Close()
 		return nil, err

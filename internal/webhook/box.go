@@ -1,4 +1,4 @@
-package endpoints
+package webhook
 
 import (
 	"crypto/aes"
@@ -9,16 +9,16 @@ import (
 	"fmt"
 )
 
-// Cipher encrypts the endpoints' signing secrets at rest with AES-256-GCM,
-// keyed by WEBHOOK_SECRETS_KEY: the database alone never reveals a secret.
-// The zero value has no key and refuses to work. Printed, it shows nothing
-// of the key.
-type Cipher struct {
+// Box encrypts signing secrets at rest with AES-256-GCM, keyed by
+// WEBHOOK_SECRETS_KEY: the database alone never reveals a secret. The zero
+// value has no key and refuses to work. Printed, it shows nothing of the
+// key.
+type Box struct {
 	aead cipher.AEAD
 }
 
 // Decode lets envconfig read the key: 32 bytes in standard base64.
-func (c *Cipher) Decode(value string) error {
+func (c *Box) Decode(value string) error {
 	if value == "" {
 		return nil
 	}
@@ -39,7 +39,7 @@ func (c *Cipher) Decode(value string) error {
 }
 
 // String masks the key.
-func (c Cipher) String() string {
+func (c Box) String() string {
 	if c.aead == nil {
 		return "(unset)"
 	}
@@ -47,25 +47,24 @@ func (c Cipher) String() string {
 }
 
 // Set reports whether the cipher has a key.
-func (c Cipher) Set() bool { return c.aead != nil }
+func (c Box) Set() bool { return c.aead != nil }
 
 // errNoKey reports a cipher without a key.
 var errNoKey = errors.New("WEBHOOK_SECRETS_KEY is not set")
 
-// seal encrypts plaintext, bound to endpointID (so that a ciphertext moved
-// to another endpoint does not decrypt): a random nonce, then the sealed
-// bytes.
-func (c Cipher) seal(endpointID string, plaintext []byte) ([]byte, error) {
+// Seal encrypts plaintext, bound to owner (so that a ciphertext moved to
+// another owner does not decrypt): a random nonce, then the sealed bytes.
+func (c Box) Seal(owner string, plaintext []byte) ([]byte, error) {
 	if c.aead == nil {
 		return nil, errNoKey
 	}
 	nonce := make([]byte, c.aead.NonceSize())
 	_, _ = rand.Read(nonce) // never fails, per crypto/rand
-	return c.aead.Seal(nonce, nonce, plaintext, []byte(endpointID)), nil
+	return c.aead.Seal(nonce, nonce, plaintext, []byte(owner)), nil
 }
 
-// open decrypts what seal made for endpointID.
-func (c Cipher) open(endpointID string, sealed []byte) ([]byte, error) {
+// Open decrypts what Seal made for owner.
+func (c Box) Open(owner string, sealed []byte) ([]byte, error) {
 	if c.aead == nil {
 		return nil, errNoKey
 	}
@@ -73,9 +72,9 @@ func (c Cipher) open(endpointID string, sealed []byte) ([]byte, error) {
 	if len(sealed) < n {
 		return nil, errors.New("decrypt secret: too short")
 	}
-	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], []byte(endpointID))
+	plain, err := c.aead.Open(nil, sealed[:n], sealed[n:], []byte(owner))
 	if err != nil {
-		return nil, fmt.Errorf("decrypt secret of %s: %w", endpointID, err)
+		return nil, fmt.Errorf("decrypt secret of %s: %w", owner, err)
 	}
 	return plain, nil
 }
