@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/example/payments/internal/stacktest"
 )
 
 // binDir holds the binaries built once for all tests.
@@ -174,6 +176,11 @@ type stack struct {
 	apiURL, processorURL   string
 }
 
+// webhooksEnv is what the API and the worker need for merchant webhooks: the
+// key that encrypts endpoint secrets, and endpoints on loopback allowed (a
+// test's receivers are there).
+var webhooksEnv = []string{"WEBHOOK_SECRETS_KEY=" + stacktest.SecretsKey, "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"}
+
 // Fast settings for the worker, so that retries, sweeps and reconciliation
 // happen within a test's patience.
 var fastWorker = []string{
@@ -206,12 +213,12 @@ func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string, pr
 
 // startWorker starts (or restarts) the worker.
 func (s *stack) startWorker(env ...string) {
-	s.worker = start(s.t, "worker", append([]string{s.db, "PROCESSOR_URL=" + s.processorURL}, append(fastWorker, env...)...))
+	s.worker = start(s.t, "worker", append(append([]string{s.db, "PROCESSOR_URL=" + s.processorURL}, webhooksEnv...), append(fastWorker, env...)...))
 }
 
 // startAPI starts (or restarts) the API and waits until it is ready.
 func (s *stack) startAPI(env ...string) {
-	s.api = start(s.t, "api", append([]string{s.db, "API_ADDR=" + s.apiAddr}, env...))
+	s.api = start(s.t, "api", append(append([]string{s.db, "API_ADDR=" + s.apiAddr}, webhooksEnv...), env...))
 	waitHealthy(s.t, s.apiURL+"/readyz", s.api)
 }
 

@@ -36,7 +36,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	case "migrate":
 		return api.Migrate(ctx, cfg.DatabaseURL, logger)
 	case "seed":
-		return api.Seed(ctx, cfg.Common)
+		flags := flag.NewFlagSet("seed", flag.ContinueOnError)
+		flags.SetOutput(stdout)
+		url := flags.String("webhook-url", "", "also give the demo tenant Acme a webhook endpoint at this URL")
+		secret := flags.String("webhook-secret", "", "the whsec_ secret that endpoint signs with")
+		if err := flags.Parse(args[1:]); err != nil {
+			return err
+		}
+		return api.Seed(ctx, cfg, *url, *secret)
 	case "serve":
 		a, err := api.New(ctx, cfg, logger)
 		if err != nil {

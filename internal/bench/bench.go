@@ -16,6 +16,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
 	"github.com/example/payments/internal/process/processor"
 	"github.com/example/payments/internal/process/worker"
@@ -424,6 +427,15 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 	var wcfg worker.Config
 	for _, c := range []any{&pcfg, &acfg, &wcfg} {
 		if err := envconfig.Process("payments_bench_unset", c); err != nil {
+			return nil, err
+		}
+	}
+	// A key of its own for the webhook endpoints' secrets: the bench
+	// registers none, and the API and the worker refuse to start without.
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	for _, w := range []*process.Webhooks{&acfg.Webhooks, &wcfg.Webhooks} {
+		if err := w.SecretsKey.Decode(base64.StdEncoding.EncodeToString(key)); err != nil {
 			return nil, err
 		}
 	}

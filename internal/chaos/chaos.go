@@ -10,6 +10,8 @@ package chaos
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -183,6 +185,11 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 		return a
 	}
 	common := []string{"DATABASE_URL=" + dbURL, "LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=5s"}
+	key := make([]byte, 32)
+	_, _ = crand.Read(key) // never fails, per crypto/rand
+	// The API and the worker share the key of the endpoints' secrets, and
+	// the run's receiver listens on loopback.
+	webhooks := []string{"WEBHOOK_SECRETS_KEY=" + base64.StdEncoding.EncodeToString(key), "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"}
 	s.webhookSecret = webhook.NewSecret()
 	var apiAddrs [2]string
 	for i := range apiAddrs {
@@ -204,7 +211,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 	s.procs = append(s.procs, s.processor)
 	for i, a := range apiAddrs {
 		p, err := newProc(fmt.Sprintf("api-%d", i+1), "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
-			append(common, "API_ADDR="+a, "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
+			append(append(common, webhooks...), "API_ADDR="+a, "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
 				"IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret))
 		if err != nil {
 			return nil, err
@@ -214,7 +221,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 	for i := range 2 {
 		m := addr()
 		p, err := newProc(fmt.Sprintf("worker-%d", i+1), "worker", filepath.Join(cfg.Bin, "worker"), cfg.Logs, "http://"+m+"/healthz",
-			append(common, "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
+			append(append(common, webhooks...), "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
 				"PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT="+jobTimeout.String(), "RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=1s",
 				"OPERATION_MAX_ATTEMPTS=4", "OPERATION_DEADLINE="+operationDeadline.String(), "RECONCILE_INTERVAL=1s",
 				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s"))

@@ -169,8 +169,10 @@ func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error
 }
 
 // Seed creates the demo tenants, whose API keys are public; only in
-// development.
-func Seed(ctx context.Context, cfg process.Common) error {
+// development. With a webhook URL and secret, it also gives the Acme tenant
+// a webhook endpoint there (make run's demo receiver), signing with that
+// secret.
+func Seed(ctx context.Context, cfg Config, webhookURL, webhookSecret string) error {
 	if cfg.AppEnv != "development" {
 		return errors.New("seed creates demo tenants with public API keys: it runs only with APP_ENV=development")
 	}
@@ -179,5 +181,8 @@ func Seed(ctx context.Context, cfg process.Common) error {
 		return err
 	}
 	defer pool.Close()
-	return (&tenants.Store{DB: pool}).SeedDemos(ctx)
+	if err := (&tenants.Store{DB: pool}).SeedDemos(ctx); err != nil || webhookURL == "" {
+		return err
+	}
+	return endpoints.SeedDemo(ctx, pool, cfg.SecretsKey, tenants.Demos[0].ID, webhookURL, webhookSecret)
 }

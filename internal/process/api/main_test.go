@@ -23,8 +23,14 @@ func TestAPIConfigValidate(t *testing.T) {
 	if err := envconfig.Process("payments_api_test_unset", &cfg); err != nil {
 		t.Fatal(err)
 	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRETS_KEY") {
+		t.Fatalf("no key for the endpoints' secrets: %v", err)
+	}
+	if err := cfg.SecretsKey.Decode("dGVzdC1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI="); err != nil {
+		t.Fatal(err)
+	}
 	if err := cfg.Validate(); err != nil {
-		t.Fatalf("the defaults are refused: %v", err)
+		t.Fatalf("the defaults and a key are refused: %v", err)
 	}
 	short := cfg
 	short.LockTimeout = cfg.MaxWait - time.Second

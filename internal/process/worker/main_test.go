@@ -7,17 +7,23 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/goleak"
+
+	"github.com/example/payments/internal/process"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// defaults is the configuration with every default applied.
+// defaults is the configuration with every default applied, and the key
+// of the endpoints' secrets, which has none.
 func defaults(t *testing.T) Config {
 	t.Helper()
 	var cfg Config
 	if err := envconfig.Process("payments_worker_test_unset", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.SecretsKey.Decode("dGVzdC1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI="); err != nil {
 		t.Fatal(err)
 	}
 	return cfg
@@ -27,6 +33,11 @@ func TestWorkerConfigValidate(t *testing.T) {
 	t.Parallel()
 	if err := defaults(t).Validate(); err != nil {
 		t.Fatalf("the defaults are refused: %v", err)
+	}
+	noKey := defaults(t)
+	noKey.Webhooks = process.Webhooks{}
+	if err := noKey.Validate(); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRETS_KEY") {
+		t.Fatalf("no key for the endpoints' secrets: %v", err)
 	}
 	for _, tc := range []struct {
 		name    string
