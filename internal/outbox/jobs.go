@@ -116,9 +116,6 @@ type DeliveryWorker struct {
 	Logger    *slog.Logger
 }
 
-// Timeout bounds an attempt: the receiver's 15 s, and recording it.
-func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return 30 * time.Second }
-
 // Work makes the delivery's next attempt, and snoozes until the one after
 // when it failed with attempts left.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {

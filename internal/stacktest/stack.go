@@ -70,6 +70,10 @@ type Options struct {
 	// WebhookSchedule is the wait before each retry of a merchant webhook
 	// (default 100ms, 200ms, 400ms).
 	WebhookSchedule endpoints.Schedule
+	// PublicEndpointsOnly refuses webhook endpoints on loopback and private
+	// networks, as in production; tests allow them by default, their
+	// receivers being on loopback.
+	PublicEndpointsOnly bool
 }
 
 // Endpoint is where a process of the stack answers.
@@ -145,7 +149,7 @@ func New(t testing.TB, opts Options) *Stack {
 	var acfg api.Config
 	defaults(t, &acfg)
 	acfg.DatabaseURL, acfg.Addr = db.URL, "127.0.0.1:0"
-	webhooksFor(t, &acfg.Webhooks)
+	webhooksFor(t, &acfg.Webhooks, !opts.PublicEndpointsOnly)
 	acfg.LockTimeout, acfg.DefaultWait, acfg.MaxWait, acfg.RetryAfter = LockTimeout, 10*time.Second, 20*time.Second, time.Second
 	acfg.RateLimit, acfg.RateWindow = opts.RateLimit.Requests, max(opts.RateLimit.Window, time.Second)
 	if opts.DBProxy {
@@ -192,7 +196,7 @@ func New(t testing.TB, opts Options) *Stack {
 	var wcfg worker.Config
 	defaults(t, &wcfg)
 	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = db.URL, "127.0.0.1:0", s.Processor.URL
-	webhooksFor(t, &wcfg.Webhooks)
+	webhooksFor(t, &wcfg.Webhooks, !opts.PublicEndpointsOnly)
 	wcfg.WebhookSchedule = opts.WebhookSchedule
 	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.Deadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
 	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = 30*time.Second, 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
@@ -214,14 +218,14 @@ func New(t testing.TB, opts Options) *Stack {
 	return s
 }
 
-// webhooksFor sets the test key, and lets endpoints be on loopback: a test's
-// receivers are.
-func webhooksFor(t testing.TB, w *process.Webhooks) {
+// webhooksFor sets the test key and, with allowPrivate, lets endpoints be
+// on loopback, where a test's receivers are.
+func webhooksFor(t testing.TB, w *process.Webhooks, allowPrivate bool) {
 	t.Helper()
 	if err := w.SecretsKey.Decode(SecretsKey); err != nil {
 		t.Fatal(err)
 	}
-	w.AllowPrivate = true
+	w.AllowPrivate = allowPrivate
 }
 
 // defaults fills cfg with every default, as a binary with an empty
