@@ -347,7 +347,10 @@ func TestWebhookDelivery(t *testing.T) {
 		s := stacktest.New(t, stacktest.Options{})
 		s.StartWorker()
 		h := newReceiver(t, 0)
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool { w.WriteHeader(http.StatusGone); return true }
+		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+			w.WriteHeader(http.StatusGone)
+			return true
+		}
 		e := registerWith(t, s, h).ID
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the endpoint disabled", func() bool {
@@ -388,7 +391,10 @@ func TestWebhookDelivery(t *testing.T) {
 		s := stacktest.New(t, stacktest.Options{})
 		s.StartWorker()
 		h := newReceiver(t, 0)
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool { w.WriteHeader(http.StatusBadGateway); return true }
+		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+			w.WriteHeader(http.StatusBadGateway)
+			return true
+		}
 		e := registerWith(t, s, h).ID
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the delivery failed", func() bool {
@@ -422,4 +428,3 @@ func TestWebhookDelivery(t *testing.T) {
 		stacktest.WaitFor(t, "the event verified with the new secret", func() bool { return len(holdsNew.events()) == 1 })
 	})
 }
-
