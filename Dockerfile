@@ -1,10 +1,10 @@
-# One image holds the three binaries; docker-compose.yml picks one per service.
+# One image holds the four binaries; docker-compose.yml picks one per service.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -o /out/ ./cmd/api ./cmd/worker ./cmd/processor
+RUN CGO_ENABLED=0 go build -o /out/ ./cmd/api ./cmd/worker ./cmd/processor ./cmd/receiver
 
 FROM gcr.io/distroless/static-debian12
 COPY --from=build /out/ /usr/local/bin/

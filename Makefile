@@ -6,9 +6,14 @@ GO ?= go
 
 .PHONY: run test chaos bench build migrate seed vet fuzz clean
 
-## run: build, migrate, seed the demo tenants, then run processor, worker and API until Ctrl-C
-## (logs as text for a person; LOG_FORMAT=json for what production writes)
+## run: build, migrate, seed the demo tenants and Acme's webhook endpoint at the demo receiver, then run
+## processor, worker, API and receiver until Ctrl-C (logs as text; LOG_FORMAT=json for what production writes)
 run migrate seed: export LOG_FORMAT ?= text
+# Demo secrets, public like the demo API keys: set your own outside a demo.
+run seed: export WEBHOOK_SECRETS_KEY ?= ZGVtby1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI=
+run seed: export RECEIVER_SECRET ?= whsec_ZGVtby1vbmx5LXJlY2VpdmVyLXdlYmhvb2stc2VjcmV0
+run seed: export RECEIVER_ADDR ?= :9092
+run: export WEBHOOK_ALLOW_PRIVATE_NETWORKS ?= true
 run: migrate seed
 	./scripts/run.sh
 
@@ -28,17 +33,18 @@ bench:
 	$(GO) build -o bin/ ./cmd/bench
 	./bin/bench
 
-## build: the three binaries into bin/
+## build: the four binaries into bin/
 build:
-	$(GO) build -o bin/ ./cmd/api ./cmd/worker ./cmd/processor
+	$(GO) build -o bin/ ./cmd/api ./cmd/worker ./cmd/processor ./cmd/receiver
 
 ## migrate: create the database if missing and apply every migration (goose, then River's)
 migrate: build
 	./bin/api migrate
 
-## seed: create the demo tenants sk_test_acme and sk_test_globex (development only)
+## seed: create the demo tenants sk_test_acme and sk_test_globex, and Acme's webhook endpoint at the
+## demo receiver (development only)
 seed: build
-	APP_ENV=development ./bin/api seed
+	APP_ENV=development ./bin/api seed -webhook-url "http://localhost$${RECEIVER_ADDR}/webhooks" -webhook-secret "$${RECEIVER_SECRET}"
 
 ## vet: gofmt and go vet
 vet:

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-o", dir, "./cmd/api", "./cmd/worker", "./cmd/processor")
+	build := exec.Command("go", "build", "-o", dir, "./cmd/api", "./cmd/worker", "./cmd/processor", "./cmd/receiver")
 	build.Dir = ".."
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -172,6 +172,7 @@ type stack struct {
 	t                      *testing.T
 	db                     string
 	api, worker, processor *process
+	receiver               *process // make run's demo receiver, when started
 	apiAddr, procAddr      string
 	apiURL, processorURL   string
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testwait"
 )
 
 // walkthroughHeading opens the README's section that TestReadmeWalkthrough runs.
@@ -38,6 +39,11 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil || !strings.Contains(string(runScript), "PROCESSOR_WEBHOOK_SECRET:-"+demoWebhookSecret) ||
 		!strings.Contains(string(runScript), "PROCESSOR_WEBHOOK_URL:-") {
 		t.Fatalf("scripts/run.sh no longer sets the processor's webhooks as startAsMakeRun does (%v)", err)
+	}
+	makefile, err := os.ReadFile("../Makefile")
+	if err != nil || !strings.Contains(string(makefile), "WEBHOOK_SECRETS_KEY ?= "+demoSecretsKey) ||
+		!strings.Contains(string(makefile), "RECEIVER_SECRET ?= "+demoReceiverSecret) || !strings.Contains(string(makefile), "WEBHOOK_ALLOW_PRIVATE_NETWORKS ?= true") {
+		t.Fatalf("the Makefile no longer sets the demo webhooks as startAsMakeRun does (%v)", err)
 	}
 	s, metricsAddr := startAsMakeRun(t, testdb.NewEmpty(t))
 
@@ -72,15 +78,27 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 	checkReplays(t, answers)
 	checkOneChargeEach(t, s, answers)
+	// The demo endpoint got the walkthrough's events, verified: the
+	// receiver prints each new one.
+	testwait.For(t, "the demo receiver printing the walkthrough's events", func() bool {
+		out := s.receiver.out.String()
+		return strings.Contains(out, "event evt_") && strings.Contains(out, " payment.succeeded ") && strings.Contains(out, " refund.succeeded ")
+	})
 
 	s.api.stop(t)
 	s.worker.stop(t)
 	s.processor.stop(t)
+	s.receiver.stop(t)
 }
 
-// demoWebhookSecret is the processor's webhook secret scripts/run.sh sets;
-// TestReadmeWalkthrough checks that it still does.
-const demoWebhookSecret = "whsec_ZGVtby1vbmx5LXByb2Nlc3Nvci13ZWJob29rLXNlY3JldA=="
+// The demo secrets: the processor's webhook secret scripts/run.sh sets, and
+// the key of the endpoints' secrets and the demo receiver's secret the
+// Makefile sets; TestReadmeWalkthrough checks that they still do.
+const (
+	demoWebhookSecret  = "whsec_ZGVtby1vbmx5LXByb2Nlc3Nvci13ZWJob29rLXNlY3JldA=="
+	demoSecretsKey     = "ZGVtby1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI="
+	demoReceiverSecret = "whsec_ZGVtby1vbmx5LXJlY2VpdmVyLXdlYmhvb2stc2VjcmV0"
+)
 
 // startAsMakeRun does what `make run` does, on free ports and databaseURL:
 // api migrate, APP_ENV=development api seed, then the processor, the worker
@@ -90,7 +108,12 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	t.Helper()
 	db, text := "DATABASE_URL="+databaseURL, "LOG_FORMAT=text"
 	run(t, "api", []string{db, text}, "migrate")
-	run(t, "api", []string{db, text, "APP_ENV=development"}, "seed")
+	// The Makefile's demo settings: the key of the endpoints' secrets, and
+	// Acme's endpoint at the demo receiver, whose secret it holds.
+	key, private := "WEBHOOK_SECRETS_KEY="+demoSecretsKey, "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"
+	receiverAddr := freeAddr(t)
+	run(t, "api", []string{db, text, key, "APP_ENV=development"}, "seed",
+		"-webhook-url", "http://"+receiverAddr+"/webhooks", "-webhook-secret", demoReceiverSecret)
 
 	s := &stack{t: t, db: db, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
 	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
@@ -100,12 +123,15 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	secret := "PROCESSOR_WEBHOOK_SECRET=" + demoWebhookSecret
 	s.processor = start(t, "processor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr, secret,
 		"PROCESSOR_WEBHOOK_URL=" + s.apiURL + "/v1/processor/webhooks"})
-	s.worker = start(t, "worker", []string{db, text, "METRICS_ADDR=" + metricsAddr, "PROCESSOR_URL=" + s.processorURL})
+	s.worker = start(t, "worker", []string{db, text, key, private, "METRICS_ADDR=" + metricsAddr, "PROCESSOR_URL=" + s.processorURL})
 	// The one setting that differs: a payment answers 201 once its charge
 	// is done, within the default 5 s wait on any machine a person runs the
 	// walkthrough on; a test run shares its machine with every other test,
 	// so it waits up to the longest wait instead. The answers are the same.
-	s.api = start(t, "api", []string{db, text, "API_ADDR=" + s.apiAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret})
+	s.api = start(t, "api", []string{db, text, key, private, "API_ADDR=" + s.apiAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret})
+	s.receiver = start(t, "receiver", []string{text, "RECEIVER_ADDR=" + receiverAddr, "RECEIVER_SECRET=" + demoReceiverSecret,
+		"RECEIVER_DEDUPE_FILE=" + filepath.Join(t.TempDir(), "seen.log")})
+	waitHealthy(t, "http://"+receiverAddr+"/healthz", s.receiver)
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	waitHealthy(t, "http://"+metricsAddr+"/healthz", s.worker)
 	waitHealthy(t, s.apiURL+"/readyz", s.api)
@@ -288,7 +314,7 @@ func parseResponse(out string) (*response, error) {
 
 // idRE matches the ids the service and the processor make: a prefix and 24
 // base62 characters (the processor's are hex).
-var idRE = regexp.MustCompile(`(?:pay|re|evt|ch|req)_[0-9A-Za-z]{24}`)
+var idRE = regexp.MustCompile(`(?:pay|re|evt|ch|req|we)_[0-9A-Za-z]{24}`)
 
 // timeRE matches an RFC 3339 timestamp in UTC, as the API writes them.
 var timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z`)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the processor, the worker and the API together in the foreground, each
+# Runs the processor, the worker, the API and the demo receiver together in the foreground, each
 # line of their logs prefixed with its name, until Ctrl-C (or until one of them
-# exits), and then stops all three gracefully.
+# exits), and then stops them all gracefully.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,12 +35,15 @@ export PROCESSOR_WEBHOOK_URL=${PROCESSOR_WEBHOOK_URL:-http://localhost${API_ADDR
 prefixed processor ./bin/processor
 prefixed worker ./bin/worker
 prefixed api ./bin/api
+# The demo receiver of Acme's webhook endpoint (make seed registered it).
+RECEIVER_DEDUPE_FILE=${RECEIVER_DEDUPE_FILE:-bin/receiver-seen.log} prefixed receiver ./bin/receiver
 cat <<EOF
 [run] API        http://localhost${API_ADDR:-:8080}   (try: curl localhost${API_ADDR:-:8080}/healthz)
 [run] processor  http://localhost${PROCESSOR_ADDR:-:8090}   (webhooks to ${PROCESSOR_WEBHOOK_URL})
 [run] worker     http://localhost${METRICS_ADDR:-:9091}/metrics
+[run] receiver   http://localhost${RECEIVER_ADDR:-:9092}/webhooks   (Acme's webhook endpoint: its [receiver] lines are the events delivered)
 [run] demo API keys: sk_test_acme (Acme), sk_test_globex (Globex)
-[run] Ctrl-C stops all three
+[run] Ctrl-C stops all four
 EOF
 
 # Return as soon as any of them exits; the trap stops the others.
