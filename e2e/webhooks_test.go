@@ -3,10 +3,19 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/receiver"
 	"github.com/example/payments/internal/testdb"
 	"github.com/example/payments/internal/testwait"
 	"github.com/example/payments/internal/webhook"
@@ -88,5 +97,75 @@ func TestTimeoutCardSettledByWebhook(t *testing.T) {
 				t.Fatalf("%d review cases, %d marks (%v)", cases, marks, err)
 			}
 		})
+	}
+}
+
+// TestWorkerKilledMidDelivery: the worker is SIGKILLed while the receiver
+// handles a delivery, before the worker can record it. The restarted worker
+// (River's rescuer) delivers the event again, with the same webhook-id, and
+// the receiver's dedupe makes it once: delivered at least once, processed
+// exactly once.
+func TestWorkerKilledMidDelivery(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	s := startStack(t, db.URL, nil, nil)
+
+	var (
+		recv    atomic.Pointer[receiver.Receiver]
+		printed syncBuffer
+		hits    sync.Map // webhook-id → deliveries
+		killed  atomic.Bool
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, _ := hits.LoadOrStore(r.Header.Get("webhook-id"), new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+		rec := httptest.NewRecorder()
+		recv.Load().ServeHTTP(rec, r) // processed and recorded as seen
+		if killed.CompareAndSwap(false, true) {
+			_ = s.worker.cmd.Process.Signal(syscall.SIGKILL)
+			s.worker.killed(t)
+			panic(http.ErrAbortHandler) // the worker never gets its answer
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	defer srv.Close()
+
+	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/webhook_endpoints", "sk_test_acme", "hook",
+		`{"url":"`+srv.URL+`/hooks","enabled_events":["payment.succeeded"]}`)
+	var e struct{ ID, Secret string }
+	if err := json.Unmarshal(body, &e); err != nil || status != http.StatusCreated {
+		t.Fatalf("register: %d %s", status, body)
+	}
+	secrets, err := webhook.ParseSecrets(e.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := receiver.New(receiver.Config{LogFormat: "json", Path: "/hooks", Secret: secrets,
+		DedupeFile: filepath.Join(t.TempDir(), "seen.log")}, slog.New(slog.NewTextHandler(io.Discard, nil)), &printed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	recv.Store(r)
+
+	status, _, body = do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "pay", `{"amount":500,"currency":"USD","payment_method":"pm_card_visa"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("payment: %d %s", status, body)
+	}
+	testwait.For(t, "the worker killed mid-delivery", killed.Load)
+	s.startWorker()
+	testwait.Within(t, 60*time.Second, "the delivery recorded by the restarted worker", func() bool {
+		var n int
+		err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	deliveries := 0
+	hits.Range(func(_, v any) bool { deliveries = int(v.(*atomic.Int64).Load()); return true })
+	if deliveries < 2 || !strings.Contains(printed.String(), "event evt_") {
+		t.Fatalf("%d deliveries of the event; the receiver printed %q", deliveries, printed.String())
+	}
+	if n := strings.Count(printed.String(), "payment.succeeded"); n != 1 {
+		t.Fatalf("the receiver processed the event %d times:\n%s", n, printed.String())
 	}
 }
