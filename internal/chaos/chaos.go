@@ -89,6 +89,11 @@ type stack struct {
 	processorM sync.Mutex // the killer and the outage take turns with the processor
 	// webhookSecret signs the processor's webhooks, and the injector's.
 	webhookSecret string
+	// receiver takes the tenants' webhooks, recording each event it
+	// processed in receiverSeen; receiverDown counts its outages.
+	receiver     *proc
+	receiverSeen string
+	receiverDown atomic.Int64
 }
 
 // window is a time span, such as an outage.
@@ -123,6 +128,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		return nil, err
 	}
 	defer s.stopAll()
+	if err := s.startReceiver(ctx); err != nil {
+		return nil, err
+	}
 	pool, err := database.Connect(ctx, dbURL, 0)
 	if err != nil {
 		return nil, err
@@ -142,6 +150,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	wg.Go(func() { s.kill(loadCtx) })
 	wg.Go(func() { s.outages(loadCtx) })
 	wg.Go(func() { inj.run(loadCtx) })
+	wg.Go(func() { s.receiverOutage(loadCtx) })
 	wg.Go(func() { progress(loadCtx, out, started, cfg.Profile.Load, l, s) })
 	l.run(loadCtx, cfg.Profile.Clients)
 	wg.Wait()
@@ -158,8 +167,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	for kind, n := range s.kills {
 		sum.Kills[kind] = n.Load()
 	}
+	sum.ReceiverKills, sum.ReceiverOutages = s.kills["receiver"].Load(), s.receiverDown.Load()
 	sum.Injected = Injected{Contradictions: inj.contradictions.Load(), Unknown: inj.unknown.Load(), Refused: inj.refused.Load(), Wrong: inj.wrong}
-	if err := check(ctx, pool, l, s.outageWindows(), sum); err != nil {
+	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, sum); err != nil {
 		return nil, err
 	}
 	sum.Print(out)
@@ -224,7 +234,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 			append(append(common, webhooks...), "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
 				"PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT="+jobTimeout.String(), "RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=1s",
 				"OPERATION_MAX_ATTEMPTS=4", "OPERATION_DEADLINE="+operationDeadline.String(), "RECONCILE_INTERVAL=1s",
-				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s"))
+				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s", "WEBHOOK_RETRY_SCHEDULE="+receiverSchedule))
 		if err != nil {
 			return nil, err
 		}

@@ -35,6 +35,11 @@ type Summary struct {
 	SettledBy map[string]int
 	Webhooks  map[string]int
 	Injected  Injected
+	// Merchant webhooks: deliveries by status and attempts made, and how
+	// often the receiver was killed or taken down.
+	Deliveries                     map[string]int
+	DeliveryAttempts               int
+	ReceiverKills, ReceiverOutages int64
 
 	// Invariants in the order they are printed, with their violations.
 	Invariants []Invariant
@@ -78,6 +83,8 @@ func (s *Summary) Print(out io.Writer) {
 	fmt.Fprintf(tw, "settled by\tworker %d, webhook %d, reconciler %d\n", s.SettledBy["worker"], s.SettledBy["webhook"], s.SettledBy["reconciler"])
 	fmt.Fprintf(tw, "processor webhooks\tsent: %d delivered, %d dropped on purpose, %d pending, %d abandoned; received: %d settled, %d agreed\n",
 		s.Webhooks["delivered"], s.Webhooks["dropped"], s.Webhooks["pending"], s.Webhooks["abandoned"], s.Webhooks["settled"], s.Webhooks["agreed"])
+	fmt.Fprintf(tw, "merchant webhooks\t%d delivered, %d failed, %d pending, in %d attempts; receiver killed %d times, down %d times for 10 s\n",
+		s.Deliveries["delivered"], s.Deliveries["failed"], s.Deliveries["pending"], s.DeliveryAttempts, s.ReceiverKills, s.ReceiverOutages)
 	fmt.Fprintf(tw, "injected webhooks\t%d contradictions and %d for unknown operations (to review), %d forged or stale (refused)\n",
 		s.Injected.Contradictions, s.Injected.Unknown, s.Injected.Refused)
 	fmt.Fprintf(tw, "needs review\t%d cases, all injected on purpose\n", s.ReviewKept)
@@ -121,7 +128,8 @@ const unsettled = `SELECT
 	+ (SELECT count(*) FROM payments WHERE status = 'processing')
 	+ (SELECT count(*) FROM refunds WHERE status = 'processing')
 	+ (SELECT count(*) FROM reconciliations)
-	+ (SELECT count(*) FROM processor_events WHERE result IS NULL)`
+	+ (SELECT count(*) FROM processor_events WHERE result IS NULL)
+	+ (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')`
 
 // settle waits until nothing accepted is left unsettled (the service settles
 // by itself: invariant 7, no client retry needed), then sends again, with the
@@ -153,7 +161,7 @@ func settle(ctx context.Context, l *load, pool *pgxpool.Pool, bound time.Duratio
 }
 
 // check verifies every invariant and fills sum.
-func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, sum *Summary) error {
+func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, receiverSeen string, sum *Summary) error {
 	ops := l.all()
 	for _, o := range ops {
 		if o.refund {
@@ -186,6 +194,12 @@ func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, s
 SELECT settled_by, count(*) FROM (SELECT settled_by FROM payments UNION ALL SELECT settled_by FROM refunds) o
 WHERE settled_by IS NOT NULL GROUP BY settled_by`); err != nil {
 		return err
+	}
+	if sum.Deliveries, err = countBy(ctx, pool, `SELECT status, count(*) FROM webhook_deliveries GROUP BY status`); err != nil {
+		return err
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM webhook_delivery_attempts`).Scan(&sum.DeliveryAttempts); err != nil {
+		return fmt.Errorf("count: %w", err)
 	}
 	if sum.Webhooks, err = countBy(ctx, pool, `
 SELECT state, count(*) FROM processor.webhook_events GROUP BY state
@@ -287,6 +301,11 @@ SELECT 'refund ' || id || ' has no key' FROM refunds WHERE idempotency_key_id IS
 		return err
 	}
 	sum.Invariants = append(sum.Invariants, Invariant{Name: "every replay byte-identical to the first final response", Violations: replays})
+	merchants, err := checkMerchantWebhooks(ctx, pool, receiverSeen)
+	if err != nil {
+		return fmt.Errorf("merchant webhooks: %w", err)
+	}
+	sum.Invariants = append(sum.Invariants, Invariant{Name: "every event delivered, verified and processed once; none not committed", Violations: merchants})
 	injected := append([]string(nil), sum.Injected.Wrong...)
 	if sum.Injected.Contradictions == 0 || sum.Injected.Refused == 0 {
 		injected = append(injected, "nothing was injected: the check would be vacuous")

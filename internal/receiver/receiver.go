@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ type Config struct {
 	Secret     webhook.Secrets `envconfig:"RECEIVER_SECRET" required:"true" desc:"whsec_ secrets, comma-separated; a delivery signed with any of them is genuine (list the old and the new while rotating)"`
 	DedupeFile string          `envconfig:"RECEIVER_DEDUPE_FILE" default:"receiver-seen.log" desc:"file of the event ids already processed, one a line; keep it across restarts"`
 	FailFirst  int             `envconfig:"RECEIVER_FAIL_FIRST" default:"0" desc:"chaos: answer 500 to the first N deliveries of each event id, to exercise the sender's retries"`
+	Delay      time.Duration   `envconfig:"RECEIVER_DELAY" default:"0s" desc:"chaos: answer each delivery after a random wait of up to this"`
 }
 
 // Validate checks the settings New cannot work without.
@@ -53,6 +55,8 @@ func (c Config) Validate() error {
 		return errors.New("RECEIVER_DEDUPE_FILE is empty")
 	case c.FailFirst < 0:
 		return fmt.Errorf("RECEIVER_FAIL_FIRST (%d) is negative", c.FailFirst)
+	case c.Delay < 0:
+		return fmt.Errorf("RECEIVER_DELAY (%s) is negative", c.Delay)
 	}
 	return nil
 }
@@ -163,6 +167,13 @@ var errFailFirst = errors.New("failing on purpose (RECEIVER_FAIL_FIRST)")
 // an endpoint that must never lose one records the id in the same
 // transaction as the work the event causes.
 func (rc *Receiver) receive(w http.ResponseWriter, r *http.Request) {
+	if rc.cfg.Delay > 0 {
+		select {
+		case <-time.After(time.Duration(rand.Int64N(int64(rc.cfg.Delay)))):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		rc.refuse(w, r, http.StatusRequestEntityTooLarge, "body too large", err)
