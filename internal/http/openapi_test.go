@@ -11,11 +11,13 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v2"
 
+	"github.com/example/payments/internal/endpoints"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
@@ -35,9 +37,11 @@ type openAPIDoc struct {
 type schema struct {
 	Required      []string          `yaml:"required"`
 	Properties    map[string]schema `yaml:"properties"`
+	Items         *schema           `yaml:"items"`
 	Enum          []any             `yaml:"enum"`
 	Maximum       *int64            `yaml:"maximum"`
 	MaxLength     *int              `yaml:"maxLength"`
+	MaxItems      *int              `yaml:"maxItems"`
 	MaxProperties *int              `yaml:"maxProperties"`
 }
 
@@ -197,6 +201,14 @@ func TestOpenAPISchemas(t *testing.T) {
 		"NewRefund":  payments.NewRefund{},
 		"Event":      payments.Event{},
 		"Problem":    render.Problem{},
+
+		"WebhookEndpoint":        endpoints.Endpoint{},
+		"NewWebhookEndpoint":     endpoints.NewEndpoint{},
+		"WebhookEndpointUpdate":  endpoints.Update{},
+		"WebhookSecretRotation":  endpoints.Rotation{},
+		"WebhookResend":          endpoints.Resend{},
+		"WebhookDelivery":        endpoints.Delivery{},
+		"WebhookDeliveryAttempt": endpoints.Attempt{},
 	} {
 		s, ok := schemas[name]
 		if !ok {
@@ -208,7 +220,7 @@ func TestOpenAPISchemas(t *testing.T) {
 			t.Errorf("%s properties = %v, want %v", name, got, fields)
 		}
 		// Response objects always carry every field without omitempty.
-		if name == "Payment" || name == "Refund" || name == "Event" {
+		if slices.Contains(responseSchemas, name) {
 			if got := slices.Sorted(slices.Values(s.Required)); !slices.Equal(got, always) {
 				t.Errorf("%s required = %v, want %v", name, got, always)
 			}
@@ -227,10 +239,47 @@ func TestOpenAPISchemas(t *testing.T) {
 		want = append(want, r)
 	}
 	for _, name := range []string{"NewRefund", "Refund"} {
-		got := schemas[name].Properties["reason"].Enum
-		if len(got) != len(want) || !containsAll(got, want) {
-			t.Errorf("%s.reason enum = %v, want %v", name, got, want)
+		checkEnum(t, name+".reason", schemas[name].Properties["reason"].Enum, want)
+	}
+
+	ne, eu := schemas["NewWebhookEndpoint"].Properties, schemas["WebhookEndpointUpdate"].Properties
+	checkLimit(t, "NewWebhookEndpoint.description maxLength", ne["description"].MaxLength, endpoints.MaxDescription)
+	checkLimit(t, "WebhookEndpointUpdate.description maxLength", eu["description"].MaxLength, endpoints.MaxDescription)
+	checkLimit(t, "NewWebhookEndpoint.enabled_events maxItems", ne["enabled_events"].MaxItems, endpoints.MaxEnabledEvents)
+	checkLimit(t, "WebhookEndpointUpdate.enabled_events maxItems", eu["enabled_events"].MaxItems, endpoints.MaxEnabledEvents)
+	checkLimit(t, "WebhookSecretRotation.expire_current_secret_in maximum",
+		schemas["WebhookSecretRotation"].Properties["expire_current_secret_in"].Maximum, int64(endpoints.MaxGrace/time.Second))
+
+	eventTypes := []any{"*"}
+	for _, typ := range endpoints.EventTypes {
+		eventTypes = append(eventTypes, typ)
+	}
+	for _, name := range []string{"NewWebhookEndpoint", "WebhookEndpointUpdate", "WebhookEndpoint"} {
+		what := name + ".enabled_events items"
+		if items := schemas[name].Properties["enabled_events"].Items; items == nil {
+			t.Errorf("%s are missing", what)
+		} else {
+			checkEnum(t, what+" enum", items.Enum, eventTypes)
 		}
+	}
+	// Every event type an endpoint may ask for is one an event may have.
+	checkEnum(t, "Event.type", schemas["Event"].Properties["type"].Enum, eventTypes[1:])
+	checkEnum(t, "WebhookEndpoint.status", schemas["WebhookEndpoint"].Properties["status"].Enum,
+		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled})
+	checkEnum(t, "WebhookEndpointUpdate.status", schemas["WebhookEndpointUpdate"].Properties["status"].Enum,
+		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled, nil})
+	checkEnum(t, "WebhookDelivery.status", schemas["WebhookDelivery"].Properties["status"].Enum,
+		[]any{endpoints.DeliveryPending, endpoints.DeliveryDelivered, endpoints.DeliveryFailed})
+}
+
+// responseSchemas are the schemas of response objects, which always carry
+// every field without omitempty, so the schema must require exactly those.
+var responseSchemas = []string{"Payment", "Refund", "Event", "WebhookEndpoint", "WebhookDelivery", "WebhookDeliveryAttempt"}
+
+func checkEnum(t *testing.T, what string, got, want []any) {
+	t.Helper()
+	if len(got) != len(want) || !containsAll(got, want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
 	}
 }
 
