@@ -113,7 +113,7 @@ func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string
 	if r.Event == "" {
 		return idempotency.Lease{}, invalid([]payments.FieldError{{Field: "event", Message: "is required: an event id"}})
 	}
-	lease, tx, err := s.begin(ctx, req)
+	lease, tx, err := s.begin(ctx, req, nil)
 	if tx == nil {
 		return lease, err
 	}

@@ -158,6 +158,9 @@ func checkFields(url *string, events []string, eventsRequired bool, description 
 // private network (see safehttp).
 func (s *Service) checkURL(ctx context.Context, raw string) (string, error) {
 	normal, err := s.Policy.CheckURL(ctx, raw)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return "", err // the lookup's failure, not the URL's
+	}
 	if err != nil {
 		return "", &payments.ValidationError{Fields: []payments.FieldError{{Field: "url", Message: err.Error()}}}
 	}
@@ -171,13 +174,21 @@ func invalid(errs []payments.FieldError) error {
 	return &payments.ValidationError{Fields: errs}
 }
 
-// begin looks req's key up and, when it is new, opens the transaction of
-// its first (and only) phase. A lease without a transaction is the answer:
-// a replay, or the key held by another request.
-func (s *Service) begin(ctx context.Context, req idempotency.Request) (idempotency.Lease, pgx.Tx, error) {
+// begin looks req's key up and, when it is new, checks rawURL (when not
+// nil) and opens the transaction of its first (and only) phase. A lease
+// without a transaction is the answer: a replay, or the key held by another
+// request. The URL is resolved after the lookup, so that a replay never
+// depends on DNS, and before the transaction, so that no connection or
+// lock is held across the lookup; its normal form replaces it.
+func (s *Service) begin(ctx context.Context, req idempotency.Request, rawURL *string) (idempotency.Lease, pgx.Tx, error) {
 	lease, err := s.Keys.Lookup(ctx, req)
 	if !errors.Is(err, idempotency.ErrNotFound) {
 		return lease, nil, err
+	}
+	if rawURL != nil {
+		if *rawURL, err = s.checkURL(ctx, *rawURL); err != nil {
+			return idempotency.Lease{}, nil, err
+		}
 	}
 	tx, err := s.DB.Begin(ctx)
 	if err != nil {
@@ -224,17 +235,13 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, ne NewEnd
 	if err := invalid(checkFields(&ne.URL, ne.EnabledEvents, true, ne.Description, nil)); err != nil {
 		return idempotency.Lease{}, nil, err
 	}
-	lease, tx, err := s.begin(ctx, req)
+	lease, tx, err := s.begin(ctx, req, &ne.URL)
 	if tx == nil {
 		return lease, nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	normal, err := s.checkURL(ctx, ne.URL)
-	if err != nil {
-		return idempotency.Lease{}, nil, err
-	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	e := Endpoint{ID: payments.NewID("we_"), Object: "webhook_endpoint", URL: normal, EnabledEvents: ne.EnabledEvents,
+	e := Endpoint{ID: payments.NewID("we_"), Object: "webhook_endpoint", URL: ne.URL, EnabledEvents: ne.EnabledEvents,
 		Description: ne.Description, Status: StatusEnabled, CreatedAt: now, UpdatedAt: now, TenantID: req.TenantID}
 	secret := webhook.NewSecret()
 	sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
@@ -333,7 +340,7 @@ func (s *Service) Update(ctx context.Context, req idempotency.Request, id string
 	if err := invalid(checkFields(u.URL, u.EnabledEvents, false, u.Description, u.Status)); err != nil {
 		return idempotency.Lease{}, err
 	}
-	lease, tx, err := s.begin(ctx, req)
+	lease, tx, err := s.begin(ctx, req, u.URL)
 	if tx == nil {
 		return lease, err
 	}
@@ -343,9 +350,7 @@ func (s *Service) Update(ctx context.Context, req idempotency.Request, id string
 		return idempotency.Lease{}, err
 	}
 	if u.URL != nil {
-		if e.URL, err = s.checkURL(ctx, *u.URL); err != nil {
-			return idempotency.Lease{}, err
-		}
+		e.URL = *u.URL
 	}
 	if u.EnabledEvents != nil {
 		e.EnabledEvents = u.EnabledEvents
@@ -389,7 +394,7 @@ func (s *Service) RotateSecret(ctx context.Context, req idempotency.Request, id 
 		}
 		grace = time.Duration(*r.ExpireCurrentSecretIn) * time.Second
 	}
-	lease, tx, err := s.begin(ctx, req)
+	lease, tx, err := s.begin(ctx, req, nil)
 	if tx == nil {
 		return lease, nil, err
 	}
