@@ -273,7 +273,8 @@ SELECT k.tenant_id || '/' || k.key || ' created ' || coalesce(k.resource_type ||
 FROM idempotency_keys k
 WHERE k.resource_id IS NOT NULL AND NOT EXISTS (
 	SELECT 1 FROM payments p WHERE p.id = k.resource_id AND p.idempotency_key_id = k.id
-	UNION ALL SELECT 1 FROM refunds r WHERE r.id = k.resource_id AND r.idempotency_key_id = k.id)
+	UNION ALL SELECT 1 FROM refunds r WHERE r.id = k.resource_id AND r.idempotency_key_id = k.id
+	UNION ALL SELECT 1 FROM webhook_endpoints e WHERE e.id = k.resource_id AND k.resource_type = 'webhook_endpoint')
 UNION ALL
 SELECT 'payment ' || id || ' has no key' FROM payments WHERE idempotency_key_id IS NULL
 UNION ALL
