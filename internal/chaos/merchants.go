@@ -18,9 +18,10 @@ import (
 )
 
 // receiverSchedule is the endpoints' retry schedule in a run: short enough
-// for every delivery to end within the quiescence bound, long enough to
-// outlast the receiver's outage.
-const receiverSchedule = "200ms,500ms,1s,2s,4s,8s,15s"
+// for every delivery to end within the quiescence bound (about two
+// minutes), long enough to outlast the receiver's outage, its kills (each
+// restart fails every event's first delivery again) and its failures.
+const receiverSchedule = "200ms,500ms,1s,2s,4s,8s,15s,30s,30s,30s"
 
 // startReceiver registers a webhook endpoint for every event of each tenant,
 // at one receiver, and starts that receiver (the cmd/receiver program) with
