@@ -31,7 +31,7 @@ func TestAPIStartsWithoutDatabase(t *testing.T) {
 	s.processor = start(t, "processor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr})
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	s.startWorker()
-	s.api = start(t, "api", append([]string{"DATABASE_URL=" + u.String(), "API_ADDR=" + s.apiAddr}, webhooksEnv...))
+	s.api = start(t, "api", append([]string{"DATABASE_URL=" + u.String(), "API_ADDR=" + s.apiAddr, internalAddr}, webhooksEnv...))
 	waitHealthy(t, s.apiURL+"/healthz", s.api)
 
 	if status, _, _ := do(t, http.MethodGet, s.apiURL+"/readyz", "", "", ""); status != http.StatusServiceUnavailable {

@@ -182,6 +182,10 @@ type stack struct {
 // test's receivers are there).
 var webhooksEnv = []string{"WEBHOOK_SECRETS_KEY=" + stacktest.SecretsKey, "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"}
 
+// internalAddr gives the API's internal listener a free port: tests run
+// many APIs at once.
+const internalAddr = "API_INTERNAL_ADDR=127.0.0.1:0"
+
 // Fast settings for the worker, so that retries, sweeps and reconciliation
 // happen within a test's patience.
 var fastWorker = []string{
@@ -219,7 +223,7 @@ func (s *stack) startWorker(env ...string) {
 
 // startAPI starts (or restarts) the API and waits until it is ready.
 func (s *stack) startAPI(env ...string) {
-	s.api = start(s.t, "api", append(append([]string{s.db, "API_ADDR=" + s.apiAddr}, webhooksEnv...), env...))
+	s.api = start(s.t, "api", append(append([]string{s.db, "API_ADDR=" + s.apiAddr, internalAddr}, webhooksEnv...), env...))
 	waitHealthy(s.t, s.apiURL+"/readyz", s.api)
 }
 

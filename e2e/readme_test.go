@@ -128,7 +128,7 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	// is done, within the default 5 s wait on any machine a person runs the
 	// walkthrough on; a test run shares its machine with every other test,
 	// so it waits up to the longest wait instead. The answers are the same.
-	s.api = start(t, "api", []string{db, text, key, private, "API_ADDR=" + s.apiAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret})
+	s.api = start(t, "api", []string{db, text, key, private, "API_ADDR=" + s.apiAddr, internalAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret})
 	s.receiver = start(t, "receiver", []string{text, "RECEIVER_ADDR=" + receiverAddr, "RECEIVER_SECRET=" + demoReceiverSecret,
 		"RECEIVER_DEDUPE_FILE=" + filepath.Join(t.TempDir(), "seen.log")})
 	waitHealthy(t, "http://"+receiverAddr+"/healthz", s.receiver)

@@ -40,6 +40,7 @@ RECEIVER_DEDUPE_FILE=${RECEIVER_DEDUPE_FILE:-bin/receiver-seen.log} prefixed rec
 cat <<EOF
 [run] API        http://localhost${API_ADDR:-:8080}   (try: curl localhost${API_ADDR:-:8080}/healthz)
 [run] processor  http://localhost${PROCESSOR_ADDR:-:8090}   (webhooks to ${PROCESSOR_WEBHOOK_URL})
+[run] API metrics http://localhost${API_INTERNAL_ADDR:-:9090}/metrics   (internal: never on the public port)
 [run] worker     http://localhost${METRICS_ADDR:-:9091}/metrics
 [run] receiver   http://localhost${RECEIVER_ADDR:-:9092}/webhooks   (Acme's webhook endpoint: its [receiver] lines are the events delivered)
 [run] demo API keys: sk_test_acme (Acme), sk_test_globex (Globex)

@@ -445,7 +445,7 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 		return nil, err
 	}
 	s.wg.Go(func() { _ = p.Run(ctx) })
-	acfg.DatabaseURL, acfg.Addr, acfg.RateLimit = dbURL, "127.0.0.1:0", 0
+	acfg.DatabaseURL, acfg.Addr, acfg.InternalAddr, acfg.RateLimit = dbURL, "127.0.0.1:0", "127.0.0.1:0", 0
 	a, err := api.New(ctx, acfg, logger)
 	if err != nil {
 		return nil, err

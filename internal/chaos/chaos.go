@@ -221,7 +221,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 	s.procs = append(s.procs, s.processor)
 	for i, a := range apiAddrs {
 		p, err := newProc(fmt.Sprintf("api-%d", i+1), "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
-			append(append(common, webhooks...), "API_ADDR="+a, "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
+			append(append(common, webhooks...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
 				"IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret))
 		if err != nil {
 			return nil, err

@@ -39,24 +39,25 @@ func (s *Server) limited(w http.ResponseWriter, r *http.Request) bool {
 	return s.limiter != nil && s.limiter.RespondOnLimit(w, r, tenantID(r))
 }
 
-// keyMetrics count, per tenant, what the idempotency protocol refused or
-// replayed. The tenant label is bounded: only authenticated tenants reach
-// the code that counts. A spike of mismatches is a security signal: someone
-// is probing keys.
+// keyMetrics count what the idempotency protocol refused or replayed. They
+// carry no tenant label: the number of tenants is not bounded, and a
+// per-tenant count is a question for the logs (each line names its tenant),
+// not for a time series. A spike of mismatches is a security signal:
+// someone is probing keys.
 type keyMetrics struct {
-	replays, inUse, mismatches, limited *prometheus.CounterVec
+	replays, inUse, mismatches, limited prometheus.Counter
 }
 
 func newKeyMetrics(reg prometheus.Registerer) *keyMetrics {
-	counter := func(name, help string) *prometheus.CounterVec {
-		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"tenant"})
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 		reg.MustRegister(c)
 		return c
 	}
 	return &keyMetrics{
-		replays:    counter("payments_idempotent_replays_total", "Responses replayed from an idempotency key, by tenant."),
-		inUse:      counter("payments_idempotency_key_in_use_total", "Requests refused 409 because another request held the key, by tenant."),
-		mismatches: counter("payments_idempotency_key_mismatch_total", "Keys reused with a different request (422), by tenant: a spike is a security signal."),
-		limited:    counter("payments_rate_limited_total", "Idempotent POSTs refused 429 for the tenant's rate limit, by tenant."),
+		replays:    counter("payments_idempotent_replays_total", "Responses replayed from an idempotency key."),
+		inUse:      counter("payments_idempotency_key_in_use_total", "Requests refused 409 because another request held the key."),
+		mismatches: counter("payments_idempotency_key_mismatch_total", "Keys reused with a different request (422): a spike is a security signal."),
+		limited:    counter("payments_rate_limited_total", "Idempotent POSTs refused 429 for their tenant's rate limit."),
 	}
 }

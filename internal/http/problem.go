@@ -46,11 +46,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, idempotency.ErrKeyInUse):
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
-		s.count(r, func(m *keyMetrics) *prometheus.CounterVec { return m.inUse })
+		s.count(func(m *keyMetrics) prometheus.Counter { return m.inUse })
 	case errors.Is(err, idempotency.ErrKeyMismatch):
-		s.count(r, func(m *keyMetrics) *prometheus.CounterVec { return m.mismatches })
+		s.count(func(m *keyMetrics) prometheus.Counter { return m.mismatches })
 	case errors.Is(err, render.ErrRateLimited):
-		s.count(r, func(m *keyMetrics) *prometheus.CounterVec { return m.limited })
+		s.count(func(m *keyMetrics) prometheus.Counter { return m.limited })
 	}
 	if p.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="payments"`)

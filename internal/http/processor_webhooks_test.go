@@ -122,7 +122,7 @@ func TestProcessorWebhookReceipt(t *testing.T) {
 		t.Fatalf("unknown operation: %d %s", res.Status, res.Body)
 	}
 
-	metrics := string(s.Request(http.MethodGet, "/metrics", "", "").Body)
+	metrics := s.APIMetrics()
 	for _, want := range []string{
 		`payments_processor_webhooks_received_total{result="accepted"} 1`,
 		`payments_processor_webhooks_received_total{result="duplicate"} 1`,
@@ -180,7 +180,7 @@ func TestProcessorWebhooksSettle(t *testing.T) {
 		}
 	}
 	stacktest.WaitFor(t, "every duplicate delivery answered", func() bool {
-		m := string(s.Request(http.MethodGet, "/metrics", "", "").Body)
+		m := s.APIMetrics()
 		return strings.Contains(m, fmt.Sprintf(`payments_processor_webhooks_received_total{result="duplicate"} %d`, n)) &&
 			strings.Contains(m, fmt.Sprintf(`payments_processor_webhooks_received_total{result="accepted"} %d`, n))
 	})

@@ -45,7 +45,8 @@ type Server struct {
 	MaxWait     time.Duration
 	// RetryAfter is what 202, 409 and 503 responses suggest in Retry-After.
 	RetryAfter time.Duration
-	// Registry, when set, gets the API's metrics and is served on /metrics.
+	// Registry, when set, gets the API's metrics, which Internal serves on
+	// /metrics: never the public port.
 	Registry *prometheus.Registry
 	// RateLimit limits each tenant's idempotent POSTs; the zero value is off.
 	RateLimit RateLimit
@@ -67,7 +68,6 @@ func (s *Server) Handler() http.Handler {
 		s.metrics = newMetrics(s.Registry)
 		s.keyMetrics = newKeyMetrics(s.Registry)
 		s.webhookMetrics = newWebhookMetrics(s.Registry)
-		r.Method(http.MethodGet, "/metrics", metricsHandler(s.Registry))
 	}
 	s.limiter = s.newLimiter(s.RateLimit)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, render.ErrRouteNotFound) })
@@ -103,6 +103,17 @@ func (s *Server) Handler() http.Handler {
 		})
 	})
 	return r
+}
+
+// Internal is what the API serves on its internal listener, for operators
+// and Prometheus only: /metrics and /healthz.
+func (s *Server) Internal() http.Handler {
+	mux := http.NewServeMux()
+	if s.Registry != nil {
+		mux.Handle("GET /metrics", metricsHandler(s.Registry))
+	}
+	mux.HandleFunc("GET /healthz", s.healthz)
+	return mux
 }
 
 func (s *Server) retryAfterSeconds() int {

@@ -103,11 +103,12 @@ type Stack struct {
 	// WebhookSecret is the processor's webhook secret the API verifies with.
 	WebhookSecret string
 
-	client    *http.Client
-	procProxy *Proxy
-	worker    *worker.Worker
-	run       func(name string, p interface{ Run(context.Context) error })
-	startOnce sync.Once
+	client      *http.Client
+	apiInternal string
+	procProxy   *Proxy
+	worker      *worker.Worker
+	run         func(name string, p interface{ Run(context.Context) error })
+	startOnce   sync.Once
 }
 
 // New starts a stack for t; everything stops when t ends.
@@ -148,7 +149,7 @@ func New(t testing.TB, opts Options) *Stack {
 
 	var acfg api.Config
 	defaults(t, &acfg)
-	acfg.DatabaseURL, acfg.Addr = db.URL, "127.0.0.1:0"
+	acfg.DatabaseURL, acfg.Addr, acfg.InternalAddr = db.URL, "127.0.0.1:0", "127.0.0.1:0"
 	webhooksFor(t, &acfg.Webhooks, !opts.PublicEndpointsOnly)
 	acfg.LockTimeout, acfg.DefaultWait, acfg.MaxWait, acfg.RetryAfter = LockTimeout, 10*time.Second, 20*time.Second, time.Second
 	acfg.RateLimit, acfg.RateWindow = opts.RateLimit.Requests, max(opts.RateLimit.Window, time.Second)
@@ -174,6 +175,7 @@ func New(t testing.TB, opts Options) *Stack {
 	}
 	s.run("api", a)
 	s.API = Endpoint{URL: "http://" + a.Addr()}
+	s.apiInternal = "http://" + a.InternalAddr()
 
 	var pcfg processor.Config
 	defaults(t, &pcfg)
@@ -367,10 +369,22 @@ func WaitFor(t *testing.T, what string, cond func() bool) {
 	testwait.For(t, what, cond)
 }
 
+// APIMetrics is what the API serves on /metrics, on its internal listener.
+func (s *Stack) APIMetrics() string {
+	s.T.Helper()
+	return s.get(s.apiInternal + "/metrics")
+}
+
 // WorkerMetrics is what the worker serves on /metrics.
 func (s *Stack) WorkerMetrics() string {
 	s.T.Helper()
-	res, err := s.client.Get("http://" + s.worker.MetricsAddr() + "/metrics")
+	return s.get("http://" + s.worker.MetricsAddr() + "/metrics")
+}
+
+// get is the body of a GET of url, which must answer.
+func (s *Stack) get(url string) string {
+	s.T.Helper()
+	res, err := s.client.Get(url)
 	if err != nil {
 		s.T.Fatal(err)
 	}

@@ -36,7 +36,8 @@ type Config struct {
 	process.KeyRetention
 	process.CrashPoint
 	process.Webhooks
-	Addr        string        `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
+	Addr         string        `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
+	InternalAddr string        `envconfig:"API_INTERNAL_ADDR" default:":9090" desc:"address of /metrics and /healthz for operators: internal, never the public port"`
 	DefaultWait time.Duration `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
 	MaxWait     time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
 	LockTimeout time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`
@@ -76,6 +77,8 @@ type API struct {
 	pool     *pgxpool.Pool
 	listener *idempotency.Listener
 	http     *process.HTTPServer
+	internal *process.HTTPServer
+	logger   *slog.Logger
 }
 
 // New builds the API from cfg and starts listening on cfg.Addr. It starts
@@ -108,7 +111,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger)}
+	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger), logger: logger}
 	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	server := &httpapi.Server{
 		Tenants:           &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
@@ -130,11 +133,20 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		pool.Close()
 		return nil, err
 	}
+	a.internal, err = process.Listen(cfg.InternalAddr, server.Internal(), logger, 10*time.Second, 5*time.Second)
+	if err != nil {
+		a.http.Close()
+		pool.Close()
+		return nil, err
+	}
 	return a, nil
 }
 
 // Addr is where the API listens.
 func (a *API) Addr() string { return a.http.Addr() }
+
+// InternalAddr is where the API serves /metrics.
+func (a *API) InternalAddr() string { return a.internal.Addr() }
 
 // Run serves until ctx ends, then lets in-flight requests finish within the
 // shutdown timeout, and closes the API.
@@ -145,12 +157,22 @@ func (a *API) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel() // before Wait: stops the listener when the server fails too
 	wg.Go(func() { a.listener.Run(ctx) })
+	// The internal listener serves until the API has shut down, so that
+	// its last requests are still counted and scraped.
+	internalCtx, stopInternal := context.WithCancel(context.WithoutCancel(ctx))
+	wg.Go(func() {
+		if err := a.internal.Run(internalCtx); err != nil {
+			a.logger.Error("internal listener", "err", err)
+		}
+	})
+	defer stopInternal()
 	return a.http.Run(ctx)
 }
 
 // Close releases an API that was never run.
 func (a *API) Close() {
 	a.http.Close()
+	a.internal.Close()
 	a.pool.Close()
 }
 
