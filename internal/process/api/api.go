@@ -38,13 +38,13 @@ type Config struct {
 	process.Webhooks
 	Addr         string        `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
 	InternalAddr string        `envconfig:"API_INTERNAL_ADDR" default:":9090" desc:"address of /metrics and /healthz for operators: internal, never the public port"`
-	DefaultWait time.Duration `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
-	MaxWait     time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
-	LockTimeout time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`
-	RetryAfter  time.Duration `envconfig:"RETRY_AFTER" default:"1s" desc:"Retry-After on 202, 409 and 503"`
-	RateLimit   int           `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
-	RateWindow  time.Duration `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
-	KeyCacheTTL time.Duration `envconfig:"API_KEY_CACHE_TTL" default:"10s" desc:"how long an API key that authenticated is trusted without a query (0: always query); a deleted key works that much longer"`
+	DefaultWait  time.Duration `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
+	MaxWait      time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
+	LockTimeout  time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`
+	RetryAfter   time.Duration `envconfig:"RETRY_AFTER" default:"1s" desc:"Retry-After on 202, 409 and 503"`
+	RateLimit    int           `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
+	RateWindow   time.Duration `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
+	KeyCacheTTL  time.Duration `envconfig:"API_KEY_CACHE_TTL" default:"10s" desc:"how long an API key that authenticated is trusted without a query (0: always query); a deleted key works that much longer"`
 	// WebhookSecret verifies the processor's webhooks; it may hold the old
 	// and the new secret during a rotation.
 	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
