@@ -3,9 +3,11 @@ package http_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -369,4 +371,55 @@ func TestKeyMisuseCounted(t *testing.T) {
 
 func limit(n int, window time.Duration) httpapi.RateLimit {
 	return httpapi.RateLimit{Requests: n, Window: window}
+}
+
+// TestFailedAuthenticationsThrottled: past the limit of failed
+// authentications, a client address is refused 429 before its key is looked
+// at, even a good key, until the window ends; another address is not. The
+// address is the peer's: an X-Forwarded-For from an untrusted peer changes
+// nothing, from a trusted proxy it names the client.
+func TestFailedAuthenticationsThrottled(t *testing.T) {
+	t.Parallel()
+	t.Run("UntrustedPeer", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{AuthThrottle: httpapi.AuthThrottle{Failures: 3, Window: time.Hour}})
+		for i := range 3 {
+			// A forged forwarding header does not make each try a new client.
+			if res := s.Request(http.MethodGet, "/v1/payments", "sk_test_wrong", "", "X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i)); res.Status != http.StatusUnauthorized {
+				t.Fatalf("failure %d: %d", i+1, res.Status)
+			}
+		}
+		res := s.Request(http.MethodGet, "/v1/payments", acme, "", "X-Forwarded-For", "203.0.113.99")
+		if res.Status != http.StatusTooManyRequests || !strings.Contains(string(res.Body), "authentication_throttled") || res.Header.Get("Retry-After") == "" {
+			t.Fatalf("after 3 failures, a good key: %d %s", res.Status, res.Body)
+		}
+	})
+	t.Run("BehindTrustedProxy", func(t *testing.T) {
+		t.Parallel()
+		loopback := httpapi.Proxies{netip.MustParsePrefix("127.0.0.0/8")}
+		s := stacktest.New(t, stacktest.Options{AuthThrottle: httpapi.AuthThrottle{Failures: 2, Window: time.Hour}, TrustedProxies: loopback})
+		for range 2 {
+			s.Request(http.MethodGet, "/v1/payments", "sk_test_wrong", "", "X-Forwarded-For", "198.51.100.7")
+		}
+		if res := s.Request(http.MethodGet, "/v1/payments", acme, "", "X-Forwarded-For", "198.51.100.7"); res.Status != http.StatusTooManyRequests {
+			t.Fatalf("the throttled client: %d", res.Status)
+		}
+		if res := s.Request(http.MethodGet, "/v1/payments", acme, "", "X-Forwarded-For", "198.51.100.8"); res.Status != http.StatusOK {
+			t.Fatalf("another client behind the same proxy: %d %s", res.Status, res.Body)
+		}
+	})
+}
+
+// TestHeadersBounded: a request whose headers pass the bound is refused 431
+// before any handler runs.
+func TestHeadersBounded(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{})
+	res := s.Request(http.MethodGet, "/healthz", "", "", "X-Padding", strings.Repeat("a", 64<<10))
+	if res.Status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("64 KiB of headers: %d", res.Status)
+	}
+	if res := s.Request(http.MethodGet, "/healthz", "", "", "X-Padding", strings.Repeat("a", 8<<10)); res.Status != http.StatusOK {
+		t.Fatalf("8 KiB of headers: %d", res.Status)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -52,18 +53,25 @@ type Server struct {
 	RateLimit RateLimit
 	// ProcessorWebhooks receives the processor's webhooks.
 	ProcessorWebhooks ProcessorWebhooks
+	// TrustedProxies are the only peers whose forwarding headers
+	// (X-Forwarded-For) are believed.
+	TrustedProxies Proxies
+	// AuthThrottle limits failed authentications per client address.
+	AuthThrottle AuthThrottle
 
 	metrics        *metrics
 	keyMetrics     *keyMetrics
 	webhookMetrics *prometheus.CounterVec
 	limiter        *httprate.RateLimiter
+	failures       *failures
 }
 
 // Handler returns the routed API with its middleware.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// GetHead answers HEAD on every GET route, as HTTP clients expect.
-	r.Use(requestID, middleware.RealIP, s.accessLog, middleware.Recoverer, echoIdempotencyKey, middleware.GetHead)
+	s.failures = newFailures(s.AuthThrottle)
+	r.Use(requestID, clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer, echoIdempotencyKey, middleware.GetHead)
 	if s.Registry != nil {
 		s.metrics = newMetrics(s.Registry)
 		s.keyMetrics = newKeyMetrics(s.Registry)
@@ -146,17 +154,26 @@ func allowed(routes chi.Routes, r *http.Request) []string {
 // sent once, with the Bearer scheme in any case (RFC 9110).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if blocked, left := s.failures.blocked(r); blocked {
+			s.refuseThrottled(w, r, left)
+			return
+		}
 		values := r.Header.Values("Authorization")
 		if len(values) > 1 {
+			s.failures.failed(r)
 			s.writeError(w, r, fmt.Errorf("%w: send the Authorization header once", tenants.ErrUnauthorized))
 			return
 		}
 		scheme, token, _ := strings.Cut(strings.TrimSpace(strings.Join(values, "")), " ")
 		if !strings.EqualFold(scheme, "Bearer") {
+			s.failures.failed(r)
 			s.writeError(w, r, tenants.ErrUnauthorized)
 			return
 		}
 		tenantID, err := s.Tenants.Authenticate(r.Context(), strings.TrimSpace(token))
+		if errors.Is(err, tenants.ErrUnauthorized) {
+			s.failures.failed(r)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return

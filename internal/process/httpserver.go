@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// MaxHeaderBytes bounds a request's header section.
+const MaxHeaderBytes = 32 << 10
+
 // HTTPServer is an HTTP server with read, write and idle timeouts, listening
 // from the moment it is made, so that its address is known before it serves.
 type HTTPServer struct {
@@ -34,7 +37,10 @@ func Listen(addr string, handler http.Handler, logger *slog.Logger, writeTimeout
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       60 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// Headers are small; a megabyte of them (net/http's default) is
+		// someone's memory to spend. Past it: 431.
+		MaxHeaderBytes: MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}}, nil
 }
 

@@ -52,6 +52,7 @@ var (
 	ErrRouteNotFound    = errors.New("no such endpoint")
 	ErrMethodNotAllowed = errors.New("method not allowed on this endpoint")
 	ErrRateLimited      = errors.New("this API key sends requests that create idempotency keys faster than its limit")
+	ErrAuthThrottled    = errors.New("too many failed authentications from this address: wait before trying again")
 	ErrWebhookSignature = errors.New("the webhook's signature could not be verified with the processor's secret, or its timestamp is more than five minutes from now")
 )
 
@@ -96,10 +97,14 @@ var errorTable = []struct {
 		"This API key sends requests that create idempotency keys faster than its limit. Retry after the time in Retry-After, with the same Idempotency-Key."},
 	{ErrWebhookSignature, http.StatusBadRequest, "webhook_signature_invalid", "Webhook signature invalid", ""},
 	{payments.ErrEventMalformed, http.StatusBadRequest, "webhook_payload_invalid", "Webhook payload invalid", ""},
+	{ErrAuthThrottled, http.StatusTooManyRequests, "authentication_throttled", "Too many failed authentications", ""},
 	{ErrMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
 	{ErrEncoding, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
-	{ErrBodyUnreadable, http.StatusBadRequest, "invalid_request", "Invalid request", ""},
-	{ErrStorable, http.StatusBadRequest, "invalid_request", "Invalid request", ""},
+	// The causes wrapped in these two (a network error, the database's
+	// refusal) are never shown: a fixed detail.
+	{ErrBodyUnreadable, http.StatusBadRequest, "invalid_request", "Invalid request", "The request body could not be read in full."},
+	{ErrStorable, http.StatusBadRequest, "invalid_request", "Invalid request",
+		"The request holds a value that cannot be stored, such as a NUL character or invalid UTF-8."},
 }
 
 // For maps err to its problem: a validation error, an invalid body, an

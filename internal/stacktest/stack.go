@@ -70,6 +70,11 @@ type Options struct {
 	// WebhookSchedule is the wait before each retry of a merchant webhook
 	// (default 100ms, 200ms, 400ms).
 	WebhookSchedule endpoints.Schedule
+	// AuthThrottle limits failed authentications per client address; off by
+	// default, since every test client shares the loopback address.
+	AuthThrottle httpapi.AuthThrottle
+	// TrustedProxies are the peers whose X-Forwarded-For the API believes.
+	TrustedProxies httpapi.Proxies
 	// PublicEndpointsOnly refuses webhook endpoints on loopback and private
 	// networks, as in production; tests allow them by default, their
 	// receivers being on loopback.
@@ -153,6 +158,8 @@ func New(t testing.TB, opts Options) *Stack {
 	webhooksFor(t, &acfg.Webhooks, !opts.PublicEndpointsOnly)
 	acfg.LockTimeout, acfg.DefaultWait, acfg.MaxWait, acfg.RetryAfter = LockTimeout, 10*time.Second, 20*time.Second, time.Second
 	acfg.RateLimit, acfg.RateWindow = opts.RateLimit.Requests, max(opts.RateLimit.Window, time.Second)
+	acfg.AuthFailures, acfg.AuthWindow = opts.AuthThrottle.Failures, max(opts.AuthThrottle.Window, time.Second)
+	acfg.TrustedProxies = opts.TrustedProxies
 	if opts.DBProxy {
 		// The API may reach Postgres through a proxy; the worker never does.
 		u, err := url.Parse(db.URL)

@@ -36,15 +36,18 @@ type Config struct {
 	process.KeyRetention
 	process.CrashPoint
 	process.Webhooks
-	Addr         string        `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
-	InternalAddr string        `envconfig:"API_INTERNAL_ADDR" default:":9090" desc:"address of /metrics and /healthz for operators: internal, never the public port"`
-	DefaultWait  time.Duration `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
-	MaxWait      time.Duration `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
-	LockTimeout  time.Duration `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`
-	RetryAfter   time.Duration `envconfig:"RETRY_AFTER" default:"1s" desc:"Retry-After on 202, 409 and 503"`
-	RateLimit    int           `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
-	RateWindow   time.Duration `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
-	KeyCacheTTL  time.Duration `envconfig:"API_KEY_CACHE_TTL" default:"10s" desc:"how long an API key that authenticated is trusted without a query (0: always query); a deleted key works that much longer"`
+	Addr           string          `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
+	InternalAddr   string          `envconfig:"API_INTERNAL_ADDR" default:":9090" desc:"address of /metrics and /healthz for operators: internal, never the public port"`
+	DefaultWait    time.Duration   `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
+	MaxWait        time.Duration   `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
+	LockTimeout    time.Duration   `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`
+	RetryAfter     time.Duration   `envconfig:"RETRY_AFTER" default:"1s" desc:"Retry-After on 202, 409 and 503"`
+	RateLimit      int             `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
+	RateWindow     time.Duration   `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
+	KeyCacheTTL    time.Duration   `envconfig:"API_KEY_CACHE_TTL" default:"10s" desc:"how long an API key that authenticated is trusted without a query (0: always query); a deleted key works that much longer"`
+	TrustedProxies httpapi.Proxies `envconfig:"TRUSTED_PROXIES" desc:"addresses or CIDR prefixes of the proxies in front of the API, whose X-Forwarded-For is believed (unset: none is)"`
+	AuthFailures   int             `envconfig:"AUTH_FAILURE_LIMIT" default:"20" desc:"failed authentications a client address may make per AUTH_FAILURE_WINDOW before it is refused 429 (0: no limit)"`
+	AuthWindow     time.Duration   `envconfig:"AUTH_FAILURE_WINDOW" default:"1m" desc:"the window of AUTH_FAILURE_LIMIT"`
 	// WebhookSecret verifies the processor's webhooks; it may hold the old
 	// and the new secret during a rotation.
 	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
@@ -58,6 +61,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("IDEMPOTENCY_LOCK_TIMEOUT (%s) must exceed IDEMPOTENCY_MAX_WAIT (%s): a waiting request holds the key's lock", c.LockTimeout, c.MaxWait)
 	case c.DefaultWait > c.MaxWait:
 		return fmt.Errorf("IDEMPOTENCY_DEFAULT_WAIT (%s) must not exceed IDEMPOTENCY_MAX_WAIT (%s)", c.DefaultWait, c.MaxWait)
+	case c.AuthFailures < 0 || (c.AuthFailures > 0 && c.AuthWindow < time.Second):
+		return fmt.Errorf("AUTH_FAILURE_LIMIT (%d) must be 0 (off) or positive, with AUTH_FAILURE_WINDOW (%s) at least 1s", c.AuthFailures, c.AuthWindow)
 	case c.RateLimit < 0 || (c.RateLimit > 0 && c.RateWindow < time.Second):
 		return fmt.Errorf("TENANT_RATE_LIMIT (%d) must be 0 (off) or positive, with TENANT_RATE_WINDOW (%s) at least 1s", c.RateLimit, c.RateWindow)
 	}
@@ -125,6 +130,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		Registry:          registry,
 		RateLimit:         httpapi.RateLimit{Requests: cfg.RateLimit, Window: cfg.RateWindow},
 		ProcessorWebhooks: httpapi.ProcessorWebhooks{Secrets: cfg.WebhookSecret, Parse: gateway.ParseEvent},
+		TrustedProxies:    cfg.TrustedProxies,
+		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
 		Endpoints: &endpoints.Service{DB: pool, Keys: a.Keys, Render: render.Renderer{}, Jobs: outbox.Queue{Client: inserter},
 			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey},
 	}
