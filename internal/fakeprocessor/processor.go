@@ -153,7 +153,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.RealIP, s.accessLog, middleware.Recoverer)
+	r.Use(middleware.RequestID, s.accessLog, middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
