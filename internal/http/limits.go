@@ -45,8 +45,17 @@ func (s *Server) limited(w http.ResponseWriter, r *http.Request) bool {
 // not for a time series. A spike of mismatches is a security signal:
 // someone is probing keys.
 type keyMetrics struct {
-	replays, inUse, mismatches, limited prometheus.Counter
+	created, replays, inUse, mismatches, limited prometheus.Counter
+	// failures counts the answers the service, not the client, failed:
+	// the store unreachable (503) or an unexpected error (500).
+	failures *prometheus.CounterVec
 }
+
+// The kinds of payments_api_failures_total.
+const (
+	failureStore    = "store_unavailable"
+	failureInternal = "internal"
+)
 
 func newKeyMetrics(reg prometheus.Registerer) *keyMetrics {
 	counter := func(name, help string) prometheus.Counter {
@@ -54,7 +63,16 @@ func newKeyMetrics(reg prometheus.Registerer) *keyMetrics {
 		reg.MustRegister(c)
 		return c
 	}
+	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payments_api_failures_total",
+		Help: "Requests the API failed: store_unavailable (503, failing closed: nothing executed) or internal (500, logged with the request id).",
+	}, []string{"kind"})
+	failures.WithLabelValues(failureStore)
+	failures.WithLabelValues(failureInternal)
+	reg.MustRegister(failures)
 	return &keyMetrics{
+		failures:   failures,
+		created:    counter("payments_idempotency_keys_created_total", "Idempotency keys created: requests that started an operation or stored a refusal."),
 		replays:    counter("payments_idempotent_replays_total", "Responses replayed from an idempotency key."),
 		inUse:      counter("payments_idempotency_key_in_use_total", "Requests refused 409 because another request held the key."),
 		mismatches: counter("payments_idempotency_key_mismatch_total", "Keys reused with a different request (422): a spike is a security signal."),

@@ -31,12 +31,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		return // the client went away; there is no one to answer
 	case !known && database.IsUnavailable(err):
+		s.countFailure(failureStore)
 		s.Logger.Warn("database unavailable", "request_id", middleware.GetReqID(r.Context()), "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 		writeProblem(w, render.NewProblem(http.StatusServiceUnavailable, "service_unavailable", "Service unavailable",
 			"The database cannot be reached; nothing was executed. Retry with the same Idempotency-Key."))
 		return
 	case !known:
+		s.countFailure(failureInternal)
 		s.Logger.Error("internal error", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
 			"path", r.URL.Path, "err", err)
 		writeProblem(w, render.NewProblem(http.StatusInternalServerError, "internal_error", "Internal server error",

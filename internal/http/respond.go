@@ -80,6 +80,9 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 		s.writeError(w, r, err)
 		return
 	}
+	if lease.Created {
+		s.count(func(m *keyMetrics) prometheus.Counter { return m.created })
+	}
 	if key.Finished() {
 		if !lease.Created {
 			s.count(func(m *keyMetrics) prometheus.Counter { return m.replays })
@@ -101,6 +104,13 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 	w.Header().Set("Location", render.ResourceOf(key.Resource).URL)
 	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 	writeJSON(w, http.StatusAccepted, body)
+}
+
+// countFailure counts a request the API failed.
+func (s *Server) countFailure(kind string) {
+	if s.keyMetrics != nil {
+		s.keyMetrics.failures.WithLabelValues(kind).Inc()
+	}
 }
 
 // count adds one to the counter which picks.

@@ -448,3 +448,17 @@ func (s *Store) Reap(ctx context.Context, batch int) (expired, deleted int, err 
 	}
 	return expired, deleted, nil
 }
+
+const countUnfinished = `
+SELECT count(*), count(*) FILTER (WHERE updated_at < now() - $1::interval)
+FROM idempotency_keys WHERE recovery_point NOT IN ('finished', 'expired')`
+
+// CountUnfinished counts the keys in progress, and those of them quiet for
+// longer than quiet (database clock): zombies, unless the sweep and the
+// reconciler are doing their work.
+func (s *Store) CountUnfinished(ctx context.Context, quiet time.Duration) (inProgress, stale int, err error) {
+	if err := s.DB.QueryRow(ctx, countUnfinished, quiet).Scan(&inProgress, &stale); err != nil {
+		return 0, 0, fmt.Errorf("count unfinished keys: %w", err)
+	}
+	return inProgress, stale, nil
+}

@@ -196,6 +196,12 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	if stuck+r.Settled+r.Lost+r.Unsettled > 0 {
 		w.Logger.Info("reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost, "unsettled", r.Unsettled)
 	}
+	if obs := w.Reconciler.Ops.Observer; obs != nil {
+		obs.Reconciliation(payments.ReconciliationScheduled, stuck)
+		obs.Reconciliation(payments.ReconciliationSettled, r.Settled)
+		obs.Reconciliation(payments.ReconciliationLost, r.Lost)
+		obs.Reconciliation(payments.ReconciliationUnsettled, r.Unsettled)
+	}
 	return err
 }
 
@@ -249,6 +255,9 @@ type ReapWorker struct {
 	EventRetention time.Duration
 	Batch          int
 	Logger         *slog.Logger
+	// Reaped, when set, is told how many keys each run expired and how
+	// many tombstones it deleted.
+	Reaped func(expired, deleted int)
 }
 
 // Work reaps until no expired key or event is left.
@@ -256,6 +265,9 @@ func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	expired, deleted, err := w.Keys.Reap(ctx, w.Batch)
 	if expired+deleted > 0 {
 		w.Logger.Info("reaped idempotency keys", "expired", expired, "tombstones_deleted", deleted)
+	}
+	if w.Reaped != nil {
+		w.Reaped(expired, deleted)
 	}
 	if err != nil {
 		return err

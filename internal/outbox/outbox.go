@@ -76,6 +76,24 @@ var liveStates = []rivertype.JobState{
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
 }
 
+// backlogCap bounds the available jobs Backlog counts: one page of River's
+// list, far above any alert threshold.
+const backlogCap = 1000
+
+// Backlog asks River how many jobs are available to work and not yet worked
+// (at most backlogCap), and how long the oldest has waited since it was due.
+func (q Queue) Backlog(ctx context.Context) (available int, oldest time.Duration, err error) {
+	res, err := q.Client.JobList(ctx, river.NewJobListParams().States(rivertype.JobStateAvailable).
+		OrderBy(river.JobListOrderByScheduledAt, river.SortOrderAsc).First(backlogCap))
+	if err != nil {
+		return 0, 0, fmt.Errorf("list available jobs: %w", err)
+	}
+	if len(res.Jobs) > 0 {
+		oldest = max(time.Since(res.Jobs[0].ScheduledAt), 0)
+	}
+	return len(res.Jobs), oldest, nil
+}
+
 // maxListed is the most jobs River lists at once (JobListParams.First).
 const maxListed = 10_000
 
@@ -153,7 +171,9 @@ type Deps struct {
 	EventRetention time.Duration
 	// Deliverer makes the attempts of webhook deliveries.
 	Deliverer *endpoints.Deliverer
-	Logger    *slog.Logger
+	// Reaped, when set, counts what the reaper reaped.
+	Reaped func(expired, deleted int)
+	Logger *slog.Logger
 }
 
 // NewWorker returns a River client that runs the charge jobs and the
@@ -194,7 +214,7 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 	}
 	if deps.Keys != nil {
 		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention,
-			Batch: deps.ReapBatch, Logger: deps.Logger}); err != nil {
+			Batch: deps.ReapBatch, Logger: deps.Logger, Reaped: deps.Reaped}); err != nil {
 			return nil, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -163,5 +164,41 @@ func TestRiverOnlyThroughItsPublicAPI(t *testing.T) {
 	}
 	if found < 20 {
 		t.Fatalf("checked only %d files: the walk missed the tree", found)
+	}
+}
+
+// TestBacklog: River's queue as the worker's metrics read it: the jobs
+// available and not worked, and how long the oldest has waited.
+func TestBacklog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	client, err := outbox.NewInserter(db.Pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := outbox.Queue{Client: client}
+	if n, oldest, err := q.Backlog(ctx); err != nil || n != 0 || oldest != 0 {
+		t.Fatalf("empty queue: %d, %s, %v", n, oldest, err)
+	}
+	for _, id := range []string{"pay_1", "pay_2"} {
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Enqueue(ctx, tx, payments.PaymentResourceType, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The test reads River's table to age the first job, as time passing would.
+	if _, err := db.Pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() - interval '10 minutes' WHERE args->>'payment_id' = 'pay_1'`); err != nil {
+		t.Fatal(err)
+	}
+	n, oldest, err := q.Backlog(ctx)
+	if err != nil || n != 2 || oldest < 9*time.Minute {
+		t.Fatalf("two jobs, the first 10 minutes old: %d, %s, %v", n, oldest, err)
 	}
 }

@@ -78,7 +78,33 @@ type Observer interface {
 	// ProcessorEvent is called with the result of each processor event
 	// processed (EventSettled, EventAgreed, EventContradiction).
 	ProcessorEvent(result string)
+	// Attempted is called after each attempt of an operation's job, with its
+	// result (AttemptOK, AttemptUnknown, AttemptFailed).
+	Attempted(resourceType, result string)
+	// Reconciliation is called as operations are scheduled for the
+	// reconciler, and as it settles them or not (Reconciliation*).
+	Reconciliation(result string, n int)
 }
+
+// Results of an operation's job attempt, for Observer.Attempted.
+const (
+	// AttemptOK is an attempt that ended without error: the operation
+	// settled, by this run or another.
+	AttemptOK = "ok"
+	// AttemptUnknown is an attempt whose processor outcome is unknown: it is
+	// tried again, with the same downstream key.
+	AttemptUnknown = "unknown_outcome"
+	// AttemptFailed is an attempt that failed otherwise (the store, say).
+	AttemptFailed = "failed"
+)
+
+// Results of reconciliation, for Observer.Reconciliation.
+const (
+	ReconciliationScheduled = "scheduled"
+	ReconciliationSettled   = "settled"
+	ReconciliationLost      = "lost"
+	ReconciliationUnsettled = "unsettled"
+)
 
 // The paths that settle operations. Exactly one records each operation's
 // outcome: the one whose conditional commit moves its key past started. It
@@ -148,6 +174,16 @@ type outcome struct {
 // returned (wrapping the cause): the job should stop.
 func (o *Operations) run(ctx context.Context, op operation, id string, attempt int, complete CompleteFunc) error {
 	_, err := o.drive(ctx, op, id, PathWorker, complete)
+	if o.Observer != nil {
+		result := AttemptOK
+		switch {
+		case errors.Is(err, ErrProcessorUnknown):
+			result = AttemptUnknown
+		case err != nil:
+			result = AttemptFailed
+		}
+		o.Observer.Attempted(op.resourceType(), result)
+	}
 	if err == nil || attempt < o.MaxAttempts {
 		return err
 	}
@@ -156,6 +192,9 @@ func (o *Operations) run(ctx context.Context, op operation, id string, attempt i
 	defer cancel()
 	if markErr := MarkForReconciliation(markCtx, o.DB, op.resourceType(), id); markErr != nil {
 		return fmt.Errorf("%w; and marking for reconciliation failed: %w", err, markErr)
+	}
+	if o.Observer != nil {
+		o.Observer.Reconciliation(ReconciliationScheduled, 1)
 	}
 	return fmt.Errorf("%w: %w", ErrHandedToReconciler, err)
 }

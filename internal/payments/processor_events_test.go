@@ -32,6 +32,9 @@ func (o *observer) ProcessorEvent(result string) {
 	o.events[result]++
 }
 
+func (o *observer) Attempted(_, _ string)          {}
+func (o *observer) Reconciliation(_ string, _ int) {}
+
 func (o *observer) total() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()

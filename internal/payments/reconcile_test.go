@@ -123,9 +123,13 @@ func TestLedgerComparison(t *testing.T) {
 		if c := h.count(`SELECT count(*) FROM needs_review`); c != 1 {
 			t.Fatalf("review cases = %d, want exactly one", c)
 		}
-		counts, err := payments.CountReviewCases(ctx, h.db.Pool)
-		if err != nil || counts[payments.ReviewUnknownCharge] != 1 {
-			t.Fatalf("counts %v, %v", counts, err)
+		counts, open, err := payments.CountReviewCases(ctx, h.db.Pool)
+		if err != nil || counts[payments.ReviewUnknownCharge] != 1 || open[payments.ReviewUnknownCharge] != 1 {
+			t.Fatalf("counts %v, open %v, %v", counts, open, err)
+		}
+		h.exec(`UPDATE needs_review SET resolved_at = now()`)
+		if counts, open, err = payments.CountReviewCases(ctx, h.db.Pool); err != nil || counts[payments.ReviewUnknownCharge] != 1 || open[payments.ReviewUnknownCharge] != 0 {
+			t.Fatalf("after resolving: counts %v, open %v, %v", counts, open, err)
 		}
 	})
 

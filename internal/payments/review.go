@@ -121,26 +121,27 @@ func ResolveReviewCase(ctx context.Context, db database.DBTX, id int64) error {
 	return nil
 }
 
-const countCases = `SELECT kind, count(*) FROM needs_review GROUP BY kind`
+const countCases = `SELECT kind, count(*), count(*) FILTER (WHERE resolved_at IS NULL) FROM needs_review GROUP BY kind`
 
-// CountReviewCases counts every case ever recorded, by kind: each distinct
-// case once, however often it was detected, whichever replica found it.
-func CountReviewCases(ctx context.Context, db database.DBTX) (map[string]int64, error) {
+// CountReviewCases counts every case ever recorded, by kind (each distinct
+// case once, however often it was detected, whichever replica found it), and
+// those still open: the queue's depth.
+func CountReviewCases(ctx context.Context, db database.DBTX) (ever, open map[string]int64, err error) {
 	rows, err := db.Query(ctx, countCases)
 	if err != nil {
-		return nil, fmt.Errorf("count review cases: %w", err)
+		return nil, nil, fmt.Errorf("count review cases: %w", err)
 	}
-	counts := map[string]int64{}
+	ever, open = map[string]int64{}, map[string]int64{}
 	var (
-		kind string
-		n    int64
+		kind    string
+		n, left int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&kind, &n}, func() error {
-		counts[kind] = n
+	_, err = pgx.ForEachRow(rows, []any{&kind, &n, &left}, func() error {
+		ever[kind], open[kind] = n, left
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count review cases: %w", err)
+		return nil, nil, fmt.Errorf("count review cases: %w", err)
 	}
-	return counts, nil
+	return ever, open, nil
 }

@@ -87,3 +87,20 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	return marked, nil
 }
+
+const backlog = `
+SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0),
+	(SELECT count(*) FROM reconciliations)
+FROM (SELECT created_at FROM payments WHERE status = 'processing'
+	UNION ALL SELECT created_at FROM refunds WHERE status = 'processing') unsettled`
+
+// Backlog reads what is not settled yet: the age of the oldest operation
+// still processing (zero when none), by the database's clock, and how many
+// operations wait for the reconciler.
+func Backlog(ctx context.Context, db database.DBTX) (oldest time.Duration, marked int, err error) {
+	var seconds float64
+	if err := db.QueryRow(ctx, backlog).Scan(&seconds, &marked); err != nil {
+		return 0, 0, fmt.Errorf("backlog: %w", err)
+	}
+	return time.Duration(seconds * float64(time.Second)), marked, nil
+}

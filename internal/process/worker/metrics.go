@@ -8,13 +8,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/endpoints"
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 )
 
-// operationMetrics counts what the worker's operations settle, by path,
-// and what the processor's events found. It implements payments.Observer.
+// operationMetrics counts what the worker's operations do: their attempts,
+// the path that settled each, what the processor's events found, and the
+// reconciler's work. It implements payments.Observer.
 type operationMetrics struct {
-	settled, events *prometheus.CounterVec
+	settled, events, attempts, reconciliations *prometheus.CounterVec
 }
 
 func newOperationMetrics(reg prometheus.Registerer) operationMetrics {
@@ -30,16 +33,119 @@ func newOperationMetrics(reg prometheus.Registerer) operationMetrics {
 				"or contradiction (sent to review).",
 		}, []string{"result"}),
 	}
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payments_operation_attempts_total",
+		Help: "Attempts of the jobs that drive operations, by resource type and result: ok, unknown_outcome " +
+			"(the processor's answer unknown: tried again with the same downstream key) or failed.",
+	}, []string{"resource_type", "result"})
+	m.reconciliations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payments_reconciliations_total",
+		Help: "Operations handed to the reconciler (scheduled: a spent retry budget, or found stuck by the sweep), " +
+			"and what its runs did with them: settled, lost (another path settled first) or unsettled (tried again later).",
+	}, []string{"result"})
 	for _, rt := range []string{payments.PaymentResourceType, payments.RefundResourceType} {
 		for _, path := range []string{payments.PathWorker, payments.PathWebhook, payments.PathReconciler} {
 			m.settled.WithLabelValues(rt, path)
+		}
+		for _, result := range []string{payments.AttemptOK, payments.AttemptUnknown, payments.AttemptFailed} {
+			m.attempts.WithLabelValues(rt, result)
 		}
 	}
 	for _, result := range []string{payments.EventSettled, payments.EventAgreed, payments.EventContradiction} {
 		m.events.WithLabelValues(result)
 	}
-	reg.MustRegister(m.settled, m.events)
+	for _, result := range []string{payments.ReconciliationScheduled, payments.ReconciliationSettled,
+		payments.ReconciliationLost, payments.ReconciliationUnsettled} {
+		m.reconciliations.WithLabelValues(result)
+	}
+	reg.MustRegister(m.settled, m.events, m.attempts, m.reconciliations)
 	return m
+}
+
+// Attempted implements payments.Observer.
+func (m operationMetrics) Attempted(resourceType, result string) {
+	m.attempts.WithLabelValues(resourceType, result).Inc()
+}
+
+// Reconciliation implements payments.Observer.
+func (m operationMetrics) Reconciliation(result string, n int) {
+	m.reconciliations.WithLabelValues(result).Add(float64(n))
+}
+
+// newReapMetrics counts the keys the reaper expired and the tombstones it
+// deleted, and returns what the reaper calls.
+func newReapMetrics(reg prometheus.Registerer) func(expired, deleted int) {
+	reaped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "payments_idempotency_keys_reaped_total",
+		Help: "Idempotency keys pruned by the reaper: expired (their response reaped, a tombstone left) and deleted (tombstones gone).",
+	}, []string{"stage"})
+	reaped.WithLabelValues("expired")
+	reaped.WithLabelValues("deleted")
+	reg.MustRegister(reaped)
+	return func(expired, deleted int) {
+		reaped.WithLabelValues("expired").Add(float64(expired))
+		reaped.WithLabelValues("deleted").Add(float64(deleted))
+	}
+}
+
+// backlogCollector reads, at each scrape, what waits: keys in progress and
+// the quiet ones among them, the oldest unsettled operation, the
+// operations marked for the reconciler, and River's queue.
+type backlogCollector struct {
+	keys       *idempotency.Store
+	db         *pgxpool.Pool
+	jobs       outbox.Queue
+	stuckAfter time.Duration
+}
+
+var (
+	keysInProgressDesc = prometheus.NewDesc("payments_idempotency_keys_in_progress",
+		"Idempotency keys not finished yet.", nil, nil)
+	keysStaleDesc = prometheus.NewDesc("payments_idempotency_keys_stale",
+		"Unfinished idempotency keys quiet for longer than RECONCILE_STUCK_AFTER: zombies, unless the sweep is at work.", nil, nil)
+	oldestUnsettledDesc = prometheus.NewDesc("payments_oldest_unsettled_operation_seconds",
+		"Age of the oldest payment or refund still processing (0 when none).", nil, nil)
+	markedDesc = prometheus.NewDesc("payments_reconciliations_pending",
+		"Operations waiting for the reconciler.", nil, nil)
+	riverAvailableDesc = prometheus.NewDesc("payments_river_jobs_available",
+		"River jobs available to work and not yet worked (counted up to 1000).", nil, nil)
+	riverOldestDesc = prometheus.NewDesc("payments_river_oldest_available_job_seconds",
+		"How long the oldest available River job has waited since it was due (0 when none).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{keysInProgressDesc, keysStaleDesc, oldestUnsettledDesc, markedDesc, riverAvailableDesc, riverOldestDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	if inProgress, stale, err := c.keys.CountUnfinished(ctx, c.stuckAfter); err != nil {
+		ch <- prometheus.NewInvalidMetric(keysInProgressDesc, err)
+		ch <- prometheus.NewInvalidMetric(keysStaleDesc, err)
+	} else {
+		gauge(keysInProgressDesc, float64(inProgress))
+		gauge(keysStaleDesc, float64(stale))
+	}
+	if oldest, marked, err := payments.Backlog(ctx, c.db); err != nil {
+		ch <- prometheus.NewInvalidMetric(oldestUnsettledDesc, err)
+		ch <- prometheus.NewInvalidMetric(markedDesc, err)
+	} else {
+		gauge(oldestUnsettledDesc, oldest.Seconds())
+		gauge(markedDesc, float64(marked))
+	}
+	if available, oldest, err := c.jobs.Backlog(ctx); err != nil {
+		ch <- prometheus.NewInvalidMetric(riverAvailableDesc, err)
+		ch <- prometheus.NewInvalidMetric(riverOldestDesc, err)
+	} else {
+		gauge(riverAvailableDesc, float64(available))
+		gauge(riverOldestDesc, oldest.Seconds())
+	}
 }
 
 // Settled implements payments.Observer.

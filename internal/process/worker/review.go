@@ -68,29 +68,39 @@ func Review(ctx context.Context, databaseURL string, args []string, stdout io.Wr
 	return tw.Flush()
 }
 
-// reviewDesc is the metric of the needs-review queue.
-var reviewDesc = prometheus.NewDesc("payments_needs_review_total",
-	"Cases ever added to the needs-review queue, by kind: each distinct case once, however often it was detected.",
-	[]string{"kind"}, nil)
+// reviewDesc and openDesc are the metrics of the needs-review queue.
+var (
+	reviewDesc = prometheus.NewDesc("payments_needs_review_total",
+		"Cases ever added to the needs-review queue, by kind: each distinct case once, however often it was detected.",
+		[]string{"kind"}, nil)
+	openDesc = prometheus.NewDesc("payments_needs_review_open",
+		"Cases in the needs-review queue not resolved yet, by kind: the queue's depth.",
+		[]string{"kind"}, nil)
+)
 
 // reviewCollector reads the needs-review counts from the database at each
 // scrape, so that a case is counted once across restarts and replicas.
 type reviewCollector struct{ db *pgxpool.Pool }
 
 // Describe implements prometheus.Collector.
-func (reviewCollector) Describe(ch chan<- *prometheus.Desc) { ch <- reviewDesc }
+func (reviewCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- reviewDesc
+	ch <- openDesc
+}
 
 // Collect implements prometheus.Collector; every kind is exported, at zero
 // when it has no case, so that alerts see the series.
 func (c reviewCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	counts, err := payments.CountReviewCases(ctx, c.db)
+	ever, open, err := payments.CountReviewCases(ctx, c.db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(reviewDesc, err)
+		ch <- prometheus.NewInvalidMetric(openDesc, err)
 		return
 	}
 	for _, kind := range payments.ReviewKinds {
-		ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.CounterValue, float64(counts[kind]), kind)
+		ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.CounterValue, float64(ever[kind]), kind)
+		ch <- prometheus.MustNewConstMetric(openDesc, prometheus.GaugeValue, float64(open[kind]), kind)
 	}
 }

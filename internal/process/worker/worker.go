@@ -164,6 +164,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		Events: &payments.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool)}
 	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch}
+	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
 	w.Sweeper = &payments.Sweeper{DB: pool, Jobs: jobs,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
 	w.river, err = outbox.NewWorker(pool, process.Quiet(logger), outbox.WorkerConfig{
@@ -177,7 +178,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
-		EventRetention: cfg.EventRetention, Deliverer: deliverer, Logger: logger})
+		EventRetention: cfg.EventRetention, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger})
 	if err != nil {
 		pool.Close()
 		return nil, err

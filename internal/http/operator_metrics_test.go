@@ -1,0 +1,97 @@
+package http_test
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/example/payments/internal/stacktest"
+)
+
+// value is the value of the series named exactly series (with its labels)
+// in a scrape; -1 when it is absent.
+func value(t *testing.T, scrape, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(scrape)
+	if m == nil {
+		return -1
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestOperatorMetrics moves each operator series by making it move: a key
+// created and replayed, an operation whose processor calls have unknown
+// outcomes until its budget is spent and it is handed to the reconciler
+// (the backlog gauges rise, then fall once it settles), an open review case,
+// and the API failing closed. River's queue gauges: outbox's
+// TestBacklog.
+func TestOperatorMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := stacktest.New(t, stacktest.Options{DBProxy: true})
+	body := `{"amount":700,"currency":"USD","payment_method":"pm_card_visa"}`
+
+	// The processor unreachable: every attempt's outcome is unknown, until
+	// the budget (3) is spent and the reconciler has it.
+	s.ProcessorDown(true)
+	s.StartWorker()
+	s.Pay(acme, "op-1", body, "Prefer", "respond-async")
+	stacktest.WaitFor(t, "the payment handed to the reconciler", func() bool {
+		return value(t, s.WorkerMetrics(), `payments_reconciliations_total{result="scheduled"}`) == 1
+	})
+	w := s.WorkerMetrics()
+	if value(t, w, `payments_operation_attempts_total{resource_type="payment",result="unknown_outcome"}`) != 3 ||
+		value(t, w, "payments_reconciliations_pending") != 1 || value(t, w, "payments_idempotency_keys_in_progress") != 1 ||
+		value(t, w, "payments_oldest_unsettled_operation_seconds") <= 0 {
+		t.Fatalf("after the budget:\n%s", grep(w, "payments_operation_attempts|payments_reconciliations|payments_idempotency_keys|payments_oldest"))
+	}
+	s.ProcessorDown(false)
+	if _, err := s.Reconciler.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The reconciler's report reaches the metrics through its job; run by
+	// hand here, the gauges show it settled.
+	w = s.WorkerMetrics()
+	if value(t, w, "payments_reconciliations_pending") != 0 || value(t, w, "payments_oldest_unsettled_operation_seconds") != 0 ||
+		value(t, w, "payments_idempotency_keys_in_progress") != 0 || value(t, w, "payments_river_jobs_available") != 0 {
+		t.Fatalf("after settling:\n%s", grep(w, "payments_reconciliations|payments_oldest|payments_idempotency_keys|payments_river"))
+	}
+
+	s.Exec(`INSERT INTO needs_review (kind, reference, detail) VALUES ('unknown_charge', 'ch_x', 'x')`)
+	if v := value(t, s.WorkerMetrics(), `payments_needs_review_open{kind="unknown_charge"}`); v != 1 {
+		t.Fatalf("open review cases = %v", v)
+	}
+
+	s.Pay(acme, "op-1", body, "Prefer", "respond-async") // a replay
+	a := s.APIMetrics()
+	if value(t, a, "payments_idempotency_keys_created_total") != 1 || value(t, a, "payments_idempotent_replays_total") != 1 {
+		t.Fatalf("API key counts:\n%s", grep(a, "payments_idempotency|payments_idempotent"))
+	}
+	s.Proxy.Cut()
+	if res := s.Pay(acme, "op-2", body); res.Status != http.StatusServiceUnavailable {
+		t.Fatalf("with the store cut off: %d", res.Status)
+	}
+	s.Proxy.Restore()
+	if v := value(t, s.APIMetrics(), `payments_api_failures_total{kind="store_unavailable"}`); v < 1 {
+		t.Fatalf("store failures = %v", v)
+	}
+}
+
+// grep keeps the lines of a scrape matching pattern, for failure messages.
+func grep(scrape, pattern string) string {
+	re := regexp.MustCompile(pattern)
+	var out []byte
+	for _, line := range regexp.MustCompile(`\n`).Split(scrape, -1) {
+		if re.MatchString(line) && line != "" && line[0] != '#' {
+			out = append(out, line...)
+			out = append(out, '\n')
+		}
+	}
+	return string(out)
+}
