@@ -32,6 +32,10 @@ export LOG_FORMAT=${LOG_FORMAT:-text}
 export PROCESSOR_WEBHOOK_SECRET=${PROCESSOR_WEBHOOK_SECRET:-whsec_ZGVtby1vbmx5LXByb2Nlc3Nvci13ZWJob29rLXNlY3JldA==}
 export PROCESSOR_WEBHOOK_URL=${PROCESSOR_WEBHOOK_URL:-http://localhost${API_ADDR:-:8080}/v1/processor/webhooks}
 
+# River's dashboard on the worker's internal listener, with demo credentials
+# as public as the demo API keys (set your own outside a demo).
+export RIVER_UI_PASSWORD=${RIVER_UI_PASSWORD:-demo}
+
 prefixed processor ./bin/processor
 prefixed worker ./bin/worker
 prefixed api ./bin/api
@@ -42,6 +46,7 @@ cat <<EOF
 [run] processor  http://localhost${PROCESSOR_ADDR:-:8090}   (webhooks to ${PROCESSOR_WEBHOOK_URL})
 [run] API metrics http://localhost${API_INTERNAL_ADDR:-:9090}/metrics   (internal: never on the public port)
 [run] worker     http://localhost${METRICS_ADDR:-:9091}/metrics
+[run] River UI   http://localhost${METRICS_ADDR:-:9091}/riverui/  (user admin, password demo)
 [run] receiver   http://localhost${RECEIVER_ADDR:-:9092}/webhooks   (Acme's webhook endpoint: its [receiver] lines are the events delivered)
 [run] demo API keys: sk_test_acme (Acme), sk_test_globex (Globex)
 [run] Ctrl-C stops all four

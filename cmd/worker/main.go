@@ -1,6 +1,7 @@
 // Command worker runs the River jobs that drive payments and refunds through
 // their phases, calling the card processor over HTTP, and the periodic
-// reconciler and key reaper. It serves its metrics on METRICS_ADDR.
+// reconciler and key reaper. It serves its metrics, and River's dashboard
+// when RIVER_UI_PASSWORD is set, on the internal METRICS_ADDR.
 // "worker review" lists the needs-review queue, "worker review resolve ID"
 // closes a case, and "worker -h" lists the environment variables it reads.
 package main

@@ -22,7 +22,7 @@ func TestHelp(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v", err)
 	}
-	for _, v := range []string{"DATABASE_URL", "METRICS_ADDR", "IDEMPOTENCY_KEY_RETENTION", "PROCESSOR_KEY_RETENTION", "OPERATION_DEADLINE", "LOG_FORMAT"} {
+	for _, v := range []string{"DATABASE_URL", "METRICS_ADDR", "IDEMPOTENCY_KEY_RETENTION", "PROCESSOR_KEY_RETENTION", "OPERATION_DEADLINE", "LOG_FORMAT", "RIVER_UI_USER", "RIVER_UI_PASSWORD"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("-h lacks %s:\n%s", v, out.String())
 		}

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -63,6 +64,28 @@ func (w Webhooks) Validate() error {
 	}
 	return nil
 }
+
+// Secret is a setting that must never be printed, such as a password: every
+// way it is formatted or logged (fmt's %v and %#v, slog) shows ******** when
+// it is set and nothing when it is not, so that LogConfig can print the
+// whole configuration. string(s) is the value itself. envconfig reads it as
+// it reads any string.
+type Secret string
+
+// String masks the secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "********"
+}
+
+// GoString masks the secret for %#v, which does not call String.
+func (s Secret) GoString() string { return s.String() }
+
+// LogValue masks the secret for slog, whose JSON handler would otherwise
+// print the string itself.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // CrashPoint names a point where the process kills itself, for the crash
 // tests; refused unless APP_ENV=test.

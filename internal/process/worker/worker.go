@@ -1,7 +1,8 @@
 // Package worker builds and runs the worker process: River running the jobs
 // that drive payments and refunds through their phases, the periodic
-// reconciler and key reaper, and a small HTTP server for /metrics. It also
-// holds the worker binary's review command.
+// reconciler and key reaper, and a small HTTP server on an internal address
+// for /metrics, /healthz and River's dashboard. It also holds the worker
+// binary's review command.
 package worker
 
 import (
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
@@ -39,7 +42,7 @@ type Config struct {
 	process.CrashPoint
 	process.Webhooks
 	WebhookSchedule    endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
-	MetricsAddr        string             `envconfig:"METRICS_ADDR" default:":9091" desc:"address of /metrics and /healthz"`
+	MetricsAddr        string             `envconfig:"METRICS_ADDR" default:":9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/"`
 	ProcessorURL       string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
 	ProcessorTimeout   time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
 	Concurrency        int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once"`
@@ -60,6 +63,11 @@ type Config struct {
 	ReapInterval       time.Duration      `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
 	ReapBatch          int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
 	EventRetention     time.Duration      `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
+
+	// RiverUIPassword is a process.Secret, so that the configuration logged
+	// at start shows it masked.
+	RiverUIUser     string         `envconfig:"RIVER_UI_USER" default:"admin" desc:"basic-auth user of the River dashboard"`
+	RiverUIPassword process.Secret `envconfig:"RIVER_UI_PASSWORD" desc:"basic-auth password of the River dashboard at /riverui/ on METRICS_ADDR; unset: no dashboard"`
 }
 
 func (c Config) backoff() outbox.Backoff {
@@ -94,13 +102,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("IDEMPOTENCY_TOMBSTONE_RETENTION (%s) must be positive: a reaped key's retry must be told it expired", c.TombstoneRetention)
 	case c.LedgerPageSize < 1 || c.LedgerPageSize > 1000:
 		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to 1000, the processor's page limit", c.LedgerPageSize)
+	case c.RiverUIPassword != "" && (c.RiverUIUser == "" || strings.Contains(c.RiverUIUser, ":")):
+		// Basic auth sends "user:password": nobody could log in as these.
+		return fmt.Errorf("RIVER_UI_USER (%q) must be set and free of ':' when RIVER_UI_PASSWORD is", c.RiverUIUser)
 	}
 	return c.Common.Validate()
 }
 
 // Worker is the worker process: River running the jobs that drive payments
 // and refunds through their phases, the periodic reconciler and key reaper,
-// and a small HTTP server for /metrics and /healthz.
+// and a small HTTP server for /metrics, /healthz and River's dashboard.
 type Worker struct {
 	// The parts the jobs run, for tools and tests that drive them directly.
 	Ops        *payments.Operations
@@ -114,6 +125,7 @@ type Worker struct {
 	river     *river.Client[pgx.Tx]
 	http      *process.HTTPServer
 	announcer *idempotency.Announcer
+	dashboard *riverui.Handler // nil when RIVER_UI_PASSWORD is unset
 }
 
 // announceCooldown is the shortest time between two announcements of
@@ -187,6 +199,17 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
+	// The dashboard shows and changes River's jobs, so it is on this internal
+	// listener only, never the API's port, and only with a password.
+	if cfg.RiverUIPassword == "" {
+		logger.Info("River dashboard off: RIVER_UI_PASSWORD is unset")
+	} else {
+		if w.dashboard, err = newDashboard(w.river, process.Quiet(logger)); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		mux.Handle(dashboardPrefix+"/", protectDashboard(cfg.RiverUIUser, cfg.RiverUIPassword, w.dashboard))
+	}
 	w.http, err = process.Listen(cfg.MetricsAddr, mux, logger, 10*time.Second, 5*time.Second)
 	if err != nil {
 		pool.Close()
@@ -207,6 +230,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopMetrics()
+	if w.dashboard != nil {
+		// Its background counts run as long as the server that shows them,
+		// through the jobs' graceful stop. They end on their own when
+		// metricsCtx does (riverui has no Stop to wait on): they wait on
+		// timers, and their queries take that context.
+		if err := w.dashboard.Start(metricsCtx); err != nil {
+			w.http.Close()
+			return fmt.Errorf("start river dashboard: %w", err)
+		}
+	}
 	wg.Go(func() {
 		if err := w.http.Run(metricsCtx); err != nil {
 			w.logger.Error("metrics server", "err", err)
