@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/example/payments/internal/stacktest"
 )
@@ -34,7 +35,7 @@ func value(t *testing.T, scrape, series string) float64 {
 func TestOperatorMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := stacktest.New(t, stacktest.Options{DBProxy: true})
+	s := stacktest.New(t, stacktest.Options{DBProxy: true, ReapInterval: 100 * time.Millisecond})
 	body := `{"amount":700,"currency":"USD","payment_method":"pm_card_visa"}`
 
 	// The processor unreachable: every attempt's outcome is unknown, until
@@ -63,14 +64,21 @@ func TestOperatorMetrics(t *testing.T) {
 		t.Fatalf("after settling:\n%s", grep(w, "payments_reconciliations|payments_oldest|payments_idempotency_keys|payments_river"))
 	}
 
+	// Its key past its retention: the reaper makes it a tombstone.
+	s.Exec(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = 'op-1'`)
+	stacktest.WaitFor(t, "the key reaped", func() bool {
+		return value(t, s.WorkerMetrics(), `payments_idempotency_keys_reaped_total{stage="expired"}`) == 1
+	})
+
 	s.Exec(`INSERT INTO needs_review (kind, reference, detail) VALUES ('unknown_charge', 'ch_x', 'x')`)
 	if v := value(t, s.WorkerMetrics(), `payments_needs_review_open{kind="unknown_charge"}`); v != 1 {
 		t.Fatalf("open review cases = %v", v)
 	}
 
-	s.Pay(acme, "op-1", body, "Prefer", "respond-async") // a replay
+	s.Pay(acme, "op-3", body, "Prefer", "wait=10")
+	s.Pay(acme, "op-3", body, "Prefer", "wait=10") // a replay
 	a := s.APIMetrics()
-	if value(t, a, "payments_idempotency_keys_created_total") != 1 || value(t, a, "payments_idempotent_replays_total") != 1 {
+	if value(t, a, "payments_idempotency_keys_created_total") != 2 || value(t, a, "payments_idempotent_replays_total") != 1 {
 		t.Fatalf("API key counts:\n%s", grep(a, "payments_idempotency|payments_idempotent"))
 	}
 	s.Proxy.Cut()

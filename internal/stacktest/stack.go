@@ -64,6 +64,8 @@ type Options struct {
 	// ReconcileInterval schedules the worker's periodic reconciliation, with
 	// runs bounded by ReconcileTimeout; by default tests run it themselves.
 	ReconcileInterval, ReconcileTimeout time.Duration
+	// ReapInterval schedules the worker's key reaper; off by default.
+	ReapInterval time.Duration
 	// ProcessorWebhooks makes the processor send its webhooks to the API
 	// (Chaos's webhook settings apply); off by default.
 	ProcessorWebhooks bool
@@ -209,7 +211,7 @@ func New(t testing.TB, opts Options) *Stack {
 	wcfg.WebhookSchedule = opts.WebhookSchedule
 	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.Deadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
 	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = 30*time.Second, 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
-	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = opts.ReconcileInterval, 0, time.Hour, time.Minute
+	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = opts.ReconcileInterval, opts.ReapInterval, time.Hour, time.Minute
 	if opts.ReconcileTimeout > 0 {
 		wcfg.ReconcileTimeout = opts.ReconcileTimeout
 	}
