@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
 )
 
@@ -35,6 +37,13 @@ type Common struct {
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s" desc:"how long in-flight work may finish on shutdown"`
 	// DBMaxConns sizes the process's pool; see docs/SCALING.md.
 	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own)"`
+	// Tracing is read by the program's main, which sets its global
+	// TracerProvider up (StartTracing); it is validated and logged here.
+	Tracing tracing.Config
+	// TracerProvider, when set, is the process's instead of the global one:
+	// tests give each process its own, recording in memory. It is never read
+	// from the environment.
+	TracerProvider trace.TracerProvider `ignored:"true"`
 }
 
 // KeyRetention is shared by the API, which finishes the keys of refusals it
@@ -84,7 +93,27 @@ func (c Common) Validate() error {
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
 	}
-	return nil
+	return c.Tracing.Validate()
+}
+
+// Provider is the process's TracerProvider: the one its configuration gives,
+// else the global one its program's main set up.
+func (c Common) Provider() trace.TracerProvider { return tracing.Or(c.TracerProvider) }
+
+// StartTracing sets the program's tracing up as cfg says (tracing.Setup),
+// the console exporter writing to stdout, and returns what flushes it on
+// exit, bounded by a few seconds so that an unreachable collector cannot
+// hold the exit up.
+func StartTracing(ctx context.Context, cfg tracing.Config, program string, stdout io.Writer) (stop func() error, err error) {
+	shutdown, err := tracing.Setup(ctx, cfg, program, stdout)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return shutdown(ctx)
+	}, nil
 }
 
 // Usage writes the environment variables cfg reads, with their defaults and
