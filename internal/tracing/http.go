@@ -19,24 +19,25 @@ func Or(tp trace.TracerProvider) trace.TracerProvider {
 	return tp
 }
 
-// Handler wraps a server's handler in a server span per request, a child of
-// the caller's span when the request carries a traceparent. Health checks
-// make none: load balancers poll them. Put Route in the router, so that each
-// span is named after its route.
-func Handler(h http.Handler, tp trace.TracerProvider) http.Handler {
-	return otelhttp.NewHandler(h, "",
+// Middleware makes a server span of each request, a child of the caller's
+// span when the request carries a traceparent. Health checks make none: load
+// balancers poll them. As chi middleware (first in the router), it names
+// each span after the route that served it (see route).
+func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
+	server := otelhttp.NewMiddleware("",
 		otelhttp.WithTracerProvider(Or(tp)),
 		otelhttp.WithPropagators(Propagator),
 		otelhttp.WithFilter(func(r *http.Request) bool {
 			return r.URL.Path != "/healthz" && r.URL.Path != "/readyz"
 		}))
+	return func(next http.Handler) http.Handler { return server(route(next)) }
 }
 
-// Route is chi middleware naming the request's span after the route that
-// served it ("POST /v1/payments/{id}/refunds"), never the raw path with its
-// ids, and recording the route as http.route. An unrouted request keeps the
-// method alone.
-func Route(next http.Handler) http.Handler {
+// route names the request's span after the chi route that served it ("POST
+// /v1/payments/{id}/refunds"), never the raw path with its ids, and records
+// the route as http.route. An unrouted request, or one outside chi, keeps
+// the method alone.
+func route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r)
 		rctx := chi.RouteContext(r.Context())

@@ -95,10 +95,10 @@ func TestHTTPHop(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	r := chi.NewRouter()
-	r.Use(Route)
+	r.Use(Middleware(tp))
 	r.Get("/v1/payments/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {})
-	srv := httptest.NewServer(Handler(r, tp))
+	srv := httptest.NewServer(r)
 	defer srv.Close()
 	client := &http.Client{Transport: Transport(nil, tp)}
 	defer client.CloseIdleConnections()
