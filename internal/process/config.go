@@ -37,9 +37,9 @@ type Common struct {
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s" desc:"how long in-flight work may finish on shutdown"`
 	// DBMaxConns sizes the process's pool; see docs/SCALING.md.
 	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own)"`
-	// Tracing is read by the program's main, which sets its global
+	// OTel is read by the program's main, which sets its global
 	// TracerProvider up (StartTracing); it is validated and logged here.
-	Tracing tracing.Config
+	tracing.OTel
 	// TracerProvider, when set, is the process's instead of the global one:
 	// tests give each process its own, recording in memory. It is never read
 	// from the environment.
@@ -93,7 +93,7 @@ func (c Common) Validate() error {
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
 	}
-	return c.Tracing.Validate()
+	return c.OTel.Validate()
 }
 
 // Provider is the process's TracerProvider: the one its configuration gives,
@@ -104,7 +104,7 @@ func (c Common) Provider() trace.TracerProvider { return tracing.Or(c.TracerProv
 // the console exporter writing to stdout, and returns what flushes it on
 // exit, bounded by a few seconds so that an unreachable collector cannot
 // hold the exit up.
-func StartTracing(ctx context.Context, cfg tracing.Config, program string, stdout io.Writer) (stop func() error, err error) {
+func StartTracing(ctx context.Context, cfg tracing.OTel, program string, stdout io.Writer) (stop func() error, err error) {
 	shutdown, err := tracing.Setup(ctx, cfg, program, stdout)
 	if err != nil {
 		return nil, err

@@ -49,7 +49,7 @@ func (h traceIDs) WithGroup(name string) slog.Handler {
 }
 
 // LogConfig logs every field of the configuration struct cfg, embedded
-// and grouping structs flattened. A URL field loses its password.
+// structs flattened, except those envconfig ignores (set by tests). A URL field loses its password.
 func LogConfig(logger *slog.Logger, cfg any) {
 	logger.Info("configuration", configAttrs(reflect.Indirect(reflect.ValueOf(cfg)))...)
 }
@@ -62,7 +62,7 @@ func configAttrs(v reflect.Value) []any {
 		if f.Tag.Get("ignored") == "true" {
 			continue // not configuration: set by tests
 		}
-		if f.Anonymous || (f.Type.Kind() == reflect.Struct && f.Tag.Get("envconfig") == "") {
+		if f.Anonymous {
 			attrs = append(attrs, configAttrs(v.Field(i))...)
 			continue
 		}

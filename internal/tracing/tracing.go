@@ -47,8 +47,9 @@ const (
 var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(
 	propagation.TraceContext{}, propagation.Baggage{})
 
-// Config is the tracing configuration every program reads.
-type Config struct {
+// OTel is the tracing configuration every program reads, the standard
+// OTEL_* variables; embedded in each program's configuration.
+type OTel struct {
 	// Exporter lists where spans go, comma-separated: otlp, console or none.
 	Exporter string `envconfig:"OTEL_TRACES_EXPORTER" default:"none" desc:"where spans go: otlp (OTLP/HTTP, see OTEL_EXPORTER_OTLP_ENDPOINT), console (stdout) or none (trace ids in logs only); comma-separated for several"`
 	// ServiceName names the program in its spans; empty means the
@@ -57,7 +58,7 @@ type Config struct {
 }
 
 // exporters reads Exporter; "" is none.
-func (c Config) exporters() ([]string, error) {
+func (c OTel) exporters() ([]string, error) {
 	var out []string
 	for _, name := range strings.Split(c.Exporter, ",") {
 		switch name = strings.TrimSpace(name); name {
@@ -75,7 +76,7 @@ func (c Config) exporters() ([]string, error) {
 
 // Validate refuses an exporter this program does not know, naming the
 // variable.
-func (c Config) Validate() error {
+func (c OTel) Validate() error {
 	_, err := c.exporters()
 	return err
 }
@@ -85,7 +86,7 @@ func (c Config) Validate() error {
 // writes to console. It samples as the SDK's own variables say
 // (OTEL_TRACES_SAMPLER), by default every trace its caller samples, and every
 // new one. The caller shuts it down, which flushes what is left to export.
-func NewProvider(ctx context.Context, cfg Config, service string, console io.Writer) (*sdktrace.TracerProvider, error) {
+func NewProvider(ctx context.Context, cfg OTel, service string, console io.Writer) (*sdktrace.TracerProvider, error) {
 	names, err := cfg.exporters()
 	if err != nil {
 		return nil, err
@@ -125,7 +126,7 @@ func NewProvider(ctx context.Context, cfg Config, service string, console io.Wri
 // process constructors take their provider explicitly, so that tests never
 // share one through the globals. The returned shutdown flushes the spans
 // not yet exported; call it on exit.
-func Setup(ctx context.Context, cfg Config, service string, console io.Writer) (shutdown func(context.Context) error, err error) {
+func Setup(ctx context.Context, cfg OTel, service string, console io.Writer) (shutdown func(context.Context) error, err error) {
 	tp, err := NewProvider(ctx, cfg, service, console)
 	if err != nil {
 		return nil, err

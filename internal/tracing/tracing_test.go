@@ -24,16 +24,16 @@ func TestMain(m *testing.M) {
 func TestExporters(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"", "none", "console", "otlp", "otlp,console", " console , none "} {
-		if err := (Config{Exporter: ok}).Validate(); err != nil {
+		if err := (OTel{Exporter: ok}).Validate(); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"jaeger", "zipkin", "console,stdout"} {
-		err := (Config{Exporter: bad}).Validate()
+		err := (OTel{Exporter: bad}).Validate()
 		if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
 			t.Errorf("%q: %v, want an error naming OTEL_TRACES_EXPORTER", bad, err)
 		}
-		if _, err := NewProvider(context.Background(), Config{Exporter: bad}, "api", nil); err == nil {
+		if _, err := NewProvider(context.Background(), OTel{Exporter: bad}, "api", nil); err == nil {
 			t.Errorf("%q: NewProvider made a provider", bad)
 		}
 	}
@@ -45,7 +45,7 @@ func TestExporters(t *testing.T) {
 func TestNoneHasTraceIDs(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ cfg, want string }{{"", "worker"}, {"payments-worker", "payments-worker"}} {
-		tp, err := NewProvider(context.Background(), Config{Exporter: "none", ServiceName: tt.cfg}, "worker", nil)
+		tp, err := NewProvider(context.Background(), OTel{Exporter: "none", ServiceName: tt.cfg}, "worker", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestNoneHasTraceIDs(t *testing.T) {
 func TestConsole(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	tp, err := NewProvider(context.Background(), Config{Exporter: "console"}, "api", &out)
+	tp, err := NewProvider(context.Background(), OTel{Exporter: "console"}, "api", &out)
 	if err != nil {
 		t.Fatal(err)
 	}
