@@ -78,7 +78,8 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// GetHead answers HEAD on every GET route, as HTTP clients expect.
 	s.failures = newFailures(s.AuthThrottle)
-	r.Use(tracing.Middleware(s.Tracer), requestID, clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer, echoIdempotencyKey, middleware.GetHead)
+	r.Use(tracing.Middleware(s.Tracer), requestID, clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer,
+		echoIdempotencyKey, middleware.GetHead)
 	if s.Registry != nil {
 		s.metrics = newMetrics(s.Registry)
 		s.keyMetrics = newKeyMetrics(s.Registry)

@@ -1,6 +1,7 @@
 // Package process holds what the service's three processes share: the
 // configuration they all read (declared once here and embedded in each
-// process's own), logging, and an HTTP server that shuts down gracefully.
+// process's own), logging that joins up with traces, the binaries' tracing
+// setup, and an HTTP server that shuts down gracefully.
 // Each process is built by one constructor from one configuration struct, in
 // a package of its own so that a binary links only what it runs:
 // process/api, process/worker and process/processor. The binaries under cmd
