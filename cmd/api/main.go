@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,8 +18,9 @@ import (
 func main() { process.Main("api", run) }
 
 // run reads the configuration from the environment and runs the command:
-// serve (the default) until ctx ends, migrate or seed.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// serve (the default) until ctx ends, migrate or seed. Spans are flushed
+// before it returns.
+func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	var cfg api.Config
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		_ = process.Usage(stdout, "api [serve|migrate|seed]", "The payments API.", &cfg)
@@ -28,6 +30,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "api")
+	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "api", stdout)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopTracing()) }()
 	command := "serve"
 	if len(args) > 0 {
 		command = args[0]

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -17,8 +18,9 @@ import (
 
 func main() { process.Main("processor", run) }
 
-// run reads the configuration from the environment and serves until ctx ends.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// run reads the configuration from the environment and serves until ctx
+// ends. Spans are flushed before it returns.
+func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	var cfg processor.Config
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		_ = process.Usage(stdout, "processor", "The fake card processor.", &cfg)
@@ -31,6 +33,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "processor")
+	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "processor", stdout)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopTracing()) }()
 	p, err := processor.New(ctx, cfg, logger)
 	if err != nil {
 		return err

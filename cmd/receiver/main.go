@@ -16,13 +16,15 @@ import (
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/receiver"
+	"github.com/example/payments/internal/tracing"
 )
 
 func main() { process.Main("receiver", run) }
 
 // run reads the configuration from the environment and serves until ctx
-// ends. Events and logs both go to stdout.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// ends. Events and logs both go to stdout; so do spans, with
+// OTEL_TRACES_EXPORTER=console. Spans are flushed before it returns.
+func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	var cfg receiver.Config
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		_ = process.Usage(stdout, "receiver", "A webhook endpoint that verifies, deduplicates and prints events.", &cfg)
@@ -35,13 +37,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "receiver")
+	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "receiver", stdout)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopTracing()) }()
 	rcv, err := receiver.New(cfg, logger, stdout)
 	if err != nil {
 		return err
 	}
 	// A delivery is answered in the time of one fsync; the sender's own
-	// timeout is far shorter than these.
-	srv, err := process.Listen(cfg.Addr, rcv, logger, 30*time.Second, 15*time.Second)
+	// timeout is far shorter than these. Each is a span, in the trace the
+	// sender's traceparent names.
+	srv, err := process.Listen(cfg.Addr, tracing.Middleware(nil)(rcv), logger, 30*time.Second, 15*time.Second)
 	if err != nil {
 		return errors.Join(err, rcv.Close())
 	}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,8 +21,8 @@ import (
 func main() { process.Main("worker", run) }
 
 // run reads the configuration from the environment and works jobs until ctx
-// ends, or runs the review command.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// ends, or runs the review command. Spans are flushed before it returns.
+func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	var cfg worker.Config
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		_ = process.Usage(stdout, "worker [review [-all] | review resolve ID]", "The payments worker.", &cfg)
@@ -37,6 +38,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return worker.Review(ctx, cfg.DatabaseURL, args[1:], stdout)
 	}
 	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "worker")
+	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "worker", stdout)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopTracing()) }()
 	w, err := worker.New(ctx, cfg, logger)
 	if err != nil {
 		return err

@@ -29,7 +29,10 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
 )
 
@@ -99,6 +102,10 @@ type Config struct {
 	Now func() time.Time
 	// Webhooks configures the events sent to the service; none by default.
 	Webhooks Webhooks
+	// TracerProvider makes a server span of each request, a child of the
+	// caller's, and a span of each webhook attempt, in the trace of the
+	// operation it tells of; nil means the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Webhooks configures the processor's outgoing webhooks. With no URL, none
@@ -128,7 +135,6 @@ type Server struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	cfg    Config
-	router chi.Router
 
 	// closed releases requests held by pm_card_timeout when the server stops.
 	closed    chan struct{}
@@ -139,6 +145,10 @@ type Server struct {
 	nudge chan struct{}
 	// client sends webhooks; nil when they are off.
 	client *http.Client
+	// tracer makes the spans of webhook attempts.
+	tracer trace.Tracer
+	// router serves the API, each request in a span.
+	router chi.Router
 }
 
 // New returns a Server keeping its ledger in pool, which must be migrated.
@@ -147,13 +157,14 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 	if err := validate(&cfg); err != nil {
 		return nil, err
 	}
-	s := &Server{pool: pool, logger: logger, cfg: cfg, closed: make(chan struct{}), nudge: make(chan struct{}, 1)}
+	s := &Server{pool: pool, logger: logger, cfg: cfg, closed: make(chan struct{}), nudge: make(chan struct{}, 1),
+		tracer: tracing.Or(cfg.TracerProvider).Tracer("github.com/example/payments/internal/fakeprocessor")}
 	if s.webhooksOn() {
-		s.client = newWebhookClient()
+		s.client = newWebhookClient(cfg.TracerProvider)
 	}
 
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.accessLog, middleware.Recoverer)
+	r.Use(tracing.Middleware(cfg.TracerProvider), middleware.RequestID, s.accessLog, middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -221,7 +232,8 @@ func validate(cfg *Config) error {
 	return nil
 }
 
-// ServeHTTP routes a request to its handler.
+// ServeHTTP routes a request to its handler, in a server span that
+// continues the caller's trace.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.router.ServeHTTP(w, r)
 }
@@ -261,11 +273,15 @@ func (s *Server) latency(next http.Handler) http.Handler {
 	})
 }
 
-// accessLog writes one line per request. It logs from a defer so that a
-// response aborted on purpose (status 0) is logged too. The query string is
-// kept, so that a lookup by key or a ledger page can be traced.
+// accessLog writes one line per request, with its span's trace and span
+// ids. It logs from a defer so that a response aborted on purpose (status 0)
+// is logged too. The query string is kept, so that a lookup by key or a
+// ledger page can be traced.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if key := r.Header.Get("Idempotency-Key"); key != "" {
+			trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("idempotency.key", key))
+		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		start := time.Now()
 		defer func() {

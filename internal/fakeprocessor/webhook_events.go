@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/example/payments/internal/database"
 )
 
@@ -92,7 +94,8 @@ func (s *Server) webhooksOn() bool { return s.cfg.Webhooks.URL != "" }
 // recordEvent queues ev in db, the transaction of the operation it tells of,
 // so that the event exists exactly when the operation does. Its body is
 // encoded once, here: every attempt sends the same bytes. The chaos knobs
-// decide now whether it is dropped, or when it is first due.
+// decide now whether it is dropped, or when it is first due. The traceparent
+// of ctx's span, the request's, is kept with it, for its deliveries to send.
 func (s *Server) recordEvent(ctx context.Context, db database.DBTX, ev event) error {
 	now := s.now()
 	id := newID("evt_")
@@ -106,15 +109,17 @@ func (s *Server) recordEvent(ctx context.Context, db database.DBTX, ev event) er
 		delayed := now.Add(time.Duration(c.Rand() * float64(c.WebhookDelay)))
 		due = &delayed
 	}
-	if _, err := db.Exec(ctx, insertEventSQL, id, ev.typ, body, now, state, due); err != nil {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	if _, err := db.Exec(ctx, insertEventSQL, id, ev.typ, body, now, state, due, optional(carrier.Get("traceparent"))); err != nil {
 		return fmt.Errorf("insert webhook event: %w", err)
 	}
 	return nil
 }
 
 const insertEventSQL = `
-INSERT INTO processor.webhook_events (id, type, body, created_at, state, next_attempt_at)
-VALUES ($1, $2, $3, $4, $5, $6)`
+INSERT INTO processor.webhook_events (id, type, body, created_at, state, next_attempt_at, traceparent)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
 // wake nudges the webhook sender, without waiting: a wake-up already
 // pending covers this one too.

@@ -12,7 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/tracing"
 )
 
 const (
@@ -36,15 +42,16 @@ const (
 // newWebhookClient returns the client sending webhooks: a transport of its
 // own, whose idle connections SendWebhooks closes when it stops, and
 // redirects not followed, since a receiver that moved is misconfigured and a
-// 3xx is a failed attempt.
-func newWebhookClient() *http.Client {
+// 3xx is a failed attempt. Each POST is a client span, and carries its
+// context as traceparent.
+func newWebhookClient(tp trace.TracerProvider) *http.Client {
 	return &http.Client{
-		Transport: &http.Transport{
+		Transport: tracing.Transport(&http.Transport{
 			Proxy:               http.ProxyFromEnvironment,
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConnsPerHost: maxSends,
 			IdleConnTimeout:     90 * time.Second,
-		},
+		}, tp),
 		Timeout: sendTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
@@ -124,6 +131,9 @@ type claimed struct {
 	// attempt is the number of this attempt; only the claim that counted it
 	// may record its result.
 	attempt int
+	// traceparent is the trace of the operation the event tells of; "" for
+	// none.
+	traceparent string
 }
 
 // claimEventsSQL takes up to $3 pending events due at $1, oldest due first,
@@ -140,7 +150,7 @@ WHERE id IN (
     ORDER BY next_attempt_at
     LIMIT $3
     FOR UPDATE SKIP LOCKED)
-RETURNING id, type, body, created_at, attempts`
+RETURNING id, type, body, created_at, attempts, coalesce(traceparent, '')`
 
 // claimEvents claims up to limit events due at now, leased until leaseEnd.
 func claimEvents(ctx context.Context, db database.DBTX, now, leaseEnd time.Time, limit int) ([]claimed, error) {
@@ -152,7 +162,7 @@ func claimEvents(ctx context.Context, db database.DBTX, now, leaseEnd time.Time,
 	var events []claimed
 	for rows.Next() {
 		var e claimed
-		if err := rows.Scan(&e.id, &e.typ, &e.body, &e.createdAt, &e.attempt); err != nil {
+		if err := rows.Scan(&e.id, &e.typ, &e.body, &e.createdAt, &e.attempt, &e.traceparent); err != nil {
 			return nil, fmt.Errorf("scan webhook event: %w", err)
 		}
 		events = append(events, e)
@@ -166,8 +176,13 @@ func claimEvents(ctx context.Context, db database.DBTX, now, leaseEnd time.Time,
 // deliver makes one attempt at e and records its result. The chaos
 // duplicate rate sends the attempt twice at once, with the same id and
 // signature, as a processor retrying a delivery it wrongly thought lost
-// would; the attempt succeeded if either copy did.
+// would; the attempt succeeded if either copy did. The attempt is a span in
+// the trace of the operation the event tells of.
 func (s *Server) deliver(ctx context.Context, e claimed) {
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": e.traceparent})
+	ctx, span := s.tracer.Start(ctx, "webhook "+e.typ, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("webhook.event_id", e.id), attribute.Int("webhook.attempt", e.attempt)))
+	defer span.End()
 	at := s.now()
 	copies := 1
 	if s.chance(s.cfg.Chaos.WebhookDuplicateRate) {
@@ -186,6 +201,9 @@ func (s *Server) deliver(ctx context.Context, e claimed) {
 			break
 		}
 		err = copyErr
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 	}
 	s.recordAttempt(ctx, e, err)
 }
@@ -257,7 +275,7 @@ func (s *Server) recordAttempt(ctx context.Context, e claimed, sendErr error) {
 	case next.After(horizon):
 		recorded, err = finishEvent(ctx, s.pool, e, eventAbandoned, nil, sendErr.Error())
 		if recorded {
-			s.logger.Error("webhook abandoned", "event_id", e.id, "type", e.typ, "attempts", e.attempt,
+			s.logger.ErrorContext(ctx, "webhook abandoned", "event_id", e.id, "type", e.typ, "attempts", e.attempt,
 				"created_at", e.createdAt, "err", sendErr)
 		}
 	default:
@@ -266,9 +284,9 @@ func (s *Server) recordAttempt(ctx context.Context, e claimed, sendErr error) {
 	switch {
 	case err != nil:
 		// The lease passes and the event is sent again.
-		s.logger.Error("record webhook attempt", "event_id", e.id, "attempt", e.attempt, "err", err)
+		s.logger.ErrorContext(ctx, "record webhook attempt", "event_id", e.id, "attempt", e.attempt, "err", err)
 	case !recorded:
-		s.logger.Warn("webhook attempt superseded by a later claim", "event_id", e.id, "attempt", e.attempt)
+		s.logger.WarnContext(ctx, "webhook attempt superseded by a later claim", "event_id", e.id, "attempt", e.attempt)
 	}
 }
 

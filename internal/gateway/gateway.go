@@ -26,7 +26,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/tracing"
 )
 
 // maxResponseBytes bounds what is read of a response body.
@@ -57,6 +60,16 @@ func New(baseURL string, timeout time.Duration) *Client {
 		baseURL: strings.TrimRight(baseURL, "/"),
 		http:    &http.Client{Timeout: timeout},
 	}
+}
+
+// Traced returns a copy of c whose every call is a client span, a child of
+// the span in its context, and sends that span's context to the processor
+// as traceparent, so that the processor's work joins the operation's trace.
+// tp nil means the global provider.
+func (c *Client) Traced(tp trace.TracerProvider) *Client {
+	traced := *c
+	traced.http = &http.Client{Timeout: c.http.Timeout, Transport: tracing.Transport(c.http.Transport, tp)}
+	return &traced
 }
 
 // Client implements the processor as the operations see it.

@@ -29,6 +29,7 @@ func (s *Server) createPayment() http.HandlerFunc {
 
 // getPayment handles GET /v1/payments/{id}.
 func (s *Server) getPayment(w http.ResponseWriter, r *http.Request) {
+	spanResource(r, idempotency.Resource{Type: payments.PaymentResourceType, ID: chi.URLParam(r, "id")})
 	p, err := s.Payments.Get(r.Context(), tenantID(r), chi.URLParam(r, "id"))
 	if err != nil {
 		s.writeError(w, r, err)

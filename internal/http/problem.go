@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
@@ -32,14 +33,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client went away; there is no one to answer
 	case !known && database.IsUnavailable(err):
 		s.countFailure(failureStore)
-		s.Logger.Warn("database unavailable", "request_id", middleware.GetReqID(r.Context()), "err", err)
+		s.Logger.WarnContext(r.Context(), "database unavailable", "request_id", middleware.GetReqID(r.Context()), "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 		writeProblem(w, render.NewProblem(http.StatusServiceUnavailable, "service_unavailable", "Service unavailable",
 			"The database cannot be reached; nothing was executed. Retry with the same Idempotency-Key."))
 		return
 	case !known:
 		s.countFailure(failureInternal)
-		s.Logger.Error("internal error", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
+		trace.SpanFromContext(r.Context()).RecordError(err)
+		s.Logger.ErrorContext(r.Context(), "internal error", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
 			"path", r.URL.Path, "err", err)
 		writeProblem(w, render.NewProblem(http.StatusInternalServerError, "internal_error", "Internal server error",
 			"An unexpected error occurred. It has been logged with the request id "+middleware.GetReqID(r.Context())+"."))

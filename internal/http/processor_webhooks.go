@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
@@ -80,7 +82,7 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 			result = webhookStale
 		}
 		s.countWebhook(result)
-		s.Logger.Warn("processor webhook refused", "request_id", middleware.GetReqID(r.Context()), "result", result,
+		s.Logger.WarnContext(r.Context(), "processor webhook refused", "request_id", middleware.GetReqID(r.Context()), "result", result,
 			"webhook_id", r.Header.Get(webhook.HeaderID))
 		s.writeError(w, r, render.ErrWebhookSignature)
 		return
@@ -96,16 +98,19 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 		return
 	case err != nil:
 		s.countWebhook(webhookMalformed)
-		s.Logger.Error("processor webhook malformed", "request_id", middleware.GetReqID(r.Context()), "webhook_id", id, "err", err)
+		s.Logger.ErrorContext(r.Context(), "processor webhook malformed", "request_id", middleware.GetReqID(r.Context()), "webhook_id", id, "err", err)
 		s.writeError(w, r, err)
 		return
 	}
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments.processor_event_id", id),
+		attribute.String("payments.downstream_key", ev.DownstreamKey))
 	result, err := s.Payments.ReceiveProcessorEvent(r.Context(), ev)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	s.countWebhook(result)
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments.processor_event_result", result))
 	writeJSON(w, http.StatusOK, webhookReceipt{ID: id, Result: result})
 }
 

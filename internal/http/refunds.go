@@ -15,6 +15,7 @@ import (
 func (s *Server) createRefund() http.HandlerFunc {
 	return idempotentPost(s, true,
 		func(r *http.Request, req idempotency.Request, nr payments.NewRefund) (idempotency.Lease, any, error) {
+			spanResource(r, idempotency.Resource{Type: payments.PaymentResourceType, ID: chi.URLParam(r, "id")})
 			lease, err := s.Payments.CreateRefund(r.Context(), req, chi.URLParam(r, "id"), nr)
 			return lease, nil, err
 		},
@@ -25,6 +26,7 @@ func (s *Server) createRefund() http.HandlerFunc {
 
 // getRefund handles GET /v1/refunds/{id}.
 func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
+	spanResource(r, idempotency.Resource{Type: payments.RefundResourceType, ID: chi.URLParam(r, "id")})
 	ref, err := s.Payments.GetRefund(r.Context(), tenantID(r), chi.URLParam(r, "id"))
 	if err != nil {
 		s.writeError(w, r, err)

@@ -8,8 +8,11 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
 )
 
@@ -35,6 +38,7 @@ func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load 
 			s.writeError(w, r, err)
 			return
 		}
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("idempotency.key", key))
 		var decoded B
 		body, err := readJSON(w, r, &decoded, bodyOptional)
 		if err != nil {
@@ -53,6 +57,7 @@ func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load 
 			s.writeError(w, r, err)
 			return
 		}
+		spanResource(r, lease.Key.Resource)
 		s.respondIdempotent(w, r, lease, wait, created, load)
 	}
 }
@@ -73,7 +78,7 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 	// immediate retry is not refused.
 	if err != nil || !key.Finished() {
 		if relErr := s.Keys.Release(context.WithoutCancel(ctx), lease); relErr != nil {
-			s.Logger.Error("release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
+			s.Logger.ErrorContext(ctx, "release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
 		}
 	}
 	if err != nil {
@@ -110,6 +115,21 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 func (s *Server) countFailure(kind string) {
 	if s.keyMetrics != nil {
 		s.keyMetrics.failures.WithLabelValues(kind).Inc()
+	}
+}
+
+// spanResource records the resource a request is about on its span:
+// payments.payment_id, payments.refund_id, or the type and id of another.
+func spanResource(r *http.Request, res idempotency.Resource) {
+	span := trace.SpanFromContext(r.Context())
+	switch res.Type {
+	case "":
+	case payments.PaymentResourceType:
+		span.SetAttributes(attribute.String("payments.payment_id", res.ID))
+	case payments.RefundResourceType:
+		span.SetAttributes(attribute.String("payments.refund_id", res.ID))
+	default:
+		span.SetAttributes(attribute.String("payments.resource_type", res.Type), attribute.String("payments.resource_id", res.ID))
 	}
 }
 

@@ -19,12 +19,15 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/go-chi/httprate"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/tenants"
+	"github.com/example/payments/internal/tracing"
 )
 
 // MaxBodyBytes is the largest request body accepted.
@@ -58,6 +61,9 @@ type Server struct {
 	TrustedProxies Proxies
 	// AuthThrottle limits failed authentications per client address.
 	AuthThrottle AuthThrottle
+	// Tracer makes a server span of each request, a child of the caller's
+	// when it sends a traceparent; nil means the global provider.
+	Tracer trace.TracerProvider
 
 	metrics        *metrics
 	keyMetrics     *keyMetrics
@@ -66,12 +72,14 @@ type Server struct {
 	failures       *failures
 }
 
-// Handler returns the routed API with its middleware.
+// Handler returns the routed API with its middleware, each request a
+// server span named after its route.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// GetHead answers HEAD on every GET route, as HTTP clients expect.
 	s.failures = newFailures(s.AuthThrottle)
-	r.Use(requestID, clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer, echoIdempotencyKey, middleware.GetHead)
+	r.Use(tracing.Middleware(s.Tracer), requestID, clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer,
+		echoIdempotencyKey, middleware.GetHead)
 	if s.Registry != nil {
 		s.metrics = newMetrics(s.Registry)
 		s.keyMetrics = newKeyMetrics(s.Registry)
@@ -178,6 +186,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("tenant.id", tenantID))
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenantID)))
 	})
 }
@@ -202,7 +211,9 @@ func requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := make([]byte, 12)
 		_, _ = rand.Read(b) // never fails, per crypto/rand
-		ctx := context.WithValue(r.Context(), middleware.RequestIDKey, "req_"+hex.EncodeToString(b))
+		id := "req_" + hex.EncodeToString(b)
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("request_id", id))
+		ctx := context.WithValue(r.Context(), middleware.RequestIDKey, id)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -210,7 +221,8 @@ func requestID(next http.Handler) http.Handler {
 // maxLoggedClientID bounds what the access log keeps of a client's request id.
 const maxLoggedClientID = 128
 
-// accessLog logs one line per request with its request id.
+// accessLog logs one line per request with its request id, and the trace
+// and span ids of its server span.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -220,12 +232,13 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if s.metrics != nil {
 			s.metrics.observe(r, ww.Status(), time.Since(start))
 		}
-		attrs := []any{"request_id", middleware.GetReqID(r.Context()), "method", r.Method,
-			"path", r.URL.Path, "status", ww.Status(), "bytes", ww.BytesWritten(), "duration", time.Since(start)}
+		attrs := []slog.Attr{slog.String("request_id", middleware.GetReqID(r.Context())), slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.Int("status", ww.Status()), slog.Int("bytes", ww.BytesWritten()),
+			slog.Duration("duration", time.Since(start))}
 		if client := r.Header.Get("X-Request-Id"); client != "" {
-			attrs = append(attrs, "client_request_id", client[:min(len(client), maxLoggedClientID)])
+			attrs = append(attrs, slog.String("client_request_id", client[:min(len(client), maxLoggedClientID)]))
 		}
-		s.Logger.Info("request", attrs...)
+		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
 }
 
@@ -238,7 +251,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.Ready(ctx); err != nil {
-		s.Logger.Warn("not ready", "err", err)
+		s.Logger.WarnContext(ctx, "not ready", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 		return
 	}

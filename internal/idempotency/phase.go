@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Next is where a phase leaves its key: at a later recovery point, or
@@ -79,6 +81,9 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 			if moved, ok := s.movedOn(ctx, key.ID, from); ok {
 				// Another runner (a webhook, the reconciler) settled the key
 				// while this call was out: its failure no longer matters.
+				trace.SpanFromContext(ctx).AddEvent("recovery point moved by another runner", trace.WithAttributes(
+					attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from),
+					attribute.String("to", moved.RecoveryPoint), attribute.String("call_error", err.Error())))
 				return moved, false, nil
 			}
 			return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
@@ -114,6 +119,8 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another runner moved the key while this phase ran: its result stands.
+		trace.SpanFromContext(ctx).AddEvent("phase rolled back: another runner moved the key", trace.WithAttributes(
+			attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from)))
 		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 			return Key{}, false, fmt.Errorf("rollback: %w", err)
 		}
@@ -126,6 +133,8 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	if err := tx.Commit(ctx); err != nil {
 		return Key{}, false, fmt.Errorf("commit phase %s: %w", from, err)
 	}
+	trace.SpanFromContext(ctx).AddEvent("recovery point advanced", trace.WithAttributes(
+		attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from), attribute.String("to", moved.RecoveryPoint)))
 	if moved.Finished() {
 		s.Announcer.Finished(moved.ID)
 	}

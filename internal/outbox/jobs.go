@@ -194,7 +194,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	}
 	r, err := w.Reconciler.Settle(ctx)
 	if stuck+r.Settled+r.Lost+r.Unsettled > 0 {
-		w.Logger.Info("reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost, "unsettled", r.Unsettled)
+		w.Logger.InfoContext(ctx, "reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost, "unsettled", r.Unsettled)
 	}
 	if obs := w.Reconciler.Ops.Observer; obs != nil {
 		obs.Reconciliation(payments.ReconciliationScheduled, stuck)
@@ -231,7 +231,7 @@ func (w *LedgerWorker) Timeout(*river.Job[LedgerArgs]) time.Duration { return w.
 func (w *LedgerWorker) Work(ctx context.Context, _ *river.Job[LedgerArgs]) error {
 	r, err := w.Reconciler.CompareLedger(ctx)
 	if r.Repaired+r.Flagged > 0 {
-		w.Logger.Info("compared the ledgers", "repaired", r.Repaired, "flagged", r.Flagged)
+		w.Logger.InfoContext(ctx, "compared the ledgers", "repaired", r.Repaired, "flagged", r.Flagged)
 	}
 	return err
 }
@@ -264,7 +264,7 @@ type ReapWorker struct {
 func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	expired, deleted, err := w.Keys.Reap(ctx, w.Batch)
 	if expired+deleted > 0 {
-		w.Logger.Info("reaped idempotency keys", "expired", expired, "tombstones_deleted", deleted)
+		w.Logger.InfoContext(ctx, "reaped idempotency keys", "expired", expired, "tombstones_deleted", deleted)
 	}
 	if w.Reaped != nil {
 		w.Reaped(expired, deleted)
@@ -274,7 +274,7 @@ func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	}
 	pruned, err := w.Ops.PruneProcessorEvents(ctx, w.EventRetention, w.Batch)
 	if pruned > 0 {
-		w.Logger.Info("pruned processor events", "deleted", pruned)
+		w.Logger.InfoContext(ctx, "pruned processor events", "deleted", pruned)
 	}
 	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
@@ -123,9 +124,11 @@ func (q Queue) Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error)
 const InsertCooldown = 5 * time.Millisecond
 
 // NewInserter returns a River client that only inserts and lists jobs, for
-// the API and the sweep.
+// the API and the sweep. Each job it inserts carries the trace of the
+// inserting context (TraceInsert).
 func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
-	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: InsertCooldown})
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: InsertCooldown,
+		Middleware: []rivertype.Middleware{&TraceInsert{}}})
 }
 
 // WorkerConfig tunes the River client that runs jobs.
@@ -173,11 +176,16 @@ type Deps struct {
 	Deliverer *endpoints.Deliverer
 	// Reaped, when set, counts what the reaper reaped.
 	Reaped func(expired, deleted int)
+	// Logger gets each job attempt's line (TraceWork) and the periodic
+	// jobs' reports.
 	Logger *slog.Logger
+	// Tracer makes each job attempt's span; nil means the global provider.
+	Tracer trace.TracerProvider
 }
 
 // NewWorker returns a River client that runs the charge jobs and the
-// periodic reconciler and reaper.
+// periodic reconciler and reaper. Each attempt of a job is a span in the
+// trace of the code that inserted it, and one line in the log (TraceWork).
 func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps Deps) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &ChargeWorker{Ops: deps.Ops}); err != nil {
@@ -237,5 +245,6 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		// A payment's request waits for its job: pick jobs up within 10 ms of
 		// their insert notification rather than River's default 100 ms.
 		FetchCooldown: 10 * time.Millisecond,
+		Middleware:    []rivertype.Middleware{&TraceInsert{}, NewTraceWork(deps.Tracer, deps.Logger)},
 	})
 }

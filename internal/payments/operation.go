@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
@@ -184,9 +186,15 @@ func (o *Operations) run(ctx context.Context, op operation, id string, attempt i
 		}
 		o.Observer.Attempted(op.resourceType(), result)
 	}
+	span := trace.SpanFromContext(ctx)
+	if err != nil && attempt < o.MaxAttempts {
+		span.AddEvent("outcome unknown: retry with the same downstream key", trace.WithAttributes(
+			attribute.Int("attempt", attempt), attribute.Int("max_attempts", o.MaxAttempts), attribute.String("error", err.Error())))
+	}
 	if err == nil || attempt < o.MaxAttempts {
 		return err
 	}
+	span.AddEvent("retry budget spent: handed to the reconciler", trace.WithAttributes(attribute.Int("attempt", attempt)))
 	// The job's context may be the reason it failed; marking must not be.
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -247,8 +255,14 @@ func (o *Operations) driveWith(ctx context.Context, op operation, id string, p p
 		idempotency.RecoveryStarted: first,
 		op.createdPoint():           o.finishPhase(op, id, complete),
 	})
-	if finished && *p.recoveryPoint == idempotency.RecoveryStarted && o.Observer != nil {
-		o.Observer.Settled(op.resourceType(), path)
+	if finished && *p.recoveryPoint == idempotency.RecoveryStarted {
+		span := trace.SpanFromContext(ctx)
+		span.SetAttributes(attribute.String("payments.settled_by", path))
+		span.AddEvent("operation settled", trace.WithAttributes(attribute.String("path", path),
+			attribute.String("resource_type", op.resourceType()), attribute.String("resource_id", id)))
+		if o.Observer != nil {
+			o.Observer.Settled(op.resourceType(), path)
+		}
 	}
 	return finished, err
 }
@@ -309,6 +323,8 @@ func (o *Operations) learn(ctx context.Context, op operation, p pending, reconci
 	out, err := p.attempt(ctx)
 	if errors.Is(err, ErrKeyClosed) {
 		// Another runner gave up first: closing again answers what it learned.
+		trace.SpanFromContext(ctx).AddEvent("downstream key closed by another runner", trace.WithAttributes(
+			attribute.String("downstream_key", p.downstreamKey)))
 		return o.giveUp(ctx, op, p)
 	}
 	if err != nil {
@@ -322,13 +338,17 @@ func (o *Operations) learn(ctx context.Context, op operation, p pending, reconci
 // and returns what the close reports: the operation, if one was made before
 // the close (the close waits for one in flight), else the given-up outcome.
 func (o *Operations) giveUp(ctx context.Context, op operation, p pending) (outcome, error) {
+	span := trace.SpanFromContext(ctx)
+	span.AddEvent("fence: closing the downstream key", trace.WithAttributes(attribute.String("downstream_key", p.downstreamKey)))
 	out, made, err := op.close(ctx, p.downstreamKey)
 	switch {
 	case err != nil:
 		return outcome{}, fmt.Errorf("close %s: %w", p.downstreamKey, err)
 	case made:
+		span.AddEvent("fence closed: the operation was made first", trace.WithAttributes(attribute.String("processor_id", out.ID)))
 		return outcome{Outcome: out}, nil
 	}
+	span.AddEvent("fence closed: nothing was made, giving up")
 	return outcome{Outcome: op.gaveUp(), gaveUp: true}, nil
 }
 

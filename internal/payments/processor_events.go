@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
@@ -224,6 +226,8 @@ func (o *Operations) SettleFromEvent(ctx context.Context, eventID string) (strin
 	if !sameTerms(ev.ProcessorEvent, p) || p.recorded == nil || !sameOutcome(ev.Outcome, *p.recorded) {
 		result = EventContradiction
 	}
+	trace.SpanFromContext(ctx).AddEvent("processor event checked against the settled operation", trace.WithAttributes(
+		attribute.String("result", result), attribute.String("resource_type", *ev.resourceType), attribute.String("resource_id", id)))
 	if err := o.closeEvent(ctx, ev, p, result); err != nil {
 		return "", err
 	}

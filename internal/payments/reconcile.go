@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Reconciler settles what the worker could not know: operations marked for
@@ -89,35 +91,48 @@ func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 		return report, fmt.Errorf("claim marked operations: %w", err)
 	}
 	for _, m := range batch {
-		op, err := r.Ops.operation(m.kind)
-		won := false
-		if err == nil {
-			won, err = r.Ops.reconcile(ctx, op, m.id)
-		}
-		switch {
-		case err != nil:
-			report.Unsettled++
-			r.Logger.Warn("not settled yet", "resource_type", m.kind, "id", m.id, "err", err)
-			if _, noteErr := r.Ops.DB.Exec(ctx, noteError, m.kind, m.id, err.Error()); noteErr != nil {
-				r.Logger.Warn("note reconciliation error", "id", m.id, "err", noteErr)
-			}
-		case won:
-			report.Settled++
-			r.Logger.Info("settled by the reconciler", "resource_type", m.kind, "id", m.id)
-		default:
-			// Finished by another runner. Its finish cleared the mark, unless
-			// the mark came later: the sweep decides on what it read a moment
-			// before, and the key can finish in between. Nothing is left to
-			// settle either way, so the mark goes.
-			report.Lost++
-			r.Logger.Info("settled by another runner first", "resource_type", m.kind, "id", m.id)
-			if _, err := r.Ops.DB.Exec(ctx, unmark, m.kind, m.id); err != nil {
-				r.Logger.Warn("clear the mark of a finished operation", "id", m.id, "err", err)
-			}
-		}
+		r.settleOne(ctx, m.kind, m.id, &report)
 	}
 	return report, nil
 }
+
+// settleOne tries one marked operation, in a span of its own inside the
+// reconciler's run, and counts what came of it in report.
+func (r *Reconciler) settleOne(ctx context.Context, kind, id string, report *Report) {
+	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, "reconcile "+kind,
+		trace.WithAttributes(attribute.String("payments.resource_type", kind), attribute.String("payments.resource_id", id)))
+	defer span.End()
+	op, err := r.Ops.operation(kind)
+	won := false
+	if err == nil {
+		won, err = r.Ops.reconcile(ctx, op, id)
+	}
+	switch {
+	case err != nil:
+		report.Unsettled++
+		span.RecordError(err)
+		r.Logger.WarnContext(ctx, "not settled yet", "resource_type", kind, "id", id, "err", err)
+		if _, noteErr := r.Ops.DB.Exec(ctx, noteError, kind, id, err.Error()); noteErr != nil {
+			r.Logger.WarnContext(ctx, "note reconciliation error", "id", id, "err", noteErr)
+		}
+	case won:
+		report.Settled++
+		r.Logger.InfoContext(ctx, "settled by the reconciler", "resource_type", kind, "id", id)
+	default:
+		// Finished by another runner. Its finish cleared the mark, unless
+		// the mark came later: the sweep decides on what it read a moment
+		// before, and the key can finish in between. Nothing is left to
+		// settle either way, so the mark goes.
+		report.Lost++
+		r.Logger.InfoContext(ctx, "settled by another runner first", "resource_type", kind, "id", id)
+		if _, err := r.Ops.DB.Exec(ctx, unmark, kind, id); err != nil {
+			r.Logger.WarnContext(ctx, "clear the mark of a finished operation", "id", id, "err", err)
+		}
+	}
+}
+
+// tracerName names the spans this package makes.
+const tracerName = "github.com/example/payments/internal/payments"
 
 // CompareLedger walks both sides of the processor's ledger over the window:
 // it marks operations the ledger shows stuck (Repaired) and adds anything
@@ -312,6 +327,6 @@ func (r *Reconciler) flag(ctx context.Context, kind string, e LedgerEntry, name 
 	if err != nil || !added {
 		return false, err
 	}
-	r.Logger.Error("needs review", "kind", kind, "reference", e.ID, "detail", detail)
+	r.Logger.ErrorContext(ctx, "needs review", "kind", kind, "reference", e.ID, "detail", detail)
 	return true, nil
 }

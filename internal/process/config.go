@@ -1,6 +1,7 @@
 // Package process holds what the service's three processes share: the
 // configuration they all read (declared once here and embedded in each
-// process's own), logging, and an HTTP server that shuts down gracefully.
+// process's own), logging that joins up with traces, the binaries' tracing
+// setup, and an HTTP server that shuts down gracefully.
 // Each process is built by one constructor from one configuration struct, in
 // a package of its own so that a binary links only what it runs:
 // process/api, process/worker and process/processor. The binaries under cmd
@@ -22,7 +23,9 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
 )
 
@@ -36,6 +39,13 @@ type Common struct {
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s" desc:"how long in-flight work may finish on shutdown"`
 	// DBMaxConns sizes the process's pool; see docs/SCALING.md.
 	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own)"`
+	// OTel is read by the program's main, which sets its global
+	// TracerProvider up (StartTracing); it is validated and logged here.
+	tracing.OTel
+	// TracerProvider, when set, is the process's instead of the global one:
+	// tests give each process its own, recording in memory. It is never read
+	// from the environment.
+	TracerProvider trace.TracerProvider `ignored:"true"`
 }
 
 // KeyRetention is shared by the API, which finishes the keys of refusals it
@@ -107,7 +117,27 @@ func (c Common) Validate() error {
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
 	}
-	return nil
+	return c.OTel.Validate()
+}
+
+// Provider is the process's TracerProvider: the one its configuration gives,
+// else the global one its program's main set up.
+func (c Common) Provider() trace.TracerProvider { return tracing.Or(c.TracerProvider) }
+
+// StartTracing sets the program's tracing up as cfg says (tracing.Setup),
+// the console exporter writing to stdout, and returns what flushes it on
+// exit, bounded by a few seconds so that an unreachable collector cannot
+// hold the exit up.
+func StartTracing(ctx context.Context, cfg tracing.OTel, program string, stdout io.Writer) (stop func() error, err error) {
+	shutdown, err := tracing.Setup(ctx, cfg, program, stdout)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return shutdown(ctx)
+	}, nil
 }
 
 // Usage writes the environment variables cfg reads, with their defaults and

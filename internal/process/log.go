@@ -7,21 +7,49 @@ import (
 	"log/slog"
 	"net/url"
 	"reflect"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // NewLogger returns a logger writing records of level and above to w: JSON
 // for machines, or text, one readable line a record, for a person at a
-// terminal (LOG_FORMAT).
+// terminal (LOG_FORMAT). A record logged with a context holding a span
+// (InfoContext, LogAttrs) carries its trace_id and span_id, so that the
+// lines about one request or job, in every program, join up with its trace.
 func NewLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(TraceIDs(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(TraceIDs(slog.NewJSONHandler(w, opts)))
+}
+
+// TraceIDs wraps h so that each record logged with a context holding a
+// valid span gets trace_id and span_id attributes. Under a group
+// (WithGroup), they go in the group.
+func TraceIDs(h slog.Handler) slog.Handler { return traceIDs{Handler: h} }
+
+// traceIDs is the handler TraceIDs returns.
+type traceIDs struct{ slog.Handler }
+
+func (h traceIDs) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone() // the record may be shared with other handlers
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traceIDs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceIDs{Handler: h.Handler.WithAttrs(attrs)}
+}
+
+func (h traceIDs) WithGroup(name string) slog.Handler {
+	return traceIDs{Handler: h.Handler.WithGroup(name)}
 }
 
 // LogConfig logs every field of the configuration struct cfg, embedded
-// structs flattened. A URL field loses its password.
+// structs flattened, except those envconfig ignores (set by tests). A URL field loses its password.
 func LogConfig(logger *slog.Logger, cfg any) {
 	logger.Info("configuration", configAttrs(reflect.Indirect(reflect.ValueOf(cfg)))...)
 }
@@ -31,6 +59,9 @@ func configAttrs(v reflect.Value) []any {
 	attrs := make([]any, 0, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if f.Tag.Get("ignored") == "true" {
+			continue // not configuration: set by tests
+		}
 		if f.Anonymous {
 			attrs = append(attrs, configAttrs(v.Field(i))...)
 			continue

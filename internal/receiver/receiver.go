@@ -6,6 +6,7 @@
 package receiver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"unicode"
 
 	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
 )
 
@@ -40,6 +42,10 @@ type Config struct {
 	DedupeFile string          `envconfig:"RECEIVER_DEDUPE_FILE" default:"receiver-seen.log" desc:"file of the event ids already processed, one a line; keep it across restarts"`
 	FailFirst  int             `envconfig:"RECEIVER_FAIL_FIRST" default:"0" desc:"chaos: answer 500 to the first N deliveries of each event id, to exercise the sender's retries"`
 	Delay      time.Duration   `envconfig:"RECEIVER_DELAY" default:"0s" desc:"chaos: answer each delivery after a random wait of up to this"`
+	// OTel is read by the program's main, which sets tracing up; each
+	// delivery is then a span in the trace of the event's settling, whose
+	// traceparent the sender sends.
+	tracing.OTel
 }
 
 // Validate checks the settings New cannot work without.
@@ -58,7 +64,7 @@ func (c Config) Validate() error {
 	case c.Delay < 0:
 		return fmt.Errorf("RECEIVER_DELAY (%s) is negative", c.Delay)
 	}
-	return nil
+	return c.OTel.Validate()
 }
 
 // Receiver is the webhook endpoint, an http.Handler serving POST on the
@@ -203,21 +209,21 @@ func (rc *Receiver) receive(w http.ResponseWriter, r *http.Request) {
 	}
 	duplicate, err := rc.record(id)
 	if errors.Is(err, errFailFirst) {
-		rc.logger.Warn("delivery failed on purpose", "webhook_id", id, "type", ev.Type)
+		rc.logger.WarnContext(r.Context(), "delivery failed on purpose", "webhook_id", id, "type", ev.Type)
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: err.Error()})
 		return
 	}
 	if err != nil {
-		rc.logger.Error("record event", "webhook_id", id, "err", err)
+		rc.logger.ErrorContext(r.Context(), "record event", "webhook_id", id, "err", err)
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "could not record the event"})
 		return
 	}
 	if duplicate {
-		rc.logger.Info("duplicate event", "webhook_id", id, "type", ev.Type)
+		rc.logger.InfoContext(r.Context(), "duplicate event", "webhook_id", id, "type", ev.Type)
 		writeJSON(w, http.StatusOK, receipt{Received: true, Duplicate: true})
 		return
 	}
-	rc.process(ev)
+	rc.process(r.Context(), ev)
 	writeJSON(w, http.StatusOK, receipt{Received: true})
 }
 
@@ -243,20 +249,20 @@ func (rc *Receiver) record(id string) (duplicate bool, err error) {
 // process is what this receiver does with an event: one line on stdout,
 // and a log record. An error writing it is logged only: the event is
 // recorded, and a retry would be a duplicate.
-func (rc *Receiver) process(ev event) {
+func (rc *Receiver) process(ctx context.Context, ev event) {
 	line := fmt.Sprintf("event %s %s %s %s\n", field(ev.ID), field(ev.Type), field(ev.Data.Object.ID), field(ev.Data.Object.Status))
 	rc.outMu.Lock()
 	_, err := io.WriteString(rc.stdout, line)
 	rc.outMu.Unlock()
 	if err != nil {
-		rc.logger.Error("print event", "webhook_id", ev.ID, "err", err)
+		rc.logger.ErrorContext(ctx, "print event", "webhook_id", ev.ID, "err", err)
 	}
-	rc.logger.Info("event", "webhook_id", ev.ID, "type", ev.Type, "object_id", ev.Data.Object.ID, "status", ev.Data.Object.Status)
+	rc.logger.InfoContext(ctx, "event", "webhook_id", ev.ID, "type", ev.Type, "object_id", ev.Data.Object.ID, "status", ev.Data.Object.Status)
 }
 
 // refuse answers a delivery that was not taken, and logs why.
 func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, status int, reason string, err error) {
-	rc.logger.Warn("delivery refused", "status", status, "reason", reason, "webhook_id", r.Header.Get(webhook.HeaderID), "err", err)
+	rc.logger.WarnContext(r.Context(), "delivery refused", "status", status, "reason", reason, "webhook_id", r.Header.Get(webhook.HeaderID), "err", err)
 	writeJSON(w, status, errorBody{Error: reason})
 }
 

@@ -18,6 +18,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/kelseyhightower/envconfig"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/fakeprocessor"
@@ -81,6 +85,15 @@ type Options struct {
 	// networks, as in production; tests allow them by default, their
 	// receivers being on loopback.
 	PublicEndpointsOnly bool
+	// Spans, when set, gets every span of the three processes: each has a
+	// TracerProvider of its own (service.name api, worker or processor)
+	// feeding it, such as a tracetest.SpanRecorder. Unset, the processes
+	// trace with the global provider, a no-op in tests.
+	Spans sdktrace.SpanProcessor
+	// Logs, when set, gets the processes' logs as JSON lines at info level,
+	// each with its process and, about a request or a job, its trace_id;
+	// unset, warnings and errors go to the test's output.
+	Logs io.Writer
 }
 
 // Endpoint is where a process of the stack answers.
@@ -137,6 +150,9 @@ func New(t testing.TB, opts Options) *Stack {
 	var err error
 	db := testdb.New(t)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if opts.Logs != nil {
+		logger = process.NewLogger(opts.Logs, "json", slog.LevelInfo)
+	}
 	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +178,7 @@ func New(t testing.TB, opts Options) *Stack {
 	acfg.RateLimit, acfg.RateWindow = opts.RateLimit.Requests, max(opts.RateLimit.Window, time.Second)
 	acfg.AuthFailures, acfg.AuthWindow = opts.AuthThrottle.Failures, max(opts.AuthThrottle.Window, time.Second)
 	acfg.TrustedProxies = opts.TrustedProxies
+	acfg.TracerProvider = tracerProvider(opts.Spans, "api")
 	if opts.DBProxy {
 		// The API may reach Postgres through a proxy; the worker never does.
 		u, err := url.Parse(db.URL)
@@ -189,6 +206,7 @@ func New(t testing.TB, opts Options) *Stack {
 	var pcfg processor.Config
 	defaults(t, &pcfg)
 	pcfg.DatabaseURL, pcfg.Addr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", 10*time.Second
+	pcfg.TracerProvider = tracerProvider(opts.Spans, "processor")
 	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
 	if opts.ProcessorWebhooks {
 		pcfg.WebhookURL, pcfg.WebhookSecret, pcfg.WebhookPollInterval = s.API.URL+"/v1/processor/webhooks", acfg.WebhookSecret, 50*time.Millisecond
@@ -216,6 +234,7 @@ func New(t testing.TB, opts Options) *Stack {
 		wcfg.ReconcileTimeout = opts.ReconcileTimeout
 	}
 	wcfg.TombstoneRetention = 7 * 24 * time.Hour
+	wcfg.TracerProvider = tracerProvider(opts.Spans, "worker")
 	s.worker, err = worker.New(ctx, wcfg, logger.With("process", "worker"))
 	if err != nil {
 		t.Fatal(err)
@@ -227,6 +246,17 @@ func New(t testing.TB, opts Options) *Stack {
 	s.Keys.LockTimeout = LockTimeout
 	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
 	return s
+}
+
+// tracerProvider is a TracerProvider for the process service, feeding
+// spans; nil when spans is. The test owns spans, and shuts it down if it
+// must (a recorder need not be).
+func tracerProvider(spans sdktrace.SpanProcessor, service string) trace.TracerProvider {
+	if spans == nil {
+		return nil
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service))))
 }
 
 // webhooksFor sets the test key and, with allowPrivate, lets endpoints be

@@ -132,6 +132,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		ProcessorWebhooks: httpapi.ProcessorWebhooks{Secrets: cfg.WebhookSecret, Parse: gateway.ParseEvent},
 		TrustedProxies:    cfg.TrustedProxies,
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
+		Tracer:            cfg.Provider(),
 		Endpoints: &endpoints.Service{DB: pool, Keys: a.Keys, Render: render.Renderer{}, Jobs: outbox.Queue{Client: inserter},
 			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey},
 	}

@@ -80,8 +80,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 			WebhookDuplicateRate: cfg.WebhookDuplicateRate,
 			WebhookDelay:         cfg.WebhookDelay,
 		},
-		TimeoutHang:  cfg.TimeoutHang,
-		KeyRetention: cfg.ProcessorKeyRetention,
+		TimeoutHang:    cfg.TimeoutHang,
+		TracerProvider: cfg.Provider(),
+		KeyRetention:   cfg.ProcessorKeyRetention,
 		Webhooks: fakeprocessor.Webhooks{
 			URL:          cfg.WebhookURL,
 			Secrets:      cfg.WebhookSecret,

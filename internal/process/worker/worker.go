@@ -32,6 +32,7 @@ import (
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
+	"github.com/example/payments/internal/tracing"
 )
 
 // Config is the configuration of the worker.
@@ -153,7 +154,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 
-	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout)
+	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider())
 	gw.PageSize = cfg.LedgerPageSize
 	w := &Worker{cfg: cfg, logger: logger, pool: pool}
 	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
@@ -171,8 +172,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
 		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry),
 		Subscribers: endpoints.FanOut{Jobs: jobs}}
+	// Deliveries send the trace of the event's settling on, as traceparent.
+	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout)
+	deliveryClient.Transport = tracing.Transport(deliveryClient.Transport, cfg.Provider())
 	deliverer := &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
-		Client: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout),
+		Client: deliveryClient,
 		Events: &payments.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool)}
 	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch}
@@ -190,7 +194,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
-		EventRetention: cfg.EventRetention, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger})
+		EventRetention: cfg.EventRetention, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider()})
 	if err != nil {
 		pool.Close()
 		return nil, err

@@ -1,0 +1,211 @@
+package outbox_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/testdb"
+)
+
+// recorder is a TracerProvider of the test's own, recording in memory.
+func recorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp, rec
+}
+
+// insertThrough runs the insert middleware over params, as River would.
+func insertThrough(ctx context.Context, t *testing.T, params ...*rivertype.JobInsertParams) {
+	t.Helper()
+	_, err := (&outbox.TraceInsert{}).InsertMany(ctx, params, func(context.Context) ([]*rivertype.JobInsertResult, error) {
+		var res []*rivertype.JobInsertResult
+		for i, p := range params {
+			res = append(res, &rivertype.JobInsertResult{Job: &rivertype.JobRow{ID: int64(i + 1), Kind: p.Kind, Metadata: p.Metadata}})
+		}
+		return res, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTraceInsert: the inserting span's context is added to each job's
+// metadata, beside what was there; with no span, the metadata is left as it
+// was.
+func TestTraceInsert(t *testing.T) {
+	t.Parallel()
+	tp, rec := recorder(t)
+	ctx, span := tp.Tracer("test").Start(context.Background(), "POST /v1/payments")
+	params := []*rivertype.JobInsertParams{
+		{Kind: "charge_payment", Metadata: []byte(`{"keep":{"a":1}}`)},
+		{Kind: "charge_payment", Metadata: []byte(`{}`)},
+	}
+	insertThrough(ctx, t, params...)
+	span.End()
+	want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	for i, p := range params {
+		var md map[string]any
+		if err := json.Unmarshal(p.Metadata, &md); err != nil {
+			t.Fatal(err)
+		}
+		if md["traceparent"] != want {
+			t.Errorf("job %d metadata %s, want traceparent %s", i, p.Metadata, want)
+		}
+		if i == 0 && md["keep"] == nil {
+			t.Errorf("job 0 lost its own metadata: %s", p.Metadata)
+		}
+	}
+	if events := rec.Ended()[0].Events(); len(events) != 2 || events[0].Name != "job inserted" {
+		t.Errorf("inserting span's events %v, want two 'job inserted'", events)
+	}
+
+	untouched := &rivertype.JobInsertParams{Kind: "reconcile", Metadata: []byte(`{}`)}
+	insertThrough(context.Background(), t, untouched)
+	if string(untouched.Metadata) != `{}` {
+		t.Errorf("metadata without a span: %s", untouched.Metadata)
+	}
+}
+
+// TestTraceWork: the first attempt's span is a child of the inserting span;
+// a retry is in the same trace, beside it, with a link to the inserting
+// span; each attempt is one log line with the outcome, the operation's id
+// and the attempt span's trace_id.
+func TestTraceWork(t *testing.T) {
+	t.Parallel()
+	tp, rec := recorder(t)
+	ctx, inserting := tp.Tracer("test").Start(context.Background(), "POST /v1/payments")
+	params := &rivertype.JobInsertParams{Kind: "charge_payment", Metadata: []byte(`{}`)}
+	insertThrough(ctx, t, params)
+	inserting.End()
+	insertingSC := inserting.SpanContext()
+
+	var logs bytes.Buffer
+	mw := outbox.NewTraceWork(tp, process.NewLogger(&logs, "json", slog.LevelInfo))
+	for _, tt := range []struct {
+		attempt int
+		err     error
+		outcome string
+	}{
+		{1, errors.New("processor unknown"), outbox.OutcomeError},
+		{2, nil, outbox.OutcomeOK},
+		{3, river.JobSnooze(time.Second), outbox.OutcomeSnoozed},
+		{4, river.JobCancel(errors.New("handed off")), outbox.OutcomeCancelled},
+	} {
+		job := &rivertype.JobRow{ID: 42, Kind: "charge_payment", Attempt: tt.attempt, MaxAttempts: 10, Queue: "default",
+			EncodedArgs: []byte(`{"payment_id":"pay_123"}`), Metadata: params.Metadata}
+		var inner trace.SpanContext
+		err := mw.Work(context.Background(), job, func(ctx context.Context) error {
+			inner = trace.SpanContextFromContext(ctx)
+			return tt.err
+		})
+		if !errors.Is(err, tt.err) && err != tt.err {
+			t.Fatalf("attempt %d returned %v, want %v", tt.attempt, err, tt.err)
+		}
+		if inner.TraceID() != insertingSC.TraceID() {
+			t.Errorf("attempt %d worked in trace %s, want the inserting trace %s", tt.attempt, inner.TraceID(), insertingSC.TraceID())
+		}
+	}
+
+	spans := rec.Ended()[1:] // after the inserting span
+	if len(spans) != 4 {
+		t.Fatalf("%d attempt spans, want 4", len(spans))
+	}
+	for i, s := range spans {
+		if s.Parent().SpanID() != insertingSC.SpanID() {
+			t.Errorf("attempt %d: parent %s, want the inserting span %s", i+1, s.Parent().SpanID(), insertingSC.SpanID())
+		}
+		links := s.Links()
+		switch {
+		case i == 0 && len(links) != 0:
+			t.Errorf("attempt 1 has links %v", links)
+		case i > 0 && (len(links) != 1 || links[0].SpanContext.SpanID() != insertingSC.SpanID()):
+			t.Errorf("attempt %d links %v, want one to the inserting span", i+1, links)
+		}
+		if !hasAttr(s.Attributes(), attribute.String("payments.payment_id", "pay_123")) ||
+			!hasAttr(s.Attributes(), attribute.Int("river.job.attempt", i+1)) {
+			t.Errorf("attempt %d attributes %v", i+1, s.Attributes())
+		}
+	}
+
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d log lines for 4 attempts:\n%s", len(lines), logs.String())
+	}
+	for i, want := range []string{"error", "ok", "snoozed", "cancelled"} {
+		var line map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &line); err != nil {
+			t.Fatal(err)
+		}
+		if line["msg"] != "job attempt" || line["outcome"] != want || line["payment_id"] != "pay_123" ||
+			line["job_id"] != float64(42) || line["attempt"] != float64(i+1) || line["kind"] != "charge_payment" ||
+			line["trace_id"] != insertingSC.TraceID().String() || line["span_id"] != spans[i].SpanContext().SpanID().String() {
+			t.Errorf("attempt %d line: %s", i+1, lines[i])
+		}
+	}
+}
+
+// TestTraceRoundTrip: a job enqueued through River in a traced transaction
+// comes back from River with the trace context in its metadata, and its
+// first attempt continues that trace.
+func TestTraceRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	tp, rec := recorder(t)
+	client, err := outbox.NewInserter(db.Pool, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spanCtx, span := tp.Tracer("test").Start(ctx, "POST /v1/payments")
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	id, err := outbox.Queue{Client: client}.Enqueue(spanCtx, tx, payments.PaymentResourceType, "pay_roundtrip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	job, err := client.JobGet(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.NewTraceWork(tp, nil).Work(ctx, job, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	attempt := rec.Ended()[len(rec.Ended())-1]
+	if attempt.Parent().SpanID() != span.SpanContext().SpanID() || attempt.SpanContext().TraceID() != span.SpanContext().TraceID() {
+		t.Errorf("attempt span's parent %v, want the enqueuing span %v (metadata %s)", attempt.Parent(), span.SpanContext(), job.Metadata)
+	}
+}
+
+func hasAttr(attrs []attribute.KeyValue, want attribute.KeyValue) bool {
+	for _, a := range attrs {
+		if a == want {
+			return true
+		}
+	}
+	return false
+}
