@@ -390,6 +390,10 @@ func TestWebhookDelivery(t *testing.T) {
 		}
 		e := registerWith(t, s, h).ID
 		paidPayment(t, s, "pay-1")
+		// While it waits out Retry-After, the delivery is the oldest undelivered.
+		stacktest.WaitFor(t, "the delivery waiting", func() bool {
+			return value(t, s.WorkerMetrics(), "payments_webhook_oldest_undelivered_seconds") > 0
+		})
 		delivered(t, s)
 		log := deliveryLog(t, s, e)
 		if len(log) != 2 || *log[1].StatusCode != 429 || log[0].CreatedAt.Sub(log[1].CreatedAt) < 2*time.Second ||

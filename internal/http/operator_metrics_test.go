@@ -2,11 +2,16 @@ package http_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/example/payments/internal/stacktest"
 )
@@ -52,6 +57,12 @@ func TestOperatorMetrics(t *testing.T) {
 		value(t, w, "payments_oldest_unsettled_operation_seconds") <= 0 {
 		t.Fatalf("after the budget:\n%s", grep(w, "payments_operation_attempts|payments_reconciliations|payments_idempotency_keys|payments_oldest"))
 	}
+	// Its key quiet for longer than RECONCILE_STUCK_AFTER (a minute here):
+	// a zombie, until the reconciler settles it.
+	s.Exec(`UPDATE idempotency_keys SET updated_at = now() - interval '2 minutes' WHERE key = 'op-1'`)
+	if v := value(t, s.WorkerMetrics(), "payments_idempotency_keys_stale"); v != 1 {
+		t.Fatalf("stale keys = %v", v)
+	}
 	s.ProcessorDown(false)
 	if _, err := s.Reconciler.Run(ctx); err != nil {
 		t.Fatal(err)
@@ -60,7 +71,8 @@ func TestOperatorMetrics(t *testing.T) {
 	// hand here, the gauges show it settled.
 	w = s.WorkerMetrics()
 	if value(t, w, "payments_reconciliations_pending") != 0 || value(t, w, "payments_oldest_unsettled_operation_seconds") != 0 ||
-		value(t, w, "payments_idempotency_keys_in_progress") != 0 || value(t, w, "payments_river_jobs_available") != 0 {
+		value(t, w, "payments_idempotency_keys_in_progress") != 0 || value(t, w, "payments_idempotency_keys_stale") != 0 ||
+		value(t, w, "payments_river_jobs_available") != 0 {
 		t.Fatalf("after settling:\n%s", grep(w, "payments_reconciliations|payments_oldest|payments_idempotency_keys|payments_river"))
 	}
 
@@ -102,4 +114,42 @@ func grep(scrape, pattern string) string {
 		}
 	}
 	return string(out)
+}
+
+// TestRequestLinesJoinUp: the API's line for a request names its request
+// id, trace id, tenant, idempotency key and the payment it made, so that it
+// joins the worker's lines for the same operation.
+func TestRequestLinesJoinUp(t *testing.T) {
+	t.Parallel()
+	var logs syncBuf
+	// Spans makes a real provider, as the binaries' tracing setup does;
+	// with none, spans are no-ops and have no trace id.
+	s := stacktest.New(t, stacktest.Options{Logs: &logs, Spans: tracetest.NewSpanRecorder()})
+	s.StartWorker()
+	res := s.Pay(acme, "joined", `{"amount":700,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
+	if res.Status != http.StatusCreated {
+		t.Fatalf("payment: %d %s", res.Status, res.Body)
+	}
+	id := decode[struct{ ID string }](t, res).ID
+	stacktest.WaitFor(t, "the request's line", func() bool { return strings.Contains(logs.String(), `"payment_id":"`+id+`"`) })
+	var line map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"request"`) && strings.Contains(l, `"payment_id":"`+id+`"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, k := range []string{"request_id", "trace_id", "span_id"} {
+		if s, _ := line[k].(string); s == "" {
+			t.Errorf("the request's line has no %s: %v", k, line)
+		}
+	}
+	if line["tenant_id"] != stacktest.AcmeID || line["idempotency_key"] != "joined" {
+		t.Errorf("the request's line: %v", line)
+	}
+	// The worker's line for the payment's job carries the same trace.
+	if !strings.Contains(logs.String(), `"msg":"job attempt"`) || !strings.Contains(logs.String(), fmt.Sprint(line["trace_id"])) {
+		t.Errorf("no worker line with the trace id %v", line["trace_id"])
+	}
 }

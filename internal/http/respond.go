@@ -118,9 +118,13 @@ func (s *Server) countFailure(kind string) {
 	}
 }
 
-// spanResource records the resource a request is about on its span:
+// spanResource records the resource a request is about on its span, and for
+// its access log line:
 // payments.payment_id, payments.refund_id, or the type and id of another.
 func spanResource(r *http.Request, res idempotency.Resource) {
+	if f := fieldsOf(r); f != nil && res.Type != "" {
+		f.resource = res
+	}
 	span := trace.SpanFromContext(r.Context())
 	switch res.Type {
 	case "":

@@ -187,6 +187,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("tenant.id", tenantID))
+		if f := fieldsOf(r); f != nil {
+			f.tenant = tenantID
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenantID)))
 	})
 }
@@ -228,6 +231,8 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		ww.Header().Set("X-Request-Id", middleware.GetReqID(r.Context()))
+		fields := &requestFields{}
+		r = r.WithContext(context.WithValue(r.Context(), requestFieldsKey{}, fields))
 		next.ServeHTTP(ww, r)
 		if s.metrics != nil {
 			s.metrics.observe(r, ww.Status(), time.Since(start))
@@ -238,8 +243,51 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		if client := r.Header.Get("X-Request-Id"); client != "" {
 			attrs = append(attrs, slog.String("client_request_id", client[:min(len(client), maxLoggedClientID)]))
 		}
+		attrs = append(attrs, fields.attrs(r)...)
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
+}
+
+// requestFields are what a request turns out to be about, filled in as it
+// is handled, for its access log line: the tenant, and the resource its
+// key made or its path names.
+type requestFields struct {
+	tenant   string
+	resource idempotency.Resource
+}
+
+type requestFieldsKey struct{}
+
+// fieldsOf is r's requestFields; nil outside accessLog.
+func fieldsOf(r *http.Request) *requestFields {
+	f, _ := r.Context().Value(requestFieldsKey{}).(*requestFields)
+	return f
+}
+
+// maxLoggedKey bounds what the access log keeps of an Idempotency-Key.
+const maxLoggedKey = 255
+
+// attrs are the fields as log attributes, with the request's
+// Idempotency-Key, so that a request's line joins the lines of its
+// operation.
+func (f *requestFields) attrs(r *http.Request) []slog.Attr {
+	var attrs []slog.Attr
+	if f.tenant != "" {
+		attrs = append(attrs, slog.String("tenant_id", f.tenant))
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		attrs = append(attrs, slog.String("idempotency_key", key[:min(len(key), maxLoggedKey)]))
+	}
+	switch f.resource.Type {
+	case "":
+	case payments.PaymentResourceType:
+		attrs = append(attrs, slog.String("payment_id", f.resource.ID))
+	case payments.RefundResourceType:
+		attrs = append(attrs, slog.String("refund_id", f.resource.ID))
+	default:
+		attrs = append(attrs, slog.String("resource_type", f.resource.Type), slog.String("resource_id", f.resource.ID))
+	}
+	return attrs
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
