@@ -28,7 +28,7 @@ func TestAPIStartsWithoutDatabase(t *testing.T) {
 
 	s := &stack{t: t, db: "DATABASE_URL=" + db.URL, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
 	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	s.processor = start(t, "processor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr})
+	s.processor = start(t, "processor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"})
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	s.startWorker()
 	s.api = start(t, "api", append([]string{"DATABASE_URL=" + u.String(), "API_ADDR=" + s.apiAddr, internalAddr}, webhooksEnv...))

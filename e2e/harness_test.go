@@ -205,7 +205,7 @@ func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string, pr
 
 	s := &stack{t: t, db: db, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
 	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	env := []string{db, "PROCESSOR_ADDR=" + s.procAddr}
+	env := []string{db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"}
 	for _, e := range processorEnv {
 		env = append(env, strings.ReplaceAll(e, "{api}", s.apiURL))
 	}

@@ -121,7 +121,7 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	// scripts/run.sh: the processor's webhooks go to the API, with the demo
 	// secret.
 	secret := "PROCESSOR_WEBHOOK_SECRET=" + demoWebhookSecret
-	s.processor = start(t, "processor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr, secret,
+	s.processor = start(t, "processor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", secret,
 		"PROCESSOR_WEBHOOK_URL=" + s.apiURL + "/v1/processor/webhooks"})
 	s.worker = start(t, "worker", []string{db, text, key, private, "METRICS_ADDR=" + metricsAddr, "PROCESSOR_URL=" + s.processorURL})
 	// The one setting that differs: a payment answers 201 once its charge

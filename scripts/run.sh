@@ -43,7 +43,7 @@ prefixed api ./bin/api
 RECEIVER_DEDUPE_FILE=${RECEIVER_DEDUPE_FILE:-bin/receiver-seen.log} prefixed receiver ./bin/receiver
 cat <<EOF
 [run] API        http://localhost${API_ADDR:-:8080}   (try: curl localhost${API_ADDR:-:8080}/healthz)
-[run] processor  http://localhost${PROCESSOR_ADDR:-:8090}   (webhooks to ${PROCESSOR_WEBHOOK_URL})
+[run] processor  http://localhost${PROCESSOR_ADDR:-:8090}   (webhooks to ${PROCESSOR_WEBHOOK_URL}; metrics on localhost${PROCESSOR_INTERNAL_ADDR:-:9093})
 [run] API metrics http://localhost${API_INTERNAL_ADDR:-:9090}/metrics   (internal: never on the public port)
 [run] worker     http://localhost${METRICS_ADDR:-:9091}/metrics
 [run] River UI   http://localhost${METRICS_ADDR:-:9091}/riverui/  (user admin, password demo)

@@ -439,7 +439,7 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 			return nil, err
 		}
 	}
-	pcfg.DatabaseURL, pcfg.Addr = dbURL, "127.0.0.1:0"
+	pcfg.DatabaseURL, pcfg.Addr, pcfg.InternalAddr = dbURL, "127.0.0.1:0", "127.0.0.1:0"
 	p, err := processor.New(ctx, pcfg, logger)
 	if err != nil {
 		return nil, err

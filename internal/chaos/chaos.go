@@ -211,7 +211,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 	// The processor's webhooks go to the first API, dropped, duplicated and
 	// delayed out of order; when that API is down they are retried.
 	s.processor, err = newProc("processor", "processor", filepath.Join(cfg.Bin, "processor"), cfg.Logs, "http://"+procAddr+"/healthz",
-		append(common, "PROCESSOR_ADDR="+procAddr, "PROCESSOR_FAIL_RATE=0.1", "PROCESSOR_DROP_RATE=0.05",
+		append(common, "PROCESSOR_ADDR="+procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", "PROCESSOR_FAIL_RATE=0.1", "PROCESSOR_DROP_RATE=0.05",
 			"PROCESSOR_LATENCY=2ms", "PROCESSOR_EXEC_LATENCY=10ms", "PROCESSOR_TIMEOUT_HANG=2s",
 			"PROCESSOR_WEBHOOK_URL="+s.apiURLs[0]+"/v1/processor/webhooks", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret,
 			"PROCESSOR_WEBHOOK_DROP_RATE=0.1", "PROCESSOR_WEBHOOK_DUPLICATE_RATE=0.1", "PROCESSOR_WEBHOOK_DELAY=500ms"))

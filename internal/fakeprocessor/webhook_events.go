@@ -129,3 +129,27 @@ func (s *Server) wake() {
 	default:
 	}
 }
+
+const countEventsSQL = `SELECT state, count(*) FROM processor.webhook_events GROUP BY state`
+
+// CountWebhookEvents counts the processor's webhook events by state
+// (pending, delivered, dropped, abandoned).
+func CountWebhookEvents(ctx context.Context, db database.DBTX) (map[string]int, error) {
+	rows, err := db.Query(ctx, countEventsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("count webhook events: %w", err)
+	}
+	defer rows.Close()
+	counts := map[string]int{eventPending: 0, eventDelivered: 0, eventDropped: 0, eventAbandoned: 0}
+	for rows.Next() {
+		var (
+			state string
+			n     int
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count webhook events: %w", err)
+		}
+		counts[state] = n
+	}
+	return counts, rows.Err()
+}

@@ -205,7 +205,7 @@ func New(t testing.TB, opts Options) *Stack {
 
 	var pcfg processor.Config
 	defaults(t, &pcfg)
-	pcfg.DatabaseURL, pcfg.Addr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", 10*time.Second
+	pcfg.DatabaseURL, pcfg.Addr, pcfg.InternalAddr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", "127.0.0.1:0", 10*time.Second
 	pcfg.TracerProvider = tracerProvider(opts.Spans, "processor")
 	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
 	if opts.ProcessorWebhooks {

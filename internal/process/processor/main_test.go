@@ -63,7 +63,7 @@ func TestProcessor(t *testing.T) {
 	if err := envconfig.Process("payments_processor_test_unset", &cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg.DatabaseURL, cfg.Addr, cfg.TimeoutHang = db.URL, "127.0.0.1:0", time.Hour
+	cfg.DatabaseURL, cfg.Addr, cfg.InternalAddr, cfg.TimeoutHang = db.URL, "127.0.0.1:0", "127.0.0.1:0", time.Hour
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -88,6 +88,22 @@ func TestProcessor(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("healthz = %d", resp.StatusCode)
+	}
+	// Metrics are on the internal listener, never the public port.
+	if resp, err = client.Get(base + "/metrics"); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("public /metrics = %d", resp.StatusCode)
+	}
+	if resp, err = client.Get("http://" + p.InternalAddr() + "/metrics"); err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(metrics), `fakeprocessor_webhook_events{state="pending"} 0`) {
+		t.Fatalf("internal /metrics = %d\n%s", resp.StatusCode, metrics)
 	}
 
 	held := make(chan int, 1)
@@ -152,7 +168,7 @@ func TestProcessorWebhooks(t *testing.T) {
 	if err := envconfig.Process("payments_processor_test_unset", &cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg.DatabaseURL, cfg.Addr, cfg.WebhookURL = db.URL, "127.0.0.1:0", receiver.URL
+	cfg.DatabaseURL, cfg.Addr, cfg.InternalAddr, cfg.WebhookURL = db.URL, "127.0.0.1:0", "127.0.0.1:0", receiver.URL
 	if err := cfg.WebhookSecret.Decode(old + "," + current); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +247,7 @@ func TestNewRefusesUnsignedWebhooks(t *testing.T) {
 	if err := envconfig.Process("payments_processor_test_unset", &cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Addr, cfg.WebhookURL = "127.0.0.1:0", "http://127.0.0.1:1/webhooks"
+	cfg.Addr, cfg.InternalAddr, cfg.WebhookURL = "127.0.0.1:0", "127.0.0.1:0", "http://127.0.0.1:1/webhooks"
 	_, err := New(context.Background(), cfg, process.NewLogger(io.Discard, "json", slog.LevelInfo))
 	if err == nil || !strings.Contains(err.Error(), "PROCESSOR_WEBHOOK_SECRET") {
 		t.Errorf("New = %v, want a refusal naming PROCESSOR_WEBHOOK_SECRET", err)

@@ -8,10 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/fakeprocessor"
@@ -23,12 +27,13 @@ import (
 type Config struct {
 	process.Common
 	process.ProcessorKeys
-	Addr        string        `envconfig:"PROCESSOR_ADDR" default:":8090" desc:"address to listen on"`
-	FailRate    float64       `envconfig:"PROCESSOR_FAIL_RATE" default:"0" desc:"chaos: share of POSTs answered 500 before charging (0 to 1)"`
-	DropRate    float64       `envconfig:"PROCESSOR_DROP_RATE" default:"0" desc:"chaos: share of new results committed and then not answered (0 to 1)"`
-	Latency     time.Duration `envconfig:"PROCESSOR_LATENCY" default:"0s" desc:"chaos: latency added to every request"`
-	ExecLatency time.Duration `envconfig:"PROCESSOR_EXEC_LATENCY" default:"0s" desc:"chaos: time a charge or refund takes inside the processor, its key held, whether or not the caller waits"`
-	TimeoutHang time.Duration `envconfig:"PROCESSOR_TIMEOUT_HANG" default:"60s" desc:"how long pm_card_timeout withholds its answer"`
+	Addr         string        `envconfig:"PROCESSOR_ADDR" default:":8090" desc:"address to listen on"`
+	InternalAddr string        `envconfig:"PROCESSOR_INTERNAL_ADDR" default:":9093" desc:"address of /metrics and /healthz for operators: internal, never the public port"`
+	FailRate     float64       `envconfig:"PROCESSOR_FAIL_RATE" default:"0" desc:"chaos: share of POSTs answered 500 before charging (0 to 1)"`
+	DropRate     float64       `envconfig:"PROCESSOR_DROP_RATE" default:"0" desc:"chaos: share of new results committed and then not answered (0 to 1)"`
+	Latency      time.Duration `envconfig:"PROCESSOR_LATENCY" default:"0s" desc:"chaos: latency added to every request"`
+	ExecLatency  time.Duration `envconfig:"PROCESSOR_EXEC_LATENCY" default:"0s" desc:"chaos: time a charge or refund takes inside the processor, its key held, whether or not the caller waits"`
+	TimeoutHang  time.Duration `envconfig:"PROCESSOR_TIMEOUT_HANG" default:"60s" desc:"how long pm_card_timeout withholds its answer"`
 
 	WebhookURL string `envconfig:"PROCESSOR_WEBHOOK_URL" desc:"where every charge and refund outcome is POSTed as a webhook; unset: no webhooks"`
 	// WebhookSecret prints as the number of secrets it holds, never them.
@@ -52,9 +57,11 @@ func (c Config) Validate() error {
 // Processor is the fake card processor process: its HTTP API, its webhook
 // sender and the database pool holding its ledger and webhook queue.
 type Processor struct {
-	pool   *pgxpool.Pool
-	server *fakeprocessor.Server
-	http   *process.HTTPServer
+	pool     *pgxpool.Pool
+	server   *fakeprocessor.Server
+	http     *process.HTTPServer
+	internal *process.HTTPServer
+	logger   *slog.Logger
 }
 
 // New builds the fake processor from cfg and starts listening on
@@ -102,8 +109,23 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 		pool.Close()
 		return nil, err
 	}
-	return &Processor{pool: pool, server: server, http: h}, nil
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		eventsCollector{db: pool})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
+	internal, err := process.Listen(cfg.InternalAddr, mux, logger, 10*time.Second, 5*time.Second)
+	if err != nil {
+		h.Close()
+		pool.Close()
+		return nil, err
+	}
+	return &Processor{pool: pool, server: server, http: h, internal: internal, logger: logger}, nil
 }
+
+// InternalAddr is where the processor serves /metrics.
+func (p *Processor) InternalAddr() string { return p.internal.Addr() }
 
 // Addr is where the processor listens.
 func (p *Processor) Addr() string { return p.http.Addr() }
@@ -122,6 +144,11 @@ func (p *Processor) Run(ctx context.Context) error {
 	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
 	var sender sync.WaitGroup
 	sender.Go(func() { p.server.SendWebhooks(sendCtx) })
+	sender.Go(func() {
+		if err := p.internal.Run(sendCtx); err != nil {
+			p.logger.Error("internal listener", "err", err)
+		}
+	})
 	err := p.http.Run(ctx)
 	stopSending()
 	sender.Wait()
@@ -131,5 +158,6 @@ func (p *Processor) Run(ctx context.Context) error {
 // Close releases a processor that was never run.
 func (p *Processor) Close() {
 	p.http.Close()
+	p.internal.Close()
 	p.pool.Close()
 }
