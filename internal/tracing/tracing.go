@@ -118,6 +118,12 @@ func NewProvider(ctx context.Context, cfg OTel, service string, console io.Write
 			opts = append(opts, sdktrace.WithSyncer(exp))
 		}
 	}
+	if len(names) == 0 {
+		// Nothing is exported, so nothing need be recorded: spans keep
+		// their ids (the logs' trace_id, and what is propagated) at a
+		// fraction of the cost of recording them.
+		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
+	}
 	return sdktrace.NewTracerProvider(opts...), nil
 }
 
