@@ -107,7 +107,16 @@ func (DeliveryArgs) Kind() string { return "deliver_webhook" }
 // InsertOpts: the delivery's own schedule decides when it is over (the job
 // snoozes between attempts, which River does not count); River's attempts
 // count only the service's own failures, such as a database outage.
-func (DeliveryArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 100} }
+//
+// Deliveries have a queue of their own (QueueWebhooks), with workers of
+// their own: a slow or failing merchant endpoint must never hold up the
+// jobs that move money.
+func (DeliveryArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: 100, Queue: QueueWebhooks}
+}
+
+// QueueWebhooks is the River queue of webhook deliveries to merchants.
+const QueueWebhooks = "webhooks"
 
 // DeliveryWorker runs delivery jobs.
 type DeliveryWorker struct {

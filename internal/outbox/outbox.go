@@ -133,8 +133,10 @@ func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx]
 
 // WorkerConfig tunes the River client that runs jobs.
 type WorkerConfig struct {
-	// MaxWorkers is how many jobs run at once.
-	MaxWorkers int
+	// MaxWorkers is how many of the operations' and periodic jobs run at
+	// once; WebhookWorkers how many webhook deliveries, in a queue of their
+	// own, so that slow merchants never hold up payments.
+	MaxWorkers, WebhookWorkers int
 	// JobTimeout bounds one attempt of a job.
 	JobTimeout time.Duration
 	// RescueAfter is how long a job may look running before River takes it
@@ -232,8 +234,11 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:       logger,
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.MaxWorkers}},
+		Logger: logger,
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: cfg.MaxWorkers},
+			QueueWebhooks:      {MaxWorkers: cfg.WebhookWorkers},
+		},
 		Workers:      workers,
 		PeriodicJobs: periodic,
 		JobTimeout:   cfg.JobTimeout,

@@ -46,7 +46,8 @@ type Config struct {
 	MetricsAddr        string             `envconfig:"METRICS_ADDR" default:":9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/"`
 	ProcessorURL       string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
 	ProcessorTimeout   time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
-	Concurrency        int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once"`
+	Concurrency        int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (payments, refunds, processor events, periodic jobs)"`
+	WebhookConcurrency int                `envconfig:"WEBHOOK_CONCURRENCY" default:"10" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
 	JobTimeout         time.Duration      `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
 	FetchPollInterval  time.Duration      `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
 	MaxAttempts        int                `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation (charges and refunds): attempts with an unknown outcome before it goes to the reconciler"`
@@ -82,8 +83,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.JobTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("JOB_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a job is cancelled mid-call", c.JobTimeout, c.ProcessorTimeout)
-	case c.Concurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
-		return fmt.Errorf("WORKER_CONCURRENCY, OPERATION_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.Concurrency < 1 || c.WebhookConcurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
+		return fmt.Errorf("WORKER_CONCURRENCY, WEBHOOK_CONCURRENCY, OPERATION_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
 	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
 		return fmt.Errorf("RETRY_BASE_DELAY (%s) must be positive and at most RETRY_MAX_DELAY (%s)", c.RetryBaseDelay, c.RetryMaxDelay)
 	case c.StuckAfter <= c.JobTimeout:
@@ -185,6 +186,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
 	w.river, err = outbox.NewWorker(pool, process.Quiet(logger), outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
+		WebhookWorkers:    cfg.WebhookConcurrency,
 		JobTimeout:        cfg.JobTimeout,
 		RescueAfter:       outbox.RescueAfter(cfg.JobTimeout),
 		Backoff:           cfg.backoff(),
