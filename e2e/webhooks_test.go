@@ -114,16 +114,20 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 		recv    atomic.Pointer[receiver.Receiver]
 		printed syncBuffer
 		hits    sync.Map // webhook-id → deliveries
-		killed  atomic.Bool
+		killing atomic.Bool
+		dead    = make(chan struct{}) // closed once the first worker died
 	)
+	first := s.worker // the handler kills this one; the test restarts another
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, _ := hits.LoadOrStore(r.Header.Get("webhook-id"), new(atomic.Int64))
 		v.(*atomic.Int64).Add(1)
 		rec := httptest.NewRecorder()
 		recv.Load().ServeHTTP(rec, r) // processed and recorded as seen
-		if killed.CompareAndSwap(false, true) {
-			_ = s.worker.cmd.Process.Signal(syscall.SIGKILL)
-			s.worker.killed(t)
+		if killing.CompareAndSwap(false, true) {
+			_ = first.cmd.Process.Signal(syscall.SIGKILL)
+			<-first.done // the process is gone
+			first.done <- nil
+			close(dead)
 			panic(http.ErrAbortHandler) // the worker never gets its answer
 		}
 		w.WriteHeader(rec.Code)
@@ -153,7 +157,11 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	if status != http.StatusCreated {
 		t.Fatalf("payment: %d %s", status, body)
 	}
-	testwait.For(t, "the worker killed mid-delivery", killed.Load)
+	select {
+	case <-dead:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no delivery reached the receiver\n%s", first.out.String())
+	}
 	s.startWorker()
 	testwait.Within(t, 60*time.Second, "the delivery recorded by the restarted worker", func() bool {
 		var n int
