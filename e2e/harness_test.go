@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/internal/testio"
 )
 
 // binDir holds the binaries built once for all tests.
@@ -51,29 +50,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is a running binary.
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testio.Buffer
 	done chan error
 }
 
@@ -81,7 +62,7 @@ type process struct {
 // killed when the test ends, and its output is shown if the test failed.
 func start(t *testing.T, name string, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &process{name: name, out: &testio.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(filepath.Join(binDir, name), args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testio"
 	"github.com/example/payments/internal/testwait"
 )
 
@@ -255,7 +256,7 @@ func runWalkthrough(t *testing.T, steps []step, addrs *strings.Replacer, env ...
 	cmd.Dir = dir
 	// Nothing between curl and the test's loopback ports.
 	cmd.Env = append(os.Environ(), append(env, "NO_PROXY=127.0.0.1", "no_proxy=127.0.0.1")...)
-	var stderr syncBuffer
+	var stderr testio.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

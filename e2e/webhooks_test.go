@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/payments/internal/receiver"
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testio"
 	"github.com/example/payments/internal/testwait"
 	"github.com/example/payments/internal/webhook"
 )
@@ -112,7 +113,7 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 
 	var (
 		recv    atomic.Pointer[receiver.Receiver]
-		printed syncBuffer
+		printed testio.Buffer
 		hits    sync.Map // webhook-id → deliveries
 		killing atomic.Bool
 		dead    = make(chan struct{}) // closed once the first worker died

@@ -11,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/internal/testio"
 	"github.com/example/payments/internal/testwait"
 	"github.com/example/payments/internal/webhook"
 )
@@ -44,27 +44,9 @@ func TestRunRequiresSecret(t *testing.T) {
 	os.Unsetenv("RECEIVER_SECRET") // t.Setenv restores it afterwards
 	t.Setenv("RECEIVER_ADDR", "127.0.0.1:0")
 	t.Setenv("RECEIVER_DEDUPE_FILE", filepath.Join(t.TempDir(), "seen.log"))
-	if err := run(context.Background(), nil, &syncBuffer{}); err == nil || !strings.Contains(err.Error(), "RECEIVER_SECRET") {
+	if err := run(context.Background(), nil, &testio.Buffer{}); err == nil || !strings.Contains(err.Error(), "RECEIVER_SECRET") {
 		t.Fatalf("err = %v, want one naming RECEIVER_SECRET", err)
 	}
-}
-
-// syncBuffer is stdout, written by the logger and the handlers at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestRunServes starts the program as main does, delivers one signed event
@@ -76,7 +58,7 @@ func TestRunServes(t *testing.T) {
 	t.Setenv("RECEIVER_DEDUPE_FILE", filepath.Join(t.TempDir(), "seen.log"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testio.Buffer{}
 	errc := make(chan error, 1)
 	go func() { errc <- run(ctx, nil, out) }()
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/example/payments/internal/receiver"
 	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/internal/testio"
 	"github.com/example/payments/internal/webhook"
 )
 
@@ -165,27 +166,10 @@ type hookReceiver struct {
 	failFirst int
 	recv      atomic.Pointer[receiver.Receiver]
 	srv       *httptest.Server
-	out       *syncBuf
+	out       *testio.Buffer
 	hits      atomic.Int64
 	ids       sync.Map // webhook-id → deliveries
 	front     func(w http.ResponseWriter, r *http.Request, n int64) bool
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // events lists the lines the receiver printed for new events.
@@ -201,7 +185,7 @@ func (h *hookReceiver) events() []string {
 
 func newReceiver(t *testing.T, failFirst int) *hookReceiver {
 	t.Helper()
-	h := &hookReceiver{t: t, failFirst: failFirst, out: &syncBuf{}}
+	h := &hookReceiver{t: t, failFirst: failFirst, out: &testio.Buffer{}}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := h.hits.Add(1)
 		v, _ := h.ids.LoadOrStore(r.Header.Get("webhook-id"), new(atomic.Int64))

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/internal/testio"
 )
 
 // value is the value of the series named exactly series (with its labels)
@@ -72,7 +73,7 @@ func TestOperatorMetrics(t *testing.T) {
 	w = s.WorkerMetrics()
 	if value(t, w, "payments_reconciliations_pending") != 0 || value(t, w, "payments_oldest_unsettled_operation_seconds") != 0 ||
 		value(t, w, "payments_idempotency_keys_in_progress") != 0 || value(t, w, "payments_idempotency_keys_stale") != 0 ||
-		value(t, w, "payments_river_jobs_available") != 0 {
+		value(t, w, "payments_queue_jobs_available") != 0 {
 		t.Fatalf("after settling:\n%s", grep(w, "payments_reconciliations|payments_oldest|payments_idempotency_keys|payments_river"))
 	}
 
@@ -121,7 +122,7 @@ func grep(scrape, pattern string) string {
 // joins the worker's lines for the same operation.
 func TestRequestLinesJoinUp(t *testing.T) {
 	t.Parallel()
-	var logs syncBuf
+	var logs testio.Buffer
 	// Spans makes a real provider, as the binaries' tracing setup does;
 	// with none, spans are no-ops and have no trace id.
 	s := stacktest.New(t, stacktest.Options{Logs: &logs, Spans: tracetest.NewSpanRecorder()})

@@ -11,31 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/example/payments/internal/receiver"
+	"github.com/example/payments/internal/testio"
 	"github.com/example/payments/internal/webhook"
 )
-
-// syncBuffer is a receiver's stdout, written by concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // env is one receiver on a real HTTP server.
 type env struct {
@@ -43,8 +25,8 @@ type env struct {
 	cfg  receiver.Config
 	rcv  *receiver.Receiver
 	srv  *httptest.Server
-	out  *syncBuffer
-	logs *syncBuffer
+	out  *testio.Buffer
+	logs *testio.Buffer
 }
 
 // secrets parses s, a comma-separated list of secrets.
@@ -72,7 +54,7 @@ func testConfig(t *testing.T, secret string) receiver.Config {
 // any, is called before it serves.
 func start(t *testing.T, cfg receiver.Config, setup ...func(*receiver.Receiver)) *env {
 	t.Helper()
-	e := &env{t: t, cfg: cfg, out: &syncBuffer{}, logs: &syncBuffer{}}
+	e := &env{t: t, cfg: cfg, out: &testio.Buffer{}, logs: &testio.Buffer{}}
 	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(e.logs, t.Output()), nil))
 	rcv, err := receiver.New(cfg, logger, e.out)
 	if err != nil {

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/internal/testio"
 )
 
 // dashboardPassword is distinctive, so that finding it in the logs is
@@ -172,7 +171,7 @@ func TestDashboardUserValidate(t *testing.T) {
 // runWorker builds the real worker with New on a database of its own, its
 // internal listener on a free port, changed by change, and runs it until
 // the test ends. It returns what the worker logs.
-func runWorker(t *testing.T, change func(*Config)) (*Worker, *testdb.DB, *syncBuffer) {
+func runWorker(t *testing.T, change func(*Config)) (*Worker, *testdb.DB, *testio.Buffer) {
 	t.Helper()
 	db := testdb.New(t)
 	cfg := defaults(t)
@@ -181,7 +180,7 @@ func runWorker(t *testing.T, change func(*Config)) (*Worker, *testdb.DB, *syncBu
 	if change != nil {
 		change(&cfg)
 	}
-	logs := &syncBuffer{}
+	logs := &testio.Buffer{}
 	w, err := New(context.Background(), cfg, process.NewLogger(logs, "json", slog.LevelInfo))
 	if err != nil {
 		t.Fatal(err)
@@ -269,22 +268,3 @@ func configLine(t *testing.T, logs string) string {
 }
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
-
-// syncBuffer is a bytes.Buffer the worker's goroutines may log to while the
-// test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -107,9 +107,9 @@ var (
 		"Age of the oldest payment or refund still processing (0 when none).", nil, nil)
 	markedDesc = prometheus.NewDesc("payments_reconciliations_pending",
 		"Operations waiting for the reconciler.", nil, nil)
-	riverAvailableDesc = prometheus.NewDesc("payments_river_jobs_available",
+	riverAvailableDesc = prometheus.NewDesc("payments_queue_jobs_available",
 		"River jobs available to work and not yet worked (counted up to 1000).", nil, nil)
-	riverOldestDesc = prometheus.NewDesc("payments_river_oldest_available_job_seconds",
+	riverOldestDesc = prometheus.NewDesc("payments_queue_oldest_available_job_seconds",
 		"How long the oldest available River job has waited since it was due (0 when none).", nil, nil)
 )
 
