@@ -74,7 +74,7 @@ func TestOperatorMetrics(t *testing.T) {
 	if value(t, w, "payments_reconciliations_pending") != 0 || value(t, w, "payments_oldest_unsettled_operation_seconds") != 0 ||
 		value(t, w, "payments_idempotency_keys_in_progress") != 0 || value(t, w, "payments_idempotency_keys_stale") != 0 ||
 		value(t, w, "payments_queue_jobs_available") != 0 {
-		t.Fatalf("after settling:\n%s", grep(w, "payments_reconciliations|payments_oldest|payments_idempotency_keys|payments_river"))
+		t.Fatalf("after settling:\n%s", grep(w, "payments_reconciliations|payments_oldest|payments_idempotency_keys|payments_queue"))
 	}
 
 	// Its key past its retention: the reaper makes it a tombstone.
