@@ -4,7 +4,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -o /out/ ./cmd/api ./cmd/worker ./cmd/processor ./cmd/receiver
+RUN CGO_ENABLED=0 go build -o /out/ ./cmd/api ./cmd/worker ./tools/cmd/fakeprocessor ./tools/cmd/demoreceiver
 
 FROM gcr.io/distroless/static-debian12
 COPY --from=build /out/ /usr/local/bin/

@@ -25,17 +25,17 @@ test:
 ## (CHAOS_PROFILE=short, about two minutes, or long; CHAOS_SEED repeats a run)
 CHAOS_PROFILE ?= short
 chaos: build
-	$(GO) build -o bin/ ./cmd/chaos
+	$(GO) build -o bin/ ./tools/cmd/chaos
 	CHAOS_PROFILE=$(CHAOS_PROFILE) ./bin/chaos
 
 ## bench: the service as ratios to the machine's ceilings, measured in one run (BENCH_DURATION a mode)
 bench:
-	$(GO) build -o bin/ ./cmd/bench
+	$(GO) build -o bin/ ./tools/cmd/bench
 	./bin/bench
 
 ## build: the four binaries into bin/
 build:
-	$(GO) build -o bin/ ./cmd/api ./cmd/worker ./cmd/processor ./cmd/receiver
+	$(GO) build -o bin/ ./cmd/api ./cmd/worker ./tools/cmd/fakeprocessor ./tools/cmd/demoreceiver
 
 ## migrate: create the database if missing and apply every migration (goose, then River's)
 migrate: build

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/example/payments/client"
-	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/tools/testdb"
 )
 
 // chargesFor asks the processor, over its HTTP API, for a payment's charges.
@@ -68,7 +68,7 @@ func TestChaos(t *testing.T) {
 	run(t, "api", []string{s.db, "APP_ENV=development"}, "seed")
 	s.procAddr, s.apiAddr = freeAddr(t), freeAddr(t)
 	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	s.processor = start(t, "processor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0",
+	s.processor = start(t, "fakeprocessor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0",
 		"PROCESSOR_FAIL_RATE=0.3", "PROCESSOR_DROP_RATE=0.3", "PROCESSOR_LATENCY=20ms"})
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	s.startWorker()

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/tools/testdb"
 )
 
 const crashBody = `{"amount": 4200, "currency": "USD", "payment_method": "pm_card_visa"}`

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/stacktest"
-	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/testdb"
 )
 
 // TestAPIStartsWithoutDatabase starts the api binary while its database is
@@ -28,7 +28,7 @@ func TestAPIStartsWithoutDatabase(t *testing.T) {
 
 	s := &stack{t: t, db: "DATABASE_URL=" + db.URL, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
 	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	s.processor = start(t, "processor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"})
+	s.processor = start(t, "fakeprocessor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"})
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	s.startWorker()
 	s.api = start(t, "api", append([]string{"DATABASE_URL=" + u.String(), "API_ADDR=" + s.apiAddr, internalAddr}, webhooksEnv...))

@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/example/payments/internal/stacktest"
-	"github.com/example/payments/internal/testio"
+	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/testio"
 )
 
 // binDir holds the binaries built once for all tests.
@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-o", dir, "./cmd/api", "./cmd/worker", "./cmd/processor", "./cmd/receiver")
+	build := exec.Command("go", "build", "-o", dir, "./cmd/api", "./cmd/worker", "./tools/cmd/fakeprocessor", "./tools/cmd/demoreceiver")
 	build.Dir = ".."
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -190,7 +190,7 @@ func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string, pr
 	for _, e := range processorEnv {
 		env = append(env, strings.ReplaceAll(e, "{api}", s.apiURL))
 	}
-	s.processor = start(t, "processor", env)
+	s.processor = start(t, "fakeprocessor", env)
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	s.startWorker(workerEnv...)
 	s.startAPI(apiEnv...)

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/testdb"
-	"github.com/example/payments/internal/testio"
-	"github.com/example/payments/internal/testwait"
+	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testio"
+	"github.com/example/payments/tools/testwait"
 )
 
 // walkthroughHeading opens the README's section that TestReadmeWalkthrough runs.
@@ -122,7 +122,7 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	// scripts/run.sh: the processor's webhooks go to the API, with the demo
 	// secret.
 	secret := "PROCESSOR_WEBHOOK_SECRET=" + demoWebhookSecret
-	s.processor = start(t, "processor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", secret,
+	s.processor = start(t, "fakeprocessor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", secret,
 		"PROCESSOR_WEBHOOK_URL=" + s.apiURL + "/v1/processor/webhooks"})
 	s.worker = start(t, "worker", []string{db, text, key, private, "METRICS_ADDR=" + metricsAddr, "PROCESSOR_URL=" + s.processorURL})
 	// The one setting that differs: a payment answers 201 once its charge
@@ -130,7 +130,7 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	// walkthrough on; a test run shares its machine with every other test,
 	// so it waits up to the longest wait instead. The answers are the same.
 	s.api = start(t, "api", []string{db, text, key, private, "API_ADDR=" + s.apiAddr, internalAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret})
-	s.receiver = start(t, "receiver", []string{text, "RECEIVER_ADDR=" + receiverAddr, "RECEIVER_SECRET=" + demoReceiverSecret,
+	s.receiver = start(t, "demoreceiver", []string{text, "RECEIVER_ADDR=" + receiverAddr, "RECEIVER_SECRET=" + demoReceiverSecret,
 		"RECEIVER_DEDUPE_FILE=" + filepath.Join(t.TempDir(), "seen.log")})
 	waitHealthy(t, "http://"+receiverAddr+"/healthz", s.receiver)
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/tools/testdb"
 )
 
 // span is a span as the console exporter writes it, a JSON line among the

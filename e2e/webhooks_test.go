@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/receiver"
-	"github.com/example/payments/internal/testdb"
-	"github.com/example/payments/internal/testio"
-	"github.com/example/payments/internal/testwait"
 	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/tools/demoreceiver"
+	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testio"
+	"github.com/example/payments/tools/testwait"
 )
 
 // TestTimeoutCardSettledByWebhook: the processor charges a pm_card_timeout
@@ -112,7 +112,7 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	s := startStack(t, db.URL, nil, nil)
 
 	var (
-		recv    atomic.Pointer[receiver.Receiver]
+		recv    atomic.Pointer[demoreceiver.Receiver]
 		printed testio.Buffer
 		hits    sync.Map // webhook-id → deliveries
 		killing atomic.Bool
@@ -146,7 +146,7 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := receiver.New(receiver.Config{LogFormat: "json", Path: "/hooks", Secret: secrets,
+	r, err := demoreceiver.New(demoreceiver.Config{LogFormat: "json", Path: "/hooks", Secret: secrets,
 		DedupeFile: filepath.Join(t.TempDir(), "seen.log")}, slog.New(slog.NewTextHandler(io.Discard, nil)), &printed)
 	if err != nil {
 		t.Fatal(err)

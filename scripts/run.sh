@@ -36,11 +36,11 @@ export PROCESSOR_WEBHOOK_URL=${PROCESSOR_WEBHOOK_URL:-http://localhost${API_ADDR
 # as public as the demo API keys (set your own outside a demo).
 export RIVER_UI_PASSWORD=${RIVER_UI_PASSWORD:-demo}
 
-prefixed processor ./bin/processor
+prefixed fakeprocessor ./bin/fakeprocessor
 prefixed worker ./bin/worker
 prefixed api ./bin/api
 # The demo receiver of Acme's webhook endpoint (make seed registered it).
-RECEIVER_DEDUPE_FILE=${RECEIVER_DEDUPE_FILE:-bin/receiver-seen.log} prefixed receiver ./bin/receiver
+RECEIVER_DEDUPE_FILE=${RECEIVER_DEDUPE_FILE:-bin/demoreceiver-seen.log} prefixed demoreceiver ./bin/demoreceiver
 cat <<EOF
 [run] API        http://localhost${API_ADDR:-:8080}   (try: curl localhost${API_ADDR:-:8080}/healthz)
 [run] processor  http://localhost${PROCESSOR_ADDR:-:8090}   (webhooks to ${PROCESSOR_WEBHOOK_URL}; metrics on localhost${PROCESSOR_INTERNAL_ADDR:-:9093})

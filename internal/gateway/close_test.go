@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/tools/fakeprocessor"
 )
 
 func TestFind(t *testing.T) {

@@ -11,11 +11,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/testdb"
-	"github.com/example/payments/internal/testwait"
+	"github.com/example/payments/tools/fakeprocessor"
+	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 func TestMain(m *testing.M) {

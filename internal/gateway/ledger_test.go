@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/tools/fakeprocessor"
 )
 
 // TestLedger walks the processor's ledger of charges and refunds page by

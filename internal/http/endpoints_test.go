@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/receiver"
-	"github.com/example/payments/internal/stacktest"
-	"github.com/example/payments/internal/testio"
 	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/tools/demoreceiver"
+	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/testio"
 )
 
 // endpointJSON is a webhook endpoint as the API answers it.
@@ -164,7 +164,7 @@ func TestWebhookEndpointsRefuseTheInside(t *testing.T) {
 type hookReceiver struct {
 	t         *testing.T
 	failFirst int
-	recv      atomic.Pointer[receiver.Receiver]
+	recv      atomic.Pointer[demoreceiver.Receiver]
 	srv       *httptest.Server
 	out       *testio.Buffer
 	hits      atomic.Int64
@@ -210,7 +210,7 @@ func (h *hookReceiver) start(secret string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	recv, err := receiver.New(receiver.Config{LogFormat: "json", Path: "/hooks", Secret: secrets,
+	recv, err := demoreceiver.New(demoreceiver.Config{LogFormat: "json", Path: "/hooks", Secret: secrets,
 		DedupeFile: h.t.TempDir() + "/seen.log", FailFirst: h.failFirst}, slog.New(slog.NewTextHandler(io.Discard, nil)), h.out)
 	if err != nil {
 		h.t.Fatal(err)

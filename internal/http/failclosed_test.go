@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 // TestFailClosed cuts the API off from Postgres: every state-changing request

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 // Bodies of the hostile classes: NUL characters, null and odd metadata.

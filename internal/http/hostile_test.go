@@ -14,7 +14,7 @@ import (
 	"time"
 
 	httpapi "github.com/example/payments/internal/http"
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 // Each test here is one class of hostile input that once got a wrong answer.

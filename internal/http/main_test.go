@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 func TestMain(m *testing.M) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 // standardMethods are the only method label values besides "other".

@@ -21,7 +21,7 @@ import (
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 // openAPIDoc is the part of the OpenAPI document the tests compare with the code.

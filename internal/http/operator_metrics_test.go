@@ -13,8 +13,8 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/example/payments/internal/stacktest"
-	"github.com/example/payments/internal/testio"
+	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/testio"
 )
 
 // value is the value of the series named exactly series (with its labels)

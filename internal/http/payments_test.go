@@ -13,7 +13,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 const visa = `{"amount": 1999, "currency": "USD", "payment_method": "pm_card_visa", "description": "T-shirt", "metadata": {"order": "42"}}`

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/fakeprocessor"
-	"github.com/example/payments/internal/stacktest"
 	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/tools/fakeprocessor"
+	"github.com/example/payments/tools/stacktest"
 )
 
 // signedEvent is a processor event about the charge of paymentID, and the

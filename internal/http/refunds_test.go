@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/stacktest"
+	"github.com/example/payments/tools/stacktest"
 )
 
 func decodeRefund(t *testing.T, body []byte) payments.Refund {

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/testdb"
-	"github.com/example/payments/internal/testwait"
+	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 func TestMain(m *testing.M) {

@@ -11,12 +11,12 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/example/payments/internal/fakeprocessor"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/stacktest"
-	"github.com/example/payments/internal/testwait"
+	"github.com/example/payments/tools/fakeprocessor"
+	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/testwait"
 )
 
 const (

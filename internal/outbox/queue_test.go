@@ -20,7 +20,7 @@ import (
 
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/tools/testdb"
 )
 
 // TestEnqueueIsInsertTx: a job staged in a transaction that rolls back does

@@ -20,7 +20,7 @@ import (
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
-	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/tools/testdb"
 )
 
 // recorder is a TracerProvider of the test's own, recording in memory.

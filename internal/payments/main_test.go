@@ -19,7 +19,7 @@ import (
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/tenants"
-	"github.com/example/payments/internal/testdb"
+	"github.com/example/payments/tools/testdb"
 )
 
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/testwait"
+	"github.com/example/payments/tools/testwait"
 )
 
 // observer counts what the operations report, safely for concurrent use.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/tenants"
-	"github.com/example/payments/internal/testdb"
-	"github.com/example/payments/internal/testwait"
+	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 func TestAuthenticateCache(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/process"
-	"github.com/example/payments/internal/testdb"
-	"github.com/example/payments/internal/testio"
+	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testio"
 )
 
 // dashboardPassword is distinctive, so that finding it in the logs is

@@ -1,0 +1,508 @@
+// Package bench measures the service against the machine it runs on. In one
+// run, on one fresh database with durability on, it measures two ceilings
+// through pgx at the same concurrency (one-row inserts, point selects) and
+// then each mode of the service, and prints each mode as a ratio to its
+// ceiling, so that a figure means the same on a noisy, shared machine:
+//
+//   - new keys answered asynchronously (the API's own path, worker stopped),
+//     against the insert ceiling;
+//   - replays of finished keys, against the select ceiling;
+//   - payments waited for end to end (API, worker, processor), against the
+//     insert ceiling, and at low concurrency for latency;
+//   - new keys again with millions of finished keys in the table, against
+//     the empty table.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/process/api"
+	"github.com/example/payments/internal/process/worker"
+	"github.com/example/payments/internal/tenants"
+	"github.com/example/payments/internal/tracing"
+	"github.com/example/payments/tools/fakeprocessor/processor"
+)
+
+// Config is one run.
+type Config struct {
+	// DatabaseURL is a migrated, empty database the run may fill.
+	DatabaseURL string
+	Clients     int
+	// Duration is how long each mode is measured.
+	Duration time.Duration
+	// BigTable is how many finished keys the last mode puts in the table.
+	BigTable int
+	// ProfileDir, when set, receives a CPU profile of each mode.
+	ProfileDir string
+}
+
+// Result is one mode measured.
+type Result struct {
+	Mode          string
+	Clients       int
+	Ops           int
+	PerSecond     float64
+	P50, P90, P99 time.Duration
+	// Ceiling names what PerSecond is divided by; Ratio is the quotient.
+	Ceiling string
+	Ratio   float64
+}
+
+// Run measures everything and writes a progress line per mode and the
+// results table to out.
+func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL+"&pool_max_conns="+strconv.Itoa(cfg.Clients))
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	if err := (&tenants.Store{DB: pool}).SeedDemos(ctx); err != nil {
+		return nil, err
+	}
+	insert, sel, err := ceilings(ctx, pool, cfg, out)
+	if err != nil {
+		return nil, err
+	}
+
+	logger := slog.New(slog.DiscardHandler)
+	st, err := start(ctx, cfg.DatabaseURL, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer st.stop()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients * 2}, Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	send := func(url, key, prefer string) (int, error) {
+		req, _ := http.NewRequest(http.MethodPost, url,
+			bytes.NewReader([]byte(`{"amount": 1000, "currency": "USD", "payment_method": "pm_card_visa"}`)))
+		req.Header.Set("Authorization", "Bearer sk_test_acme")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		if prefer != "" {
+			req.Header.Set("Prefer", prefer)
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode, nil
+	}
+	post := func(key, prefer string) (int, error) { return send(st.apiURL+"/v1/payments", key, prefer) }
+	var seq atomic.Int64
+	fresh := func(prefix string) string { return prefix + strconv.FormatInt(seq.Add(1), 10) }
+
+	results := []Result{insert, sel}
+	mode := func(name string, clients int, ceiling Result, want int, send func() (int, error)) (Result, error) {
+		stopProfile, err := startProfile(cfg.ProfileDir, name)
+		if err != nil {
+			return Result{}, err
+		}
+		r, err := measure(ctx, name, clients, cfg.Duration, out, func() error {
+			status, err := send()
+			if err == nil && status != want {
+				err = fmt.Errorf("status %d, want %d", status, want)
+			}
+			return err
+		})
+		stopProfile()
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", name, err)
+		}
+		r.Ceiling, r.Ratio = ceiling.Mode, r.PerSecond/ceiling.PerSecond
+		results = append(results, r)
+		return r, nil
+	}
+
+	// What HTTP costs here: a bare handler that reads the request and runs
+	// one statement, through the same client, is what no service can beat.
+	bare, err := bareHandler(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer bare.Close()
+	for _, b := range []struct {
+		path    string
+		ceiling Result
+	}{{"/insert", insert}, {"/select", sel}} {
+		if _, err := mode("reference: bare HTTP handler, one "+strings.ToUpper(b.path[1:]), cfg.Clients, b.ceiling, http.StatusOK,
+			func() (int, error) { return send(bare.URL+b.path, "", "") }); err != nil {
+			return nil, err
+		}
+	}
+
+	// The API's own path: the worker is not running, so nothing competes.
+	// Both new-key modes start from a checkpoint, so that neither pays for
+	// the other's (or the big table's) writes being flushed.
+	checkpoint(ctx, pool, out)
+	newKeys, err := mode("new keys, async, worker stopped", cfg.Clients, insert, http.StatusAccepted,
+		func() (int, error) { return post(fresh("new-"), "respond-async") })
+	if err != nil {
+		return nil, err
+	}
+	st.startWorker(ctx)
+	// The worker drains what the first mode queued before anything else is
+	// measured.
+	if err := st.drain(ctx, pool); err != nil {
+		return nil, err
+	}
+	// Finished keys to replay, one per client, made end to end.
+	replayKeys := make([]string, cfg.Clients)
+	for i := range replayKeys {
+		replayKeys[i] = fresh("replay-")
+		if status, err := post(replayKeys[i], "wait=10"); err != nil || status != http.StatusCreated {
+			return nil, fmt.Errorf("make a key to replay: %d, %v", status, err)
+		}
+	}
+	var next atomic.Int64
+	if _, err := mode("replays", cfg.Clients, sel, http.StatusCreated, func() (int, error) {
+		return post(replayKeys[next.Add(1)%int64(len(replayKeys))], "")
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := mode("payments end to end", cfg.Clients, insert, http.StatusCreated,
+		func() (int, error) { return post(fresh("e2e-"), "wait=10") }); err != nil {
+		return nil, err
+	}
+	if _, err := mode("payments end to end, 4 clients", 4, insert, http.StatusCreated,
+		func() (int, error) { return post(fresh("e2e4-"), "wait=10") }); err != nil {
+		return nil, err
+	}
+	if cfg.BigTable > 0 {
+		st.stopWorker()
+		if err := st.drain(ctx, pool); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "bench: putting %d finished keys in the table\n", cfg.BigTable)
+		if err := bigTable(ctx, pool, cfg.BigTable); err != nil {
+			return nil, err
+		}
+		checkpoint(ctx, pool, out)
+		if _, err := mode(fmt.Sprintf("new keys, async, %d finished keys", cfg.BigTable), cfg.Clients, newKeys, http.StatusAccepted,
+			func() (int, error) { return post(fresh("big-"), "respond-async") }); err != nil {
+			return nil, err
+		}
+	}
+	Print(out, results)
+	if hwm, err := peakRSS(); err == nil {
+		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
+	}
+	return results, nil
+}
+
+// startProfile starts a CPU profile of the mode name in dir, when dir is
+// set, and returns what stops it.
+func startProfile(dir, name string) (func(), error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	slug := strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '-'
+	}, name)
+	f, err := os.Create(filepath.Join(dir, slug+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// peakRSS reads the process's peak resident set size (VmHWM) from Linux's
+// /proc, in bytes.
+func peakRSS() (int64, error) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
+}
+
+// ceilings measures one-row inserts and point selects through pgx.
+func ceilings(ctx context.Context, pool *pgxpool.Pool, cfg Config, out io.Writer) (Result, Result, error) {
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_ceiling (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text NOT NULL)`); err != nil {
+		return Result{}, Result{}, err
+	}
+	insert, err := measure(ctx, "ceiling: one-row INSERT (pgx)", cfg.Clients, cfg.Duration, out, func() error {
+		_, err := pool.Exec(ctx, `INSERT INTO bench_ceiling (v) VALUES ('x')`)
+		return err
+	})
+	if err != nil {
+		return Result{}, Result{}, err
+	}
+	var n int64
+	if err := pool.QueryRow(ctx, `SELECT max(id) FROM bench_ceiling`).Scan(&n); err != nil {
+		return Result{}, Result{}, err
+	}
+	var i atomic.Int64
+	sel, err := measure(ctx, "ceiling: point SELECT (pgx)", cfg.Clients, cfg.Duration, out, func() error {
+		var v string
+		return pool.QueryRow(ctx, `SELECT v FROM bench_ceiling WHERE id = $1`, 1+i.Add(1)%n).Scan(&v)
+	})
+	return insert, sel, err
+}
+
+// bareHandler serves the two reference handlers: POST /insert reads the
+// body and inserts a row, POST /select reads the body and selects one.
+func bareHandler(pool *pgxpool.Pool) (*httptest.Server, error) {
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT max(id) FROM bench_ceiling`).Scan(&n); err != nil {
+		return nil, err
+	}
+	var i atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /insert", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if _, err := pool.Exec(r.Context(), `INSERT INTO bench_ceiling (v) VALUES ('x')`); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	mux.HandleFunc("POST /select", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		var v string
+		if err := pool.QueryRow(r.Context(), `SELECT v FROM bench_ceiling WHERE id = $1`, 1+i.Add(1)%n).Scan(&v); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	return httptest.NewServer(mux), nil
+}
+
+// measure runs op from clients goroutines for d and reports the rate and
+// the latency percentiles, with a progress line every two seconds.
+func measure(ctx context.Context, name string, clients int, d time.Duration, out io.Writer, op func() error) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		firstErr  error
+		done      atomic.Int64
+		wg        sync.WaitGroup
+	)
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			var mine []time.Duration
+			for ctx.Err() == nil {
+				t := time.Now()
+				if err := op(); err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						firstErr = cmp(firstErr, err)
+						mu.Unlock()
+					}
+					continue
+				}
+				mine = append(mine, time.Since(t))
+				done.Add(1)
+			}
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			mu.Unlock()
+		})
+	}
+	tick := time.NewTicker(2 * time.Second)
+	for loop := true; loop; {
+		select {
+		case <-ctx.Done():
+			loop = false
+		case <-tick.C:
+			fmt.Fprintf(out, "bench %-45s %5.1fs  %8.0f/s\n", name, time.Since(start).Seconds(), float64(done.Load())/time.Since(start).Seconds())
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	elapsed := time.Since(start)
+	slices.Sort(latencies)
+	r := Result{Mode: name, Clients: clients, Ops: len(latencies), PerSecond: float64(len(latencies)) / elapsed.Seconds()}
+	if len(latencies) > 0 {
+		pct := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
+		r.P50, r.P90, r.P99 = pct(0.50), pct(0.90), pct(0.99)
+	}
+	return r, firstErr
+}
+
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// bigTable inserts n finished keys, as months of traffic leave them.
+func bigTable(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	_, err := pool.Exec(ctx, `
+INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint, recovery_point,
+	response_status, response_headers, response_body, created_at, updated_at, finished_at, expires_at)
+SELECT 'ten_globex', 'old-' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 'finished',
+	201, '{"Content-Type": "application/json"}', '{}'::bytea, now(), now(), now(), now() + interval '1 day'
+FROM generate_series(1, $1) i`, n)
+	if err != nil {
+		return err
+	}
+	_, err = pool.Exec(ctx, `VACUUM ANALYZE idempotency_keys`)
+	return err
+}
+
+// checkpoint flushes what earlier writes left dirty. It needs the
+// pg_checkpoint role (or a superuser); without it the run goes on, and says so.
+func checkpoint(ctx context.Context, pool *pgxpool.Pool, out io.Writer) {
+	if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
+		fmt.Fprintf(out, "bench: no checkpoint before the mode (%v); its figure includes earlier writes\n", err)
+	}
+}
+
+// Print writes the results table.
+func Print(out io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tclients\tper second\tp50\tp90\tp99\tratio\tto\t")
+	for _, r := range results {
+		ratio := ""
+		if r.Ceiling != "" {
+			ratio = fmt.Sprintf("%.3f", r.Ratio)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", r.Mode, r.Clients, r.PerSecond,
+			r.P50.Round(10*time.Microsecond), r.P90.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), ratio, r.Ceiling)
+	}
+	_ = tw.Flush()
+}
+
+// stack is the service, in this process, built by the process constructors.
+type stack struct {
+	apiURL string
+	w      *worker.Worker
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	workerCancel context.CancelFunc
+	workerDone   chan struct{}
+}
+
+// start builds the processor and the API, serving, and the worker, not yet
+// working: the first mode measures the API alone.
+func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &stack{cancel: cancel}
+	var pcfg processor.Config
+	var acfg api.Config
+	var wcfg worker.Config
+	for _, c := range []any{&pcfg, &acfg, &wcfg} {
+		if err := envconfig.Process("payments_bench_unset", c); err != nil {
+			return nil, err
+		}
+	}
+	// A key of its own for the webhook endpoints' secrets: the bench
+	// registers none, and the API and the worker refuse to start without.
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	for _, w := range []*process.Webhooks{&acfg.Webhooks, &wcfg.Webhooks} {
+		if err := w.SecretsKey.Decode(base64.StdEncoding.EncodeToString(key)); err != nil {
+			return nil, err
+		}
+	}
+	// Tracing as the binaries run it by default (OTEL_TRACES_EXPORTER=none):
+	// a real provider, whose spans exist and give the logs their trace ids,
+	// exported nowhere. Its cost is in every figure.
+	for _, c := range []*process.Common{&pcfg.Common, &acfg.Common, &wcfg.Common} {
+		tp, err := tracing.NewProvider(ctx, tracing.OTel{Exporter: tracing.ExporterNone}, "bench", io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		c.TracerProvider = tp
+	}
+	pcfg.DatabaseURL, pcfg.Addr, pcfg.InternalAddr = dbURL, "127.0.0.1:0", "127.0.0.1:0"
+	p, err := processor.New(ctx, pcfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	s.wg.Go(func() { _ = p.Run(ctx) })
+	acfg.DatabaseURL, acfg.Addr, acfg.InternalAddr, acfg.RateLimit = dbURL, "127.0.0.1:0", "127.0.0.1:0", 0
+	a, err := api.New(ctx, acfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	s.wg.Go(func() { _ = a.Run(ctx) })
+	s.apiURL = "http://" + a.Addr()
+	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = dbURL, "127.0.0.1:0", "http://"+p.Addr()
+	wcfg.Concurrency = 32
+	if s.w, err = worker.New(ctx, wcfg, logger); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stack) startWorker(ctx context.Context) {
+	ctx, s.workerCancel = context.WithCancel(ctx)
+	s.workerDone = make(chan struct{})
+	go func() { defer close(s.workerDone); _ = s.w.Run(ctx) }()
+}
+
+func (s *stack) stopWorker() {
+	if s.workerCancel != nil {
+		s.workerCancel()
+		<-s.workerDone
+		s.workerCancel = nil
+	}
+}
+
+// drain waits until no payment is left processing, or two minutes pass.
+func (s *stack) drain(ctx context.Context, pool *pgxpool.Pool) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM payments WHERE status = 'processing'`).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 || s.workerCancel == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil
+}
+
+func (s *stack) stop() {
+	s.stopWorker()
+	s.cancel()
+	s.wg.Wait()
+}

@@ -1,0 +1,362 @@
+// Package chaos proves the money invariants of the contract under kills,
+// outages and races, at scale. A run starts its own stack against a fresh
+// database as real OS processes (two APIs, two workers and the fake processor
+// with its chaos settings on), drives thousands of payments and refunds
+// through the public Go client from many goroutines, SIGKILLs a random
+// process every few seconds and restarts it, cuts the processor off for
+// longer than a worker's retry budget, then waits for quiescence and checks
+// every invariant against the database and the processor's ledger.
+package chaos
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/webhook"
+)
+
+// Profile is how long and how hard a run is.
+type Profile struct {
+	Name string
+	// Load is how long operations are sent; Clients how many goroutines send.
+	Load    time.Duration
+	Clients int
+	// KillEvery is how often a random process is SIGKILLed and restarted.
+	KillEvery time.Duration
+	// OutageEvery and Outage: the processor is cut off for Outage, longer
+	// than a worker's retry budget, every OutageEvery from the first third
+	// of the load on (at least once).
+	OutageEvery, Outage time.Duration
+	// Quiesce bounds the wait for every operation to settle.
+	Quiesce time.Duration
+}
+
+// Profiles are the runs by name: short for CI, long for the proof by hand.
+var Profiles = map[string]Profile{
+	"short": {Name: "short", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
+		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute},
+	"long": {Name: "long", Load: 30 * time.Minute, Clients: 48, KillEvery: 6 * time.Second,
+		OutageEvery: 8 * time.Minute, Outage: 25 * time.Second, Quiesce: 10 * time.Minute},
+}
+
+// Config is one run.
+type Config struct {
+	Profile Profile
+	// Seed makes a run's choices repeatable (the operations, their keys,
+	// which process dies when); the machine's timing still varies.
+	Seed uint64
+	// DatabaseURL names the server; the run creates its own database there.
+	DatabaseURL string
+	// Bin holds the api, worker and processor binaries.
+	Bin string
+	// Logs is where every process's log is kept, for the post-mortem.
+	Logs string
+	// KeepDatabase keeps the run's database even when the run passes.
+	KeepDatabase bool
+}
+
+// The workers' timing: fast retries and a short budget, so that the
+// reconciler and its fence do real work within a run.
+const (
+	jobTimeout        = 3 * time.Second
+	operationDeadline = 30 * time.Second
+)
+
+// stack is the running processes of a run.
+type stack struct {
+	cfg        Config
+	procs      []*proc
+	processor  *proc
+	apiURLs    [2]string
+	rng        *rand.Rand
+	kills      map[string]*atomic.Int64
+	outageN    atomic.Int64
+	outage     atomic.Bool
+	outageLog  []window
+	outageMu   sync.Mutex
+	processorM sync.Mutex // the killer and the outage take turns with the processor
+	// webhookSecret signs the processor's webhooks, and the injector's.
+	webhookSecret string
+	// receiver takes the tenants' webhooks, recording each event it
+	// processed in receiverSeen; receiverDown counts its outages.
+	receiver     *proc
+	receiverSeen string
+	receiverDown atomic.Int64
+}
+
+// window is a time span, such as an outage.
+type window struct{ from, to time.Time }
+
+// Run runs one chaos run and reports it on out. The error is non-nil when the
+// run could not be made; violations are in the Summary.
+func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
+	started := time.Now()
+	runName := fmt.Sprintf("chaos_%d_%d", cfg.Seed, started.Unix())
+	if cfg.Logs == "" {
+		cfg.Logs = filepath.Join("chaos-logs", runName)
+	}
+	if err := os.MkdirAll(cfg.Logs, 0o755); err != nil {
+		return nil, err
+	}
+	dbURL, drop, err := database.CreateFresh(ctx, cfg.DatabaseURL, runName)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "chaos: profile %s, seed %d, database %s, logs in %s\n", cfg.Profile.Name, cfg.Seed, runName, cfg.Logs)
+	for _, args := range [][]string{{"migrate"}, {"seed"}} {
+		cmd := exec.CommandContext(ctx, filepath.Join(cfg.Bin, "api"), args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "APP_ENV=development")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("api %s: %w\n%s", args[0], err, b)
+		}
+	}
+
+	s, err := startStack(ctx, cfg, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stopAll()
+	if err := s.startReceiver(ctx); err != nil {
+		return nil, err
+	}
+	pool, err := database.Connect(ctx, dbURL, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+
+	l := newLoad(s.apiURLs, cfg.Seed)
+	secrets, err := webhook.ParseSecrets(s.webhookSecret)
+	if err != nil {
+		return nil, err
+	}
+	inj := &injector{apiURLs: s.apiURLs, secrets: secrets, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
+		client: &http.Client{Timeout: 10 * time.Second}}
+	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Profile.Load)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.kill(loadCtx) })
+	wg.Go(func() { s.outages(loadCtx) })
+	wg.Go(func() { inj.run(loadCtx) })
+	wg.Go(func() { s.receiverOutage(loadCtx) })
+	wg.Go(func() { progress(loadCtx, out, started, cfg.Profile.Load, l, s) })
+	l.run(loadCtx, cfg.Profile.Clients)
+	wg.Wait()
+	if err := s.ensureUp(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "chaos: load done after %s: %d operations; waiting for quiescence\n", time.Since(started).Round(time.Second), len(l.all()))
+
+	quiesceStart := time.Now()
+	quiet := settle(ctx, l, pool, cfg.Profile.Quiesce)
+	sum := &Summary{Profile: cfg.Profile.Name, Seed: cfg.Seed, Logs: cfg.Logs, Database: runName, Load: cfg.Profile.Load,
+		Quiesce: time.Since(quiesceStart), Quiet: quiet, Kills: map[string]int64{}, Outages: s.outageN.Load(),
+		Requests: l.sent.Load(), Dups: l.dups.Load(), Resends: l.resends.Load(), Async: l.async.Load()}
+	for kind, n := range s.kills {
+		sum.Kills[kind] = n.Load()
+	}
+	sum.ReceiverKills, sum.ReceiverOutages = s.kills["receiver"].Load(), s.receiverDown.Load()
+	sum.Injected = Injected{Contradictions: inj.contradictions.Load(), Unknown: inj.unknown.Load(), Refused: inj.refused.Load(), Wrong: inj.wrong}
+	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, sum); err != nil {
+		return nil, err
+	}
+	sum.Print(out)
+	if sum.Passed() && !cfg.KeepDatabase {
+		s.stopAll()
+		pool.Close()
+		drop()
+	}
+	return sum, nil
+}
+
+// startStack starts the processor, two APIs and two workers.
+func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
+	s := &stack{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), kills: map[string]*atomic.Int64{}}
+	for _, kind := range []string{"api", "worker", "processor"} {
+		s.kills[kind] = new(atomic.Int64)
+	}
+	addr := func() string {
+		a, err := freePort()
+		if err != nil {
+			panic(err) // the loopback always has a free port
+		}
+		return a
+	}
+	common := []string{"DATABASE_URL=" + dbURL, "LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=5s"}
+	key := make([]byte, 32)
+	_, _ = crand.Read(key) // never fails, per crypto/rand
+	// The API and the worker share the key of the endpoints' secrets, and
+	// the run's receiver listens on loopback.
+	webhooks := []string{"WEBHOOK_SECRETS_KEY=" + base64.StdEncoding.EncodeToString(key), "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"}
+	s.webhookSecret = webhook.NewSecret()
+	var apiAddrs [2]string
+	for i := range apiAddrs {
+		apiAddrs[i] = addr()
+		s.apiURLs[i] = "http://" + apiAddrs[i]
+	}
+	procAddr := addr()
+	var err error
+	// The processor's webhooks go to the first API, dropped, duplicated and
+	// delayed out of order; when that API is down they are retried.
+	s.processor, err = newProc("processor", "processor", filepath.Join(cfg.Bin, "fakeprocessor"), cfg.Logs, "http://"+procAddr+"/healthz",
+		append(common, "PROCESSOR_ADDR="+procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", "PROCESSOR_FAIL_RATE=0.1", "PROCESSOR_DROP_RATE=0.05",
+			"PROCESSOR_LATENCY=2ms", "PROCESSOR_EXEC_LATENCY=10ms", "PROCESSOR_TIMEOUT_HANG=2s",
+			"PROCESSOR_WEBHOOK_URL="+s.apiURLs[0]+"/v1/processor/webhooks", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret,
+			"PROCESSOR_WEBHOOK_DROP_RATE=0.1", "PROCESSOR_WEBHOOK_DUPLICATE_RATE=0.1", "PROCESSOR_WEBHOOK_DELAY=500ms"))
+	if err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, s.processor)
+	for i, a := range apiAddrs {
+		p, err := newProc(fmt.Sprintf("api-%d", i+1), "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
+			append(append(common, webhooks...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
+				"IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret))
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+	}
+	for i := range 2 {
+		m := addr()
+		p, err := newProc(fmt.Sprintf("worker-%d", i+1), "worker", filepath.Join(cfg.Bin, "worker"), cfg.Logs, "http://"+m+"/healthz",
+			append(append(common, webhooks...), "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
+				"PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT="+jobTimeout.String(), "RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=1s",
+				"OPERATION_MAX_ATTEMPTS=4", "OPERATION_DEADLINE="+operationDeadline.String(), "RECONCILE_INTERVAL=1s",
+				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s", "WEBHOOK_RETRY_SCHEDULE="+receiverSchedule))
+		if err != nil {
+			return nil, err
+		}
+		s.procs = append(s.procs, p)
+	}
+	for _, p := range s.procs {
+		if err := p.start(ctx); err != nil {
+			s.stopAll()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// kill SIGKILLs a random process every KillEvery and restarts it, until ctx
+// ends. The processor is left alone while it is cut off.
+func (s *stack) kill(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Profile.KillEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := s.procs[s.rng.IntN(len(s.procs))]
+		if p == s.processor {
+			if !s.processorM.TryLock() {
+				continue // cut off already
+			}
+			s.restart(ctx, p)
+			s.processorM.Unlock()
+			continue
+		}
+		s.restart(ctx, p)
+	}
+}
+
+func (s *stack) restart(ctx context.Context, p *proc) {
+	p.kill()
+	s.kills[p.kind].Add(1)
+	if err := p.start(context.WithoutCancel(ctx)); err != nil {
+		fmt.Fprintf(p.log, "=== chaos: restart failed: %v\n", err)
+	}
+}
+
+// outages cuts the processor off for Outage, from a third of the load on and
+// then every OutageEvery: it is killed and started again only afterwards, so
+// every call meanwhile has an unknown outcome and retry budgets run out.
+func (s *stack) outages(ctx context.Context) {
+	next := time.After(s.cfg.Profile.Load / 3)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-next:
+		}
+		next = time.After(s.cfg.Profile.OutageEvery)
+		s.processorM.Lock()
+		from := time.Now()
+		s.outage.Store(true)
+		s.processor.kill()
+		s.outageN.Add(1)
+		sleep(ctx, s.cfg.Profile.Outage)
+		if err := s.processor.start(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(s.processor.log, "=== chaos: restart failed: %v\n", err)
+		}
+		s.outage.Store(false)
+		s.outageMu.Lock()
+		s.outageLog = append(s.outageLog, window{from, time.Now()})
+		s.outageMu.Unlock()
+		s.processorM.Unlock()
+	}
+}
+
+func (s *stack) outageWindows() []window {
+	s.outageMu.Lock()
+	defer s.outageMu.Unlock()
+	return append([]window(nil), s.outageLog...)
+}
+
+// ensureUp starts again any process that is down.
+func (s *stack) ensureUp(ctx context.Context) error {
+	for _, p := range s.procs {
+		p.mu.Lock()
+		done := p.done
+		p.mu.Unlock()
+		select {
+		case <-done:
+			if err := p.start(ctx); err != nil {
+				return err
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+func (s *stack) stopAll() {
+	var wg sync.WaitGroup
+	for _, p := range s.procs {
+		wg.Go(p.stop)
+	}
+	wg.Wait()
+}
+
+// progress prints a line every five seconds while the load runs.
+func progress(ctx context.Context, out io.Writer, started time.Time, total time.Duration, l *load, s *stack) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		outage := ""
+		if s.outage.Load() {
+			outage = " | PROCESSOR CUT OFF"
+		}
+		fmt.Fprintf(out, "chaos %s/%s: %d operations, %d requests (%d duplicate sends, %d refunds) | kills: api %d, worker %d, processor %d%s\n",
+			time.Since(started).Round(time.Second), total, len(l.all()), l.sent.Load(), l.dups.Load(), l.refunds.Load(),
+			s.kills["api"].Load(), s.kills["worker"].Load(), s.kills["processor"].Load(), outage)
+	}
+}

@@ -1,0 +1,55 @@
+// Command bench measures the service against the machine: the ceilings
+// (one-row inserts and point selects through pgx) and each mode of the
+// service, in one run on a fresh database, printed as ratios to the
+// ceilings. "make bench" runs it; "bench -h" lists its settings.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/process/api"
+	"github.com/example/payments/tools/bench"
+)
+
+type config struct {
+	DatabaseURL string        `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable" desc:"the server; the run creates a database of its own there"`
+	Clients     int           `envconfig:"BENCH_CLIENTS" default:"32" desc:"concurrent clients of each mode"`
+	Duration    time.Duration `envconfig:"BENCH_DURATION" default:"10s" desc:"how long each mode is measured"`
+	BigTable    int           `envconfig:"BENCH_BIG_TABLE" default:"2000000" desc:"finished keys in the table for the last mode (0: skip it)"`
+	ProfileDir  string        `envconfig:"BENCH_PROFILE_DIR" desc:"when set, a CPU profile of each mode is written there (go tool pprof reads it)"`
+}
+
+func main() { process.Main("bench", run) }
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	var cfg config
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		_ = process.Usage(stdout, "bench", "The benchmark: the service as ratios to the machine's ceilings.", &cfg)
+		return flag.ErrHelp
+	}
+	if err := envconfig.Process("", &cfg); err != nil {
+		return err
+	}
+	name := fmt.Sprintf("bench_%d", time.Now().Unix())
+	url, drop, err := database.CreateFresh(ctx, cfg.DatabaseURL, name)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	if err := api.Migrate(ctx, url, slog.New(slog.DiscardHandler)); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "bench: %d clients, %s a mode, database %s (dropped at the end)\n", cfg.Clients, cfg.Duration, name)
+	_, err = bench.Run(ctx, bench.Config{DatabaseURL: url, Clients: cfg.Clients, Duration: cfg.Duration, BigTable: cfg.BigTable,
+		ProfileDir: cfg.ProfileDir}, stdout)
+	return err
+}

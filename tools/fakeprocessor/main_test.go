@@ -1,0 +1,214 @@
+package fakeprocessor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/example/payments/tools/fakeprocessor"
+	"github.com/example/payments/tools/testdb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is one test's processor: its own database and HTTP server.
+type env struct {
+	t      *testing.T
+	db     *testdb.DB
+	proc   *fakeprocessor.Server
+	server *httptest.Server
+}
+
+// newEnv starts a processor with cfg on a fresh database, sending its
+// webhooks as the processor process does.
+func newEnv(t *testing.T, cfg fakeprocessor.Config) *env {
+	t.Helper()
+	e := newEnvOn(t, testdb.New(t), cfg)
+	e.sendWebhooks()
+	return e
+}
+
+// newEnvOn starts a processor with cfg on db, which another may share. It
+// does not send webhooks until sendWebhooks is called.
+func newEnvOn(t *testing.T, db *testdb.DB, cfg fakeprocessor.Config) *env {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(t.Output(), nil))
+	proc, err := fakeprocessor.New(db.Pool, logger, cfg)
+	if err != nil {
+		t.Fatalf("new processor: %v", err)
+	}
+	server := httptest.NewServer(proc)
+	t.Cleanup(server.Close)
+	return &env{t: t, db: db, proc: proc, server: server}
+}
+
+// sendWebhooks runs the processor's webhook sender until the returned
+// function, or the end of the test, stops it and waits for it to return.
+func (e *env) sendWebhooks() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.proc.SendWebhooks(ctx)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+// response is an answer read in full.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// post sends a POST with an Idempotency-Key (none when key is empty).
+func (e *env) post(path, key, body string) response {
+	e.t.Helper()
+	resp, err := e.postCtx(context.Background(), path, key, body)
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// postCtx is post that returns the transport error instead of failing.
+func (e *env) postCtx(ctx context.Context, path, key, body string) (response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.server.URL+path, bytes.NewBufferString(body))
+	if err != nil {
+		return response{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return e.do(req)
+}
+
+// get sends a GET.
+func (e *env) get(path string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.server.URL+path, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	resp, err := e.do(req)
+	if err != nil {
+		e.t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp
+}
+
+func (e *env) do(req *http.Request) (response, error) {
+	resp, err := e.server.Client().Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// count runs a count(*) query against the test database.
+func (e *env) count(sql string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		e.t.Fatalf("count: %v", err)
+	}
+	return n
+}
+
+// chargesUnder counts the ledger's charges under an idempotency key.
+func (e *env) chargesUnder(key string) int {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM processor.charges WHERE idempotency_key = $1`, key)
+}
+
+// keyRows counts the processor's idempotency key rows for key.
+func (e *env) keyRows(key string) int {
+	e.t.Helper()
+	return e.count(`SELECT count(*) FROM processor.idempotency_keys WHERE key = $1`, key)
+}
+
+// chargeJSON is the charge object as tests read it.
+type chargeJSON struct {
+	ID             string  `json:"id"`
+	Object         string  `json:"object"`
+	Amount         int64   `json:"amount"`
+	Currency       string  `json:"currency"`
+	PaymentMethod  string  `json:"payment_method"`
+	PaymentID      *string `json:"payment_id"`
+	Description    *string `json:"description"`
+	Status         string  `json:"status"`
+	FailureCode    *string `json:"failure_code"`
+	FailureMessage *string `json:"failure_message"`
+	AmountRefunded int64   `json:"amount_refunded"`
+	IdempotencyKey string  `json:"idempotency_key"`
+	CreatedAt      string  `json:"created_at"`
+}
+
+// errorJSON is the error member of an error answer.
+type errorJSON struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Charge  string `json:"charge"`
+}
+
+// decode unmarshals an answer's body into v.
+func decode[T any](t *testing.T, r response) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("decode %T from %s: %v", v, r.body, err)
+	}
+	return v
+}
+
+// decodeError reads an error answer.
+func decodeError(t *testing.T, r response) errorJSON {
+	t.Helper()
+	return decode[struct {
+		Error errorJSON `json:"error"`
+	}](t, r).Error
+}
+
+// clock is a settable clock for expiry tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}

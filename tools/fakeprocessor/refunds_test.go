@@ -1,0 +1,122 @@
+package fakeprocessor_test
+
+import (
+	"bytes"
+	"net/http"
+	"testing"
+
+	"github.com/example/payments/tools/fakeprocessor"
+)
+
+// refundJSON is the refund object as tests read it.
+type refundJSON struct {
+	ID             string `json:"id"`
+	Object         string `json:"object"`
+	Charge         string `json:"charge"`
+	Amount         int64  `json:"amount"`
+	Status         string `json:"status"`
+	IdempotencyKey string `json:"idempotency_key"`
+	CreatedAt      string `json:"created_at"`
+}
+
+// charge creates a charge of 1000 and returns its id.
+func (e *env) charge(key, method string) string {
+	e.t.Helper()
+	resp := e.post("/v1/charges", key, `{"amount":1000,"currency":"USD","payment_method":"`+method+`"}`)
+	switch resp.status {
+	case http.StatusOK:
+		return decode[chargeJSON](e.t, resp).ID
+	case http.StatusPaymentRequired:
+		return decodeError(e.t, resp).Charge
+	}
+	e.t.Fatalf("charge: %d %s", resp.status, resp.body)
+	return ""
+}
+
+// refunded reads a charge's amount_refunded.
+func (e *env) refunded(chargeID string) int64 {
+	e.t.Helper()
+	return decode[chargeJSON](e.t, e.get("/v1/charges/"+chargeID)).AmountRefunded
+}
+
+func TestRefund(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, fakeprocessor.Config{})
+
+	t.Run("PartialThenRest", func(t *testing.T) {
+		t.Parallel()
+		ch := e.charge("rf-partial", "pm_card_visa")
+		first := e.post("/v1/refunds", "rf-partial-1", `{"charge":"`+ch+`","amount":300}`)
+		if first.status != http.StatusOK {
+			t.Fatalf("first refund: %d %s", first.status, first.body)
+		}
+		r := decode[refundJSON](t, first)
+		if r.Object != "refund" || r.Charge != ch || r.Amount != 300 || r.Status != "succeeded" || r.IdempotencyKey != "rf-partial-1" ||
+			len(r.ID) < 4 || r.ID[:3] != "re_" || r.CreatedAt == "" {
+			t.Errorf("refund = %s", first.body)
+		}
+		rest := e.post("/v1/refunds", "rf-partial-2", `{"charge":"`+ch+`"}`)
+		if got := decode[refundJSON](t, rest).Amount; rest.status != http.StatusOK || got != 700 {
+			t.Fatalf("rest: %d %s", rest.status, rest.body)
+		}
+		if got := e.refunded(ch); got != 1000 {
+			t.Errorf("amount_refunded = %d, want 1000", got)
+		}
+		again := e.post("/v1/refunds", "rf-partial-3", `{"charge":"`+ch+`"}`)
+		if ej := decodeError(t, again); again.status != http.StatusBadRequest || ej.Code != "charge_already_refunded" {
+			t.Errorf("refund of a refunded charge: %d %s", again.status, again.body)
+		}
+	})
+	t.Run("Replay", func(t *testing.T) {
+		t.Parallel()
+		ch := e.charge("rf-replay", "pm_card_visa")
+		first := e.post("/v1/refunds", "rf-replay-1", `{"charge":"`+ch+`","amount":100}`)
+		again := e.post("/v1/refunds", "rf-replay-1", `{"amount":100,"charge":"`+ch+`"}`)
+		if first.status != http.StatusOK || !bytes.Equal(first.body, again.body) || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay: %d %s / %d %s", first.status, first.body, again.status, again.body)
+		}
+		if got := e.refunded(ch); got != 100 {
+			t.Errorf("amount_refunded = %d, want 100", got)
+		}
+		if n := e.count(`SELECT count(*) FROM processor.refunds WHERE charge_id = $1`, ch); n != 1 {
+			t.Errorf("refund rows = %d, want 1", n)
+		}
+	})
+
+	errTests := []struct {
+		name       string
+		method     string // of the charge; "" for an unknown charge
+		amount     string
+		wantStatus int
+		wantCode   string
+	}{
+		{"ErrOverRefund", "pm_card_visa", `,"amount":1001`, http.StatusBadRequest, "amount_too_large"},
+		{"ErrDeclinedCharge", "pm_card_declined", ``, http.StatusBadRequest, "charge_not_refundable"},
+		{"ErrUnknownCharge", "", ``, http.StatusNotFound, "resource_missing"},
+		{"ErrAmountZero", "pm_card_visa", `,"amount":0`, http.StatusBadRequest, "parameter_invalid"},
+	}
+	for _, tt := range errTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ch := "ch_unknown"
+			if tt.method != "" {
+				ch = e.charge("rf-"+tt.name, tt.method)
+			}
+			resp := e.post("/v1/refunds", "rf-"+tt.name+"-refund", `{"charge":"`+ch+`"`+tt.amount+`}`)
+			if resp.status != tt.wantStatus {
+				t.Fatalf("status = %d, want %d: %s", resp.status, tt.wantStatus, resp.body)
+			}
+			if ej := decodeError(t, resp); ej.Code != tt.wantCode {
+				t.Errorf("code = %s, want %s", ej.Code, tt.wantCode)
+			}
+			if n := e.count(`SELECT count(*) FROM processor.refunds WHERE charge_id = $1`, ch); n != 0 {
+				t.Errorf("refund rows = %d, want 0", n)
+			}
+			if tt.method != "" {
+				if got := e.refunded(ch); got != 0 {
+					t.Errorf("amount_refunded = %d, want 0", got)
+				}
+			}
+		})
+	}
+}
