@@ -109,7 +109,7 @@ func TestChaos(t *testing.T) {
 	}
 	// The chaos must have bitten: some charges needed more than one attempt.
 	var retried int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'charge_payment' AND attempt > 1`).Scan(&retried); err != nil {
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment' AND attempt > 1`).Scan(&retried); err != nil {
 		t.Fatal(err)
 	}
 	if retried == 0 {

@@ -78,7 +78,7 @@ func TestOnePaymentOneTrace(t *testing.T) {
 	}
 	attempts := map[float64]bool{}
 	for _, sp := range spansOf(s.worker.out.String()) {
-		if sp.SpanContext.TraceID == trace && sp.attr("river.job.kind") == "charge_payment" {
+		if sp.SpanContext.TraceID == trace && sp.attr("river.job.kind") == "drive_operation" {
 			if n, ok := sp.attr("river.job.attempt").(float64); ok {
 				attempts[n] = true
 			}
@@ -100,7 +100,7 @@ func TestOnePaymentOneTrace(t *testing.T) {
 	sc := bufio.NewScanner(strings.NewReader(s.worker.out.String()))
 	for sc.Scan() {
 		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "job attempt" && line["kind"] == "charge_payment" {
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "job attempt" && line["kind"] == "drive_operation" {
 			if line["trace_id"] != trace {
 				t.Errorf("a job attempt line with trace_id %v, want %s: %s", line["trace_id"], trace, sc.Text())
 			}

@@ -75,7 +75,7 @@ func TestTimeoutCardSettledByWebhook(t *testing.T) {
 			testwait.Within(t, 30*time.Second, "the charge job to end", func() bool {
 				var state string
 				err := db.Pool.QueryRow(context.Background(),
-					`SELECT state FROM river_job WHERE kind = 'charge_payment' AND args->>'payment_id' = $1`, p.ID).Scan(&state)
+					`SELECT state FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment' AND args->>'id' = $1`, p.ID).Scan(&state)
 				return err == nil && state != "running" && state != "available"
 			})
 			var (
@@ -84,7 +84,7 @@ func TestTimeoutCardSettledByWebhook(t *testing.T) {
 				errs    []byte
 			)
 			err := db.Pool.QueryRow(context.Background(),
-				`SELECT state, attempt, coalesce(errors::text, '[]') FROM river_job WHERE kind = 'charge_payment' AND args->>'payment_id' = $1`,
+				`SELECT state, attempt, coalesce(errors::text, '[]') FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment' AND args->>'id' = $1`,
 				p.ID).Scan(&state, &attempt, &errs)
 			if err != nil || state != "completed" || attempt != 1 || string(errs) != "[]" {
 				t.Fatalf("charge job: %s, attempt %d, errors %s (%v)\nworker log:\n%s", state, attempt, errs, err, s.worker.out.String())

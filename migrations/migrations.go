@@ -1,5 +1,6 @@
-// Package migrations embeds the goose SQL migrations of the service and of the
-// fake processor, so that every binary carries the schema it needs.
+// Package migrations embeds the goose SQL migrations of the service, so that
+// every binary carries the schema it needs. River's tables come from River's
+// own migrator; the fake processor migrates its own schema.
 package migrations
 
 import "embed"

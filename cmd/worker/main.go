@@ -1,4 +1,4 @@
-// Command worker runs the River jobs that drive payments and refunds through
+// Command worker runs the River jobs that drive every operation through
 // their phases, calling the card processor over HTTP, and the periodic
 // reconciler and key reaper. It serves its metrics, and River's dashboard
 // when RIVER_UI_PASSWORD is set, on the internal METRICS_ADDR.

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/webhook"
 )
@@ -80,7 +80,7 @@ type Deliverer struct {
 	// Events reads the event delivered, and Encode encodes it, exactly as
 	// GET /v1/events/{id} answers it.
 	Events interface {
-		GetEvent(ctx context.Context, tenantID, id string) (payments.Event, error)
+		GetEvent(ctx context.Context, tenantID, id string) (operation.Event, error)
 	}
 	Encode   func(v any) []byte
 	Observer Observer

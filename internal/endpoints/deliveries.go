@@ -12,7 +12,7 @@ import (
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 )
 
 // Delivery statuses: pending until a 2xx (delivered), or until the schedule
@@ -71,12 +71,12 @@ SELECT $1, e.id, $2, 'pending' FROM webhook_endpoints e
 WHERE e.tenant_id = $1 AND e.status = 'enabled' AND ($3 = ANY (e.enabled_events) OR '*' = ANY (e.enabled_events))
 RETURNING id`
 
-// FanOut implements payments.Subscribers: the event's deliveries and their
+// FanOut implements operation.Subscribers: the event's deliveries and their
 // jobs are written in tx, the transaction that stages the event, so that a
 // delivery exists exactly when its event does.
 type FanOut struct{ Jobs Jobs }
 
-// Notify implements payments.Subscribers.
+// Notify implements operation.Subscribers.
 func (f FanOut) Notify(ctx context.Context, tx pgx.Tx, tenantID, eventID, eventType string) error {
 	rows, err := tx.Query(ctx, fanOut, tenantID, eventID, eventType)
 	if err != nil {
@@ -111,41 +111,38 @@ RETURNING id, status, attempts, created_at, delivered_at`
 // webhook-id makes once.
 func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string, r Resend) (idempotency.Lease, error) {
 	if r.Event == "" {
-		return idempotency.Lease{}, invalid([]payments.FieldError{{Field: "event", Message: "is required: an event id"}})
+		return idempotency.Lease{}, operation.Invalid([]operation.FieldError{{Field: "event", Message: "is required: an event id"}})
 	}
-	lease, tx, err := s.begin(ctx, req, nil)
-	if tx == nil {
-		return lease, err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	e, err := lock(ctx, tx, req.TenantID, id)
-	if err != nil {
-		return idempotency.Lease{}, err
-	}
-	if e.Status != StatusEnabled {
-		return idempotency.Lease{}, ErrDisabled
-	}
-	var typ string
-	if !payments.ValidID("evt_", r.Event) {
-		return idempotency.Lease{}, payments.ErrEventNotFound
-	}
-	if err := tx.QueryRow(ctx, eventOfTenant, req.TenantID, r.Event).Scan(&typ); errors.Is(err, pgx.ErrNoRows) {
-		return idempotency.Lease{}, payments.ErrEventNotFound
-	} else if err != nil {
-		return idempotency.Lease{}, fmt.Errorf("get event: %w", err)
-	}
-	d := Delivery{Object: "webhook_delivery", Endpoint: e.ID, Event: r.Event}
-	var n int64
-	err = tx.QueryRow(ctx, resendDelivery, req.TenantID, e.ID, r.Event).Scan(&n, &d.Status, &d.Attempts, &d.CreatedAt, &d.DeliveredAt)
-	if err != nil {
-		return idempotency.Lease{}, fmt.Errorf("resend: %w", err)
-	}
-	d.ID, d.CreatedAt = deliveryID(n), d.CreatedAt.UTC()
-	if err := s.Jobs.EnqueueDelivery(ctx, tx, n); err != nil {
-		return idempotency.Lease{}, err
-	}
-	return s.finish(ctx, tx, req, idempotency.Resource{Type: ResourceType, ID: e.ID}, func(*pgx.Batch) {},
-		func() idempotency.Response { return s.Render.Delivery(202, d) })
+	return s.Ops.Start(ctx, req, operation.Steps{Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
+		e, err := lock(ctx, tx, req.TenantID, id)
+		if err != nil {
+			return operation.Plan{}, err
+		}
+		if e.Status != StatusEnabled {
+			return operation.Plan{}, ErrDisabled
+		}
+		var typ string
+		if !operation.ValidID("evt_", r.Event) {
+			return operation.Plan{}, operation.ErrEventNotFound
+		}
+		if err := tx.QueryRow(ctx, eventOfTenant, req.TenantID, r.Event).Scan(&typ); errors.Is(err, pgx.ErrNoRows) {
+			return operation.Plan{}, operation.ErrEventNotFound
+		} else if err != nil {
+			return operation.Plan{}, fmt.Errorf("get event: %w", err)
+		}
+		d := Delivery{Object: "webhook_delivery", Endpoint: e.ID, Event: r.Event}
+		var n int64
+		err = tx.QueryRow(ctx, resendDelivery, req.TenantID, e.ID, r.Event).Scan(&n, &d.Status, &d.Attempts, &d.CreatedAt, &d.DeliveredAt)
+		if err != nil {
+			return operation.Plan{}, fmt.Errorf("resend: %w", err)
+		}
+		d.ID, d.CreatedAt = deliveryID(n), d.CreatedAt.UTC()
+		if err := s.Jobs.EnqueueDelivery(ctx, tx, n); err != nil {
+			return operation.Plan{}, err
+		}
+		return operation.Plan{Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
+			Response: func() idempotency.Response { return d.stored(202) }}, nil
+	}})
 }
 
 const listAttempts = `
@@ -170,7 +167,7 @@ func (s *Service) Log(ctx context.Context, tenantID, id string, limit int, start
 		}
 		after = &n
 	}
-	rows, err := s.DB.Query(ctx, listAttempts, id, after, limit+1)
+	rows, err := s.Ops.DB.Query(ctx, listAttempts, id, after, limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("delivery log: %w", err)
 	}

@@ -19,22 +19,24 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/webhook"
 )
 
+// Resource declares endpoints as what an idempotency key creates, and where
+// the API serves them.
+var Resource = operation.Resource{Type: "webhook_endpoint", Prefix: "we_", Path: "/v1/webhook_endpoints"}
+
 // ResourceType names endpoints as the resource of an idempotency key.
-const ResourceType = "webhook_endpoint"
+var ResourceType = Resource.Type
 
 // Endpoint statuses.
 const (
 	StatusEnabled  = "enabled"
 	StatusDisabled = "disabled"
 )
-
-// EventTypes are the event types an endpoint may ask for; "*" asks for all.
-var EventTypes = []string{"payment.succeeded", "payment.failed", "refund.succeeded", "refund.failed"}
 
 // Limits of an endpoint's fields.
 const (
@@ -48,10 +50,16 @@ const (
 
 var (
 	// ErrNotFound reports an endpoint that does not exist for the tenant.
-	ErrNotFound = errors.New("webhook endpoint not found")
+	ErrNotFound = operation.NotFound("webhook endpoint")
 	// ErrDisabled reports a resend to a disabled endpoint.
 	ErrDisabled = errors.New("the webhook endpoint is disabled")
 )
+
+// Rules are how the API answers the endpoints' own refusals.
+var Rules = []operation.ErrorRule{
+	{Err: ErrDisabled, Status: 409, Code: "endpoint_disabled", Title: "Endpoint disabled",
+		Detail: "The webhook endpoint is disabled: enable it first."},
+}
 
 // Endpoint is a tenant's webhook endpoint.
 type Endpoint struct {
@@ -101,11 +109,16 @@ type Resend struct {
 	Event string `json:"event"`
 }
 
-// Renderer turns endpoints and deliveries into the final responses stored on
-// idempotency keys (package render).
-type Renderer interface {
-	Endpoint(status int, e Endpoint) idempotency.Response
-	Delivery(status int, d Delivery) idempotency.Response
+// stored is the endpoint with status, without its secret: a stored
+// response never holds one.
+func (e Endpoint) stored(status int) idempotency.Response {
+	e.Secret = ""
+	return render.Stored(status, "application/json", Resource.Path+"/"+e.ID, render.Encode(e))
+}
+
+// stored is the delivery with status.
+func (d Delivery) stored(status int) idempotency.Response {
+	return render.Stored(status, "application/json", Resource.Path+"/"+d.Endpoint+"/deliveries", render.Encode(d))
 }
 
 // Jobs stages the job of a delivery in the transaction that writes it.
@@ -115,22 +128,25 @@ type Jobs interface {
 
 // Service manages the tenants' endpoints.
 type Service struct {
-	DB     *pgxpool.Pool
-	Keys   *idempotency.Store
-	Render Renderer
-	Jobs   Jobs
+	// Ops runs the first phase of every change, in the shape of every
+	// idempotent POST (operation.Service.Start).
+	Ops  *operation.Service
+	Jobs Jobs
 	// Policy decides which URLs may be registered.
 	Policy safehttp.Policy
 	Cipher webhook.Box
+	// EventTypes are the event types an endpoint may ask for (those the
+	// kinds stage); "*" asks for all.
+	EventTypes []string
 }
 
-// check validates what can be checked without the network, adding to errs.
-func checkFields(url *string, events []string, eventsRequired bool, description *string, status *string) []payments.FieldError {
-	var errs []payments.FieldError
+// checkFields validates what can be checked without the network.
+func (s *Service) checkFields(url *string, events []string, eventsRequired bool, description *string, status *string) []operation.FieldError {
+	var errs []operation.FieldError
 	add := func(field, format string, args ...any) {
-		errs = append(errs, payments.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+		errs = append(errs, operation.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if url != nil && (*url == "" || !payments.Storable(*url)) {
+	if url != nil && (*url == "" || !operation.Storable(*url)) {
 		add("url", "is required, an https URL")
 	}
 	switch {
@@ -140,12 +156,12 @@ func checkFields(url *string, events []string, eventsRequired bool, description 
 		add("enabled_events", "must list 1 to %d event types", MaxEnabledEvents)
 	}
 	for _, t := range events {
-		if t != "*" && !slices.Contains(EventTypes, t) {
-			add("enabled_events", "%q is not an event type: use %v or \"*\"", t, EventTypes)
+		if t != "*" && !slices.Contains(s.EventTypes, t) {
+			add("enabled_events", "%q is not an event type: use %v or \"*\"", t, s.EventTypes)
 			break
 		}
 	}
-	if description != nil && (utf8.RuneCountInString(*description) > MaxDescription || !payments.Storable(*description)) {
+	if description != nil && (utf8.RuneCountInString(*description) > MaxDescription || !operation.Storable(*description)) {
 		add("description", "must be valid text of at most %d characters", MaxDescription)
 	}
 	if status != nil && *status != StatusEnabled && *status != StatusDisabled {
@@ -162,63 +178,22 @@ func (s *Service) checkURL(ctx context.Context, raw string) (string, error) {
 		return "", err // the lookup's failure, not the URL's
 	}
 	if err != nil {
-		return "", &payments.ValidationError{Fields: []payments.FieldError{{Field: "url", Message: err.Error()}}}
+		return "", operation.Invalid([]operation.FieldError{{Field: "url", Message: err.Error()}})
 	}
 	return normal, nil
 }
 
-func invalid(errs []payments.FieldError) error {
-	if len(errs) == 0 {
+// checkingURL is the step of a first phase that checks a URL, when there is
+// one, and puts its normal form in its place.
+func (s *Service) checkingURL(rawURL *string) func(ctx context.Context) error {
+	if rawURL == nil {
 		return nil
 	}
-	return &payments.ValidationError{Fields: errs}
-}
-
-// begin looks req's key up and, when it is new, checks rawURL (when not
-// nil) and opens the transaction of its first (and only) phase. A lease
-// without a transaction is the answer: a replay, or the key held by another
-// request. The URL is resolved after the lookup, so that a replay never
-// depends on DNS, and before the transaction, so that no connection or
-// lock is held across the lookup; its normal form replaces it.
-func (s *Service) begin(ctx context.Context, req idempotency.Request, rawURL *string) (idempotency.Lease, pgx.Tx, error) {
-	lease, err := s.Keys.Lookup(ctx, req)
-	if !errors.Is(err, idempotency.ErrNotFound) {
-		return lease, nil, err
+	return func(ctx context.Context) error {
+		normal, err := s.checkURL(ctx, *rawURL)
+		*rawURL = normal
+		return err
 	}
-	if rawURL != nil {
-		if *rawURL, err = s.checkURL(ctx, *rawURL); err != nil {
-			return idempotency.Lease{}, nil, err
-		}
-	}
-	tx, err := s.DB.Begin(ctx)
-	if err != nil {
-		return idempotency.Lease{}, nil, fmt.Errorf("begin: %w", err)
-	}
-	return idempotency.Lease{}, tx, nil
-}
-
-// finish reserves req's key in tx, in one batch with the statements write
-// queues, and stores resp as the key's final response, then commits. Created
-// false means another request reserved the key first: the caller's deferred
-// rollback undoes the writes, and the request is answered for that key.
-func (s *Service) finish(ctx context.Context, tx pgx.Tx, req idempotency.Request, res idempotency.Resource, write func(*pgx.Batch), resp func() idempotency.Response) (idempotency.Lease, error) {
-	batch := &pgx.Batch{}
-	key := s.Keys.Reserve(batch, req, res)
-	write(batch)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return idempotency.Lease{}, fmt.Errorf("reserve key: %w", err)
-	}
-	lease, err := key.Lease(ctx, tx)
-	if err != nil || !lease.Created {
-		return lease, err
-	}
-	if lease, err = s.Keys.FinishNow(ctx, tx, lease, resp()); err != nil {
-		return idempotency.Lease{}, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return idempotency.Lease{}, fmt.Errorf("commit: %w", err)
-	}
-	return lease, nil
 }
 
 const insertEndpoint = `
@@ -232,28 +207,29 @@ INSERT INTO webhook_endpoint_secrets (endpoint_id, ciphertext) VALUES ($1, $2)`
 // returns it with the secret: the only time it is shown. Its stored
 // response, which replays answer, has no secret.
 func (s *Service) Create(ctx context.Context, req idempotency.Request, ne NewEndpoint) (idempotency.Lease, *Endpoint, error) {
-	if err := invalid(checkFields(&ne.URL, ne.EnabledEvents, true, ne.Description, nil)); err != nil {
+	if err := operation.Invalid(s.checkFields(&ne.URL, ne.EnabledEvents, true, ne.Description, nil)); err != nil {
 		return idempotency.Lease{}, nil, err
 	}
-	lease, tx, err := s.begin(ctx, req, &ne.URL)
-	if tx == nil {
-		return lease, nil, err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	e := Endpoint{ID: payments.NewID("we_"), Object: "webhook_endpoint", URL: ne.URL, EnabledEvents: ne.EnabledEvents,
+	e := Endpoint{ID: operation.NewID(Resource.Prefix), Object: Resource.Type, EnabledEvents: ne.EnabledEvents,
 		Description: ne.Description, Status: StatusEnabled, CreatedAt: now, UpdatedAt: now, TenantID: req.TenantID}
 	secret := webhook.NewSecret()
-	sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
-	if err != nil {
-		return idempotency.Lease{}, nil, err
-	}
-	lease, err = s.finish(ctx, tx, req, idempotency.Resource{Type: ResourceType, ID: e.ID},
-		func(b *pgx.Batch) {
-			b.Queue(insertEndpoint, e.ID, e.TenantID, e.URL, e.EnabledEvents, e.Description, now)
-			b.Queue(insertSecret, e.ID, sealed)
-		},
-		func() idempotency.Response { return s.Render.Endpoint(201, e) })
+	lease, err := s.Ops.Start(ctx, req, operation.Steps{Before: s.checkingURL(&ne.URL),
+		Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
+			e.URL = ne.URL
+			sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
+			if err != nil {
+				return operation.Plan{}, err
+			}
+			return operation.Plan{
+				Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
+				Rows: func(b *pgx.Batch) {
+					b.Queue(insertEndpoint, e.ID, e.TenantID, e.URL, e.EnabledEvents, e.Description, now)
+					b.Queue(insertSecret, e.ID, sealed)
+				},
+				Response: func() idempotency.Response { return e.stored(201) },
+			}, nil
+		}})
 	if err != nil || !lease.Created {
 		return lease, nil, err
 	}
@@ -269,7 +245,7 @@ const getEndpoint = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE
 const lockEndpoint = getEndpoint + ` FOR UPDATE`
 
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
-	e := Endpoint{Object: "webhook_endpoint"}
+	e := Endpoint{Object: Resource.Type}
 	err := row.Scan(&e.ID, &e.TenantID, &e.URL, &e.EnabledEvents, &e.Description, &e.Status, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, ErrNotFound
@@ -283,15 +259,15 @@ func scanEndpoint(row pgx.Row) (Endpoint, error) {
 
 // Get returns the tenant's endpoint, or ErrNotFound.
 func (s *Service) Get(ctx context.Context, tenantID, id string) (Endpoint, error) {
-	if !payments.ValidID("we_", id) {
+	if !operation.ValidID(Resource.Prefix, id) {
 		return Endpoint{}, ErrNotFound
 	}
-	return scanEndpoint(s.DB.QueryRow(ctx, getEndpoint, tenantID, id))
+	return scanEndpoint(s.Ops.DB.QueryRow(ctx, getEndpoint, tenantID, id))
 }
 
 // lock reads and locks the tenant's endpoint in tx, or returns ErrNotFound.
 func lock(ctx context.Context, tx pgx.Tx, tenantID, id string) (Endpoint, error) {
-	if !payments.ValidID("we_", id) {
+	if !operation.ValidID(Resource.Prefix, id) {
 		return Endpoint{}, ErrNotFound
 	}
 	return scanEndpoint(tx.QueryRow(ctx, lockEndpoint, tenantID, id))
@@ -307,25 +283,13 @@ LIMIT $3`
 // List returns up to limit of the tenant's endpoints, newest first,
 // starting after the endpoint startingAfter when it is not empty.
 func (s *Service) List(ctx context.Context, tenantID string, limit int, startingAfter string) ([]Endpoint, bool, error) {
-	var after *string
 	if startingAfter != "" {
 		if _, err := s.Get(ctx, tenantID, startingAfter); err != nil {
 			return nil, false, err
 		}
-		after = &startingAfter
 	}
-	rows, err := s.DB.Query(ctx, listEndpoints, tenantID, after, limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("list endpoints: %w", err)
-	}
-	page, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Endpoint, error) { return scanEndpoint(row) })
-	if err != nil {
-		return nil, false, fmt.Errorf("list endpoints: %w", err)
-	}
-	if len(page) > limit {
-		return page[:limit], true, nil
-	}
-	return page, false, nil
+	return operation.ListPage(ctx, s.Ops.DB, listEndpoints, tenantID, startingAfter, limit,
+		func(row pgx.CollectableRow) (Endpoint, error) { return scanEndpoint(row) })
 }
 
 const updateEndpoint = `
@@ -337,18 +301,28 @@ WHERE id = $1`
 // endpoint gets no new deliveries; enabling it again gets it the events
 // staged from then on.
 func (s *Service) Update(ctx context.Context, req idempotency.Request, id string, u Update) (idempotency.Lease, error) {
-	if err := invalid(checkFields(u.URL, u.EnabledEvents, false, u.Description, u.Status)); err != nil {
+	if err := operation.Invalid(s.checkFields(u.URL, u.EnabledEvents, false, u.Description, u.Status)); err != nil {
 		return idempotency.Lease{}, err
 	}
-	lease, tx, err := s.begin(ctx, req, u.URL)
-	if tx == nil {
-		return lease, err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	e, err := lock(ctx, tx, req.TenantID, id)
-	if err != nil {
-		return idempotency.Lease{}, err
-	}
+	return s.Ops.Start(ctx, req, operation.Steps{Before: s.checkingURL(u.URL),
+		Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
+			e, err := lock(ctx, tx, req.TenantID, id)
+			if err != nil {
+				return operation.Plan{}, err
+			}
+			e = u.apply(e)
+			return operation.Plan{
+				Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
+				Rows: func(b *pgx.Batch) {
+					b.Queue(updateEndpoint, e.ID, e.URL, e.EnabledEvents, e.Description, e.Status, e.DisabledReason, e.UpdatedAt)
+				},
+				Response: func() idempotency.Response { return e.stored(200) },
+			}, nil
+		}})
+}
+
+// apply is e changed as u asks.
+func (u Update) apply(e Endpoint) Endpoint {
 	if u.URL != nil {
 		e.URL = *u.URL
 	}
@@ -366,11 +340,7 @@ func (s *Service) Update(ctx context.Context, req idempotency.Request, id string
 		}
 	}
 	e.UpdatedAt = time.Now().UTC().Truncate(time.Microsecond)
-	return s.finish(ctx, tx, req, idempotency.Resource{Type: ResourceType, ID: e.ID},
-		func(b *pgx.Batch) {
-			b.Queue(updateEndpoint, e.ID, e.URL, e.EnabledEvents, e.Description, e.Status, e.DisabledReason, e.UpdatedAt)
-		},
-		func() idempotency.Response { return s.Render.Endpoint(200, e) })
+	return e
 }
 
 // retireSecrets makes the endpoint's current secrets expire after the grace
@@ -389,31 +359,31 @@ func (s *Service) RotateSecret(ctx context.Context, req idempotency.Request, id 
 	grace := DefaultGrace
 	if r.ExpireCurrentSecretIn != nil {
 		if *r.ExpireCurrentSecretIn < 0 || *r.ExpireCurrentSecretIn > int64(MaxGrace/time.Second) {
-			return idempotency.Lease{}, nil, invalid([]payments.FieldError{{Field: "expire_current_secret_in",
+			return idempotency.Lease{}, nil, operation.Invalid([]operation.FieldError{{Field: "expire_current_secret_in",
 				Message: fmt.Sprintf("must be 0 to %d seconds", int64(MaxGrace/time.Second))}})
 		}
 		grace = time.Duration(*r.ExpireCurrentSecretIn) * time.Second
 	}
-	lease, tx, err := s.begin(ctx, req, nil)
-	if tx == nil {
-		return lease, nil, err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	e, err := lock(ctx, tx, req.TenantID, id)
-	if err != nil {
-		return idempotency.Lease{}, nil, err
-	}
 	secret := webhook.NewSecret()
-	sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
-	if err != nil {
-		return idempotency.Lease{}, nil, err
-	}
-	lease, err = s.finish(ctx, tx, req, idempotency.Resource{Type: ResourceType, ID: e.ID},
-		func(b *pgx.Batch) {
-			b.Queue(retireSecrets, e.ID, grace)
-			b.Queue(insertSecret, e.ID, sealed)
-		},
-		func() idempotency.Response { return s.Render.Endpoint(200, e) })
+	var e Endpoint
+	lease, err := s.Ops.Start(ctx, req, operation.Steps{Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
+		var err error
+		if e, err = lock(ctx, tx, req.TenantID, id); err != nil {
+			return operation.Plan{}, err
+		}
+		sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
+		if err != nil {
+			return operation.Plan{}, err
+		}
+		return operation.Plan{
+			Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
+			Rows: func(b *pgx.Batch) {
+				b.Queue(retireSecrets, e.ID, grace)
+				b.Queue(insertSecret, e.ID, sealed)
+			},
+			Response: func() idempotency.Response { return e.stored(200) },
+		}, nil
+	}})
 	if err != nil || !lease.Created {
 		return lease, nil, err
 	}
@@ -427,10 +397,10 @@ const deleteEndpoint = `DELETE FROM webhook_endpoints WHERE tenant_id = $1 AND i
 // (their jobs find nothing to do) and its log; ErrNotFound when there is
 // none, so deleting twice is a 404 the second time.
 func (s *Service) Delete(ctx context.Context, tenantID, id string) (Endpoint, error) {
-	if !payments.ValidID("we_", id) {
+	if !operation.ValidID(Resource.Prefix, id) {
 		return Endpoint{}, ErrNotFound
 	}
-	return scanEndpoint(s.DB.QueryRow(ctx, deleteEndpoint, tenantID, id))
+	return scanEndpoint(s.Ops.DB.QueryRow(ctx, deleteEndpoint, tenantID, id))
 }
 
 // DemoID is the id of the demo tenant's endpoint that SeedDemo makes.

@@ -9,8 +9,15 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 )
+
+// Client makes the payment's processor calls.
+var _ payments.Processor = (*Client)(nil)
+
+// ErrNotFound reports a charge the processor does not know.
+var ErrNotFound = errors.New("processor: no such charge")
 
 // ChargeObject is a charge as the processor returns it. Members that are
 // null on the wire are empty.
@@ -25,7 +32,6 @@ type ChargeObject struct {
 	Status         string    `json:"status"`
 	FailureCode    string    `json:"failure_code"`
 	FailureMessage string    `json:"failure_message"`
-	AmountRefunded int64     `json:"amount_refunded"`
 	IdempotencyKey string    `json:"idempotency_key"`
 	CreatedAt      time.Time `json:"created_at"`
 }
@@ -34,8 +40,8 @@ type ChargeObject struct {
 func (c ChargeObject) Succeeded() bool { return c.Status == "succeeded" }
 
 // outcome is the charge as an operation's outcome.
-func (c ChargeObject) outcome() payments.Outcome {
-	return payments.Outcome{ID: c.ID, Succeeded: c.Succeeded(), FailureCode: c.FailureCode, FailureMessage: c.FailureMessage}
+func (c ChargeObject) outcome() operation.Outcome {
+	return operation.Outcome{ID: c.ID, Succeeded: c.Succeeded(), FailureCode: c.FailureCode, FailureMessage: c.FailureMessage}
 }
 
 // chargeRequest is the body of POST /v1/charges.
@@ -50,12 +56,12 @@ type chargeRequest struct {
 // Charge creates a charge under req.IdempotencyKey, or returns the one the
 // processor already created under it. A decline is an Outcome with the
 // declined charge's ID; any other 4xx refusal is an Outcome with no ID,
-// since nothing was charged. A closed key wraps payments.ErrKeyClosed; a
+// since nothing was charged. A closed key wraps operation.ErrKeyClosed; a
 // timeout, connection error, 5xx, 409 or 429 wraps
-// payments.ErrProcessorUnknown.
-func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (payments.Outcome, error) {
+// operation.ErrProcessorUnknown.
+func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, error) {
 	if req.IdempotencyKey == "" {
-		return payments.Outcome{}, errors.New("charge: idempotency key is required")
+		return operation.Outcome{}, errors.New("charge: idempotency key is required")
 	}
 	status, resp, err := c.postJSON(ctx, "/v1/charges", req.IdempotencyKey, chargeRequest{
 		Amount:        req.Amount,
@@ -65,7 +71,7 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (paymen
 		Description:   req.Description,
 	})
 	if err != nil {
-		return payments.Outcome{}, fmt.Errorf("charge: %w", err)
+		return operation.Outcome{}, fmt.Errorf("charge: %w", err)
 	}
 
 	switch status {
@@ -74,19 +80,19 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (paymen
 		if err := json.Unmarshal(resp, &ch); err != nil || ch.ID == "" {
 			// The processor said yes, but to what cannot be read: retrying
 			// with the same key replays the answer.
-			return payments.Outcome{}, fmt.Errorf("charge: %w: unreadable 200 answer: %v", payments.ErrProcessorUnknown, err)
+			return operation.Outcome{}, fmt.Errorf("charge: %w: unreadable 200 answer: %v", operation.ErrProcessorUnknown, err)
 		}
 		return ch.outcome(), nil
 	case http.StatusPaymentRequired:
 		apiErr, _ := decodeError(status, resp)
 		if apiErr.Type != "card_error" || apiErr.Charge == "" {
-			return payments.Outcome{}, fmt.Errorf("charge: %w: unexpected 402 answer: %w", payments.ErrProcessorUnknown, apiErr)
+			return operation.Outcome{}, fmt.Errorf("charge: %w: unexpected 402 answer: %w", operation.ErrProcessorUnknown, apiErr)
 		}
-		return payments.Outcome{ID: apiErr.Charge, FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
+		return operation.Outcome{ID: apiErr.Charge, FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
 	}
 	out, err := refusal(status, resp)
 	if err != nil {
-		return payments.Outcome{}, fmt.Errorf("charge: %w", err)
+		return operation.Outcome{}, fmt.Errorf("charge: %w", err)
 	}
 	return out, nil
 }
@@ -94,16 +100,16 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (paymen
 // FindCharge asks the processor for the charge made under key; the newest
 // one, should the key have expired and been used again. found is false only
 // on a definite answer that no charge was made under key.
-func (c *Client) FindCharge(ctx context.Context, key string) (payments.Outcome, bool, error) {
+func (c *Client) FindCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return findByKey(func() ([]ChargeObject, error) { return c.ChargesByIdempotencyKey(ctx, key) })
 }
 
 // CloseCharge closes key for good at the processor, waiting for a charge in
 // flight under it, and returns the charge made under it, if any. Any
 // failure to get the processor's definite answer wraps
-// payments.ErrProcessorUnknown: the key may or may not be closed yet, and
+// operation.ErrProcessorUnknown: the key may or may not be closed yet, and
 // the close is asked again later.
-func (c *Client) CloseCharge(ctx context.Context, key string) (payments.Outcome, bool, error) {
+func (c *Client) CloseCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return closeKey[ChargeObject](ctx, c, "/v1/charges/close", "charge", key)
 }
 
@@ -136,11 +142,21 @@ func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error)
 	case http.StatusOK:
 		var ch ChargeObject
 		if err := json.Unmarshal(resp, &ch); err != nil {
-			return ChargeObject{}, fmt.Errorf("get charge %s: %w: decode: %w", id, payments.ErrProcessorUnknown, err)
+			return ChargeObject{}, fmt.Errorf("get charge %s: %w: decode: %w", id, operation.ErrProcessorUnknown, err)
 		}
 		return ch, nil
 	case http.StatusNotFound:
 		return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, ErrNotFound)
 	}
 	return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, classify(status, resp))
+}
+
+// LedgerCharges lists one page of the processor's charges created after
+// since (payments.Processor); each entry's Reference is the payment the
+// charge names.
+func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
+	return ledgerPage(ctx, c, "/v1/charges", since, cursor, func(ch ChargeObject) operation.LedgerEntry {
+		return operation.LedgerEntry{ID: ch.ID, IdempotencyKey: ch.IdempotencyKey, Reference: ch.PaymentID,
+			Succeeded: ch.Succeeded(), Amount: ch.Amount, Currency: ch.Currency, CreatedAt: ch.CreatedAt}
+	})
 }

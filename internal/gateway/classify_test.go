@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 )
 
 // verdict is how a caller must treat an answer.
@@ -18,8 +20,8 @@ type verdict int
 
 const (
 	definite verdict = iota // an Outcome, no error
-	unknown                 // an error wrapping payments.ErrProcessorUnknown
-	closed                  // an error wrapping payments.ErrKeyClosed
+	unknown                 // an error wrapping operation.ErrProcessorUnknown
+	closed                  // an error wrapping operation.ErrKeyClosed
 )
 
 // answer is a canned processor answer and how it must be classified.
@@ -29,7 +31,7 @@ type answer struct {
 	body   string
 	want   verdict
 	// outcome is the definite Outcome expected.
-	outcome payments.Outcome
+	outcome operation.Outcome
 }
 
 // fakeProcessor answers every request with status and body, after checking
@@ -48,7 +50,7 @@ func fakeProcessor(t *testing.T, status int, body string) string {
 }
 
 // check fails unless got and err are what a.want says.
-func (a answer) check(t *testing.T, got payments.Outcome, err error) {
+func (a answer) check(t *testing.T, got operation.Outcome, err error) {
 	t.Helper()
 	switch a.want {
 	case definite:
@@ -56,15 +58,15 @@ func (a answer) check(t *testing.T, got payments.Outcome, err error) {
 			t.Fatalf("got %+v, %v; want %+v, nil", got, err, a.outcome)
 		}
 	case unknown:
-		if !errors.Is(err, payments.ErrProcessorUnknown) || errors.Is(err, payments.ErrKeyClosed) {
+		if !errors.Is(err, operation.ErrProcessorUnknown) || errors.Is(err, operation.ErrKeyClosed) {
 			t.Fatalf("got %+v, %v; want ErrProcessorUnknown", got, err)
 		}
 	case closed:
-		if !errors.Is(err, payments.ErrKeyClosed) || errors.Is(err, payments.ErrProcessorUnknown) {
+		if !errors.Is(err, operation.ErrKeyClosed) || errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("got %+v, %v; want ErrKeyClosed", got, err)
 		}
 	}
-	if err != nil && got != (payments.Outcome{}) {
+	if err != nil && got != (operation.Outcome{}) {
 		t.Errorf("an error with an outcome: %+v", got)
 	}
 }
@@ -72,9 +74,9 @@ func (a answer) check(t *testing.T, got payments.Outcome, err error) {
 // commonAnswers are classified alike for charges and refunds.
 var commonAnswers = []answer{
 	{name: "ErrBadRequest", status: 400, body: `{"error":{"type":"invalid_request_error","code":"parameter_invalid","message":"bad"}}`,
-		want: definite, outcome: payments.Outcome{FailureCode: "parameter_invalid", FailureMessage: "bad"}},
+		want: definite, outcome: operation.Outcome{FailureCode: "parameter_invalid", FailureMessage: "bad"}},
 	{name: "ErrKeyReused", status: 400, body: `{"error":{"type":"idempotency_error","code":"idempotency_key_reused","message":"other params"}}`,
-		want: definite, outcome: payments.Outcome{FailureCode: "idempotency_key_reused", FailureMessage: "other params"}},
+		want: definite, outcome: operation.Outcome{FailureCode: "idempotency_key_reused", FailureMessage: "other params"}},
 	{name: "ErrKeyClosed", status: 400, body: `{"error":{"type":"idempotency_error","code":"idempotency_key_closed","message":"closed"}}`, want: closed},
 	{name: "ErrUnreadable200", status: 200, body: `<html>`, want: unknown},
 	{name: "ErrNoID200", status: 200, body: `{}`, want: unknown},
@@ -92,12 +94,12 @@ func TestClassifyCharge(t *testing.T) {
 	t.Parallel()
 	tests := append([]answer{
 		{name: "OK", status: 200, body: `{"id":"ch_1","object":"charge","status":"succeeded"}`,
-			want: definite, outcome: payments.Outcome{ID: "ch_1", Succeeded: true}},
+			want: definite, outcome: operation.Outcome{ID: "ch_1", Succeeded: true}},
 		{name: "Declined", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","message":"no","charge":"ch_2"}}`,
-			want: definite, outcome: payments.Outcome{ID: "ch_2", FailureCode: "card_declined", FailureMessage: "no"}},
+			want: definite, outcome: operation.Outcome{ID: "ch_2", FailureCode: "card_declined", FailureMessage: "no"}},
 		{name: "ErrUnreadable402", status: 402, body: `{}`, want: unknown},
 		{name: "ErrNotFound", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"no route"}}`,
-			want: definite, outcome: payments.Outcome{FailureCode: "resource_missing", FailureMessage: "no route"}},
+			want: definite, outcome: operation.Outcome{FailureCode: "resource_missing", FailureMessage: "no route"}},
 	}, commonAnswers...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,19 +116,19 @@ func TestClassifyRefund(t *testing.T) {
 	t.Parallel()
 	tests := append([]answer{
 		{name: "OK", status: 200, body: `{"id":"re_1","object":"refund","status":"succeeded"}`,
-			want: definite, outcome: payments.Outcome{ID: "re_1", Succeeded: true}},
+			want: definite, outcome: operation.Outcome{ID: "re_1", Succeeded: true}},
 		{name: "Failed", status: 200, body: `{"id":"re_2","object":"refund","status":"failed"}`,
-			want: definite, outcome: payments.Outcome{ID: "re_2"}},
+			want: definite, outcome: operation.Outcome{ID: "re_2"}},
 		// An unknown charge is a definite refusal, not a reason to retry.
 		{name: "ErrUnknownCharge", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"No such charge"}}`,
-			want: definite, outcome: payments.Outcome{FailureCode: "resource_missing", FailureMessage: "No such charge"}},
+			want: definite, outcome: operation.Outcome{FailureCode: "resource_missing", FailureMessage: "No such charge"}},
 		{name: "ErrTooLarge", status: 400, body: `{"error":{"type":"invalid_request_error","code":"amount_too_large","message":"too much"}}`,
-			want: definite, outcome: payments.Outcome{FailureCode: "amount_too_large", FailureMessage: "too much"}},
+			want: definite, outcome: operation.Outcome{FailureCode: "amount_too_large", FailureMessage: "too much"}},
 	}, commonAnswers...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := gateway.New(fakeProcessor(t, tt.status, tt.body), 5*time.Second).Refund(context.Background(), payments.RefundRequest{
+			got, err := gateway.New(fakeProcessor(t, tt.status, tt.body), 5*time.Second).Refund(context.Background(), refunds.Request{
 				IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1,
 			})
 			tt.check(t, got, err)
@@ -153,14 +155,14 @@ func TestClassifyTimeout(t *testing.T) {
 	ctx := context.Background()
 
 	_, err := client.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa"})
-	if !errors.Is(err, payments.ErrProcessorUnknown) {
+	if !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Errorf("charge: %v", err)
 	}
-	_, err = client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1})
-	if !errors.Is(err, payments.ErrProcessorUnknown) {
+	_, err = client.Refund(ctx, refunds.Request{IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1})
+	if !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Errorf("refund: %v", err)
 	}
-	if _, _, err := client.CloseCharge(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) {
+	if _, _, err := client.CloseCharge(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Errorf("close charge: %v", err)
 	}
 }
@@ -195,34 +197,34 @@ func TestLookupClassify(t *testing.T) {
 			client := gateway.New(srv.URL, 5*time.Second)
 			ctx := context.Background()
 
-			if _, found, err := client.FindCharge(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || found {
+			if _, found, err := client.FindCharge(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || found {
 				t.Errorf("FindCharge: %v, %v", found, err)
 			}
-			if _, found, err := client.FindRefund(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || found {
+			if _, found, err := client.FindRefund(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || found {
 				t.Errorf("FindRefund: %v, %v", found, err)
 			}
-			if _, made, err := client.CloseCharge(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || made {
+			if _, made, err := client.CloseCharge(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 				t.Errorf("CloseCharge: %v, %v", made, err)
 			}
-			if _, made, err := client.CloseRefund(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) || made {
+			if _, made, err := client.CloseRefund(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 				t.Errorf("CloseRefund: %v, %v", made, err)
 			}
-			if _, _, err := client.LedgerCharges(ctx, time.Now(), ""); !errors.Is(err, payments.ErrProcessorUnknown) {
+			if _, _, err := client.LedgerCharges(ctx, time.Now(), ""); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Errorf("LedgerCharges: %v", err)
 			}
-			if _, _, err := client.LedgerRefunds(ctx, time.Now(), "re_1"); !errors.Is(err, payments.ErrProcessorUnknown) {
+			if _, _, err := client.LedgerRefunds(ctx, time.Now(), "re_1"); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Errorf("LedgerRefunds: %v", err)
 			}
 			if tt.status == http.StatusBadRequest {
 				return
 			}
-			if _, err := client.ChargesByIdempotencyKey(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) {
+			if _, err := client.ChargesByIdempotencyKey(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Errorf("ChargesByIdempotencyKey: %v", err)
 			}
-			if _, err := client.RefundsByIdempotencyKey(ctx, "k"); !errors.Is(err, payments.ErrProcessorUnknown) {
+			if _, err := client.RefundsByIdempotencyKey(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Errorf("RefundsByIdempotencyKey: %v", err)
 			}
-			if _, err := client.ChargesByPayment(ctx, "pay_1"); !errors.Is(err, payments.ErrProcessorUnknown) {
+			if _, err := client.ChargesByPayment(ctx, "pay_1"); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Errorf("ChargesByPayment: %v", err)
 			}
 		})
@@ -235,7 +237,7 @@ func TestLookupClassify(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		// A closure that does not say "null" has not said nothing was made.
-		if _, made, err := gateway.New(srv.URL, 5*time.Second).CloseCharge(context.Background(), "k"); !errors.Is(err, payments.ErrProcessorUnknown) || made {
+		if _, made, err := gateway.New(srv.URL, 5*time.Second).CloseCharge(context.Background(), "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 			t.Errorf("CloseCharge: %v, %v", made, err)
 		}
 	})

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
 )
 
@@ -34,7 +35,7 @@ func TestFind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refund, err := client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "find-refund", ChargeID: charge.ID, Amount: 10})
+	refund, err := client.Refund(ctx, refunds.Request{IdempotencyKey: "find-refund", ChargeID: charge.ID, Amount: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +55,11 @@ func TestClose(t *testing.T) {
 
 	t.Run("ChargeNone", func(t *testing.T) {
 		t.Parallel()
-		if got, made, err := client.CloseCharge(ctx, "close-none"); err != nil || made || got != (payments.Outcome{}) {
+		if got, made, err := client.CloseCharge(ctx, "close-none"); err != nil || made || got != (operation.Outcome{}) {
 			t.Fatalf("close = %+v, %v, %v; want nothing made", got, made, err)
 		}
 		got, err := client.Charge(ctx, chargeReq("close-none", "pm_card_visa"))
-		if !errors.Is(err, payments.ErrKeyClosed) || errors.Is(err, payments.ErrProcessorUnknown) {
+		if !errors.Is(err, operation.ErrKeyClosed) || errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("charge after close = %+v, %v; want ErrKeyClosed", got, err)
 		}
 		if list, err := client.ChargesByIdempotencyKey(ctx, "close-none"); err != nil || len(list) != 0 {
@@ -92,7 +93,7 @@ func TestClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		refund, err := client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "close-refund-made", ChargeID: charge.ID, Amount: 5})
+		refund, err := client.Refund(ctx, refunds.Request{IdempotencyKey: "close-refund-made", ChargeID: charge.ID, Amount: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,8 +103,8 @@ func TestClose(t *testing.T) {
 		if _, made, err := client.CloseRefund(ctx, "close-refund-none"); err != nil || made {
 			t.Fatalf("close = %v, %v; want nothing made", made, err)
 		}
-		_, err = client.Refund(ctx, payments.RefundRequest{IdempotencyKey: "close-refund-none", ChargeID: charge.ID, Amount: 5})
-		if !errors.Is(err, payments.ErrKeyClosed) {
+		_, err = client.Refund(ctx, refunds.Request{IdempotencyKey: "close-refund-none", ChargeID: charge.ID, Amount: 5})
+		if !errors.Is(err, operation.ErrKeyClosed) {
 			t.Errorf("refund after close: %v; want ErrKeyClosed", err)
 		}
 		if list, err := client.RefundsByIdempotencyKey(ctx, "close-refund-none"); err != nil || len(list) != 0 {
@@ -113,11 +114,11 @@ func TestClose(t *testing.T) {
 	t.Run("ErrChaos", func(t *testing.T) {
 		t.Parallel()
 		failing := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{FailRate: 1}}), 5*time.Second)
-		if _, _, err := failing.CloseCharge(ctx, "close-chaos"); !errors.Is(err, payments.ErrProcessorUnknown) {
+		if _, _, err := failing.CloseCharge(ctx, "close-chaos"); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}
 		dropping := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{DropRate: 1}}), 5*time.Second)
-		if _, _, err := dropping.CloseRefund(ctx, "close-chaos"); !errors.Is(err, payments.ErrProcessorUnknown) {
+		if _, _, err := dropping.CloseRefund(ctx, "close-chaos"); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}
 	})

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 )
 
 func TestParseEvent(t *testing.T) {
@@ -21,17 +21,17 @@ func TestParseEvent(t *testing.T) {
 	}
 	for _, c := range []struct {
 		body string
-		want payments.ProcessorEvent
+		want operation.ProcessorEvent
 	}{
-		{charge("charge.succeeded", "succeeded", ""), payments.ProcessorEvent{ID: "evt_1", Type: "charge.succeeded",
-			DownstreamKey: "charge_pay_1", Outcome: payments.Outcome{ID: "ch_1", Succeeded: true}, Amount: 1500, Currency: "USD"}},
-		{charge("charge.failed", "failed", `,"failure_code":"card_declined","failure_message":"Declined."`), payments.ProcessorEvent{
+		{charge("charge.succeeded", "succeeded", ""), operation.ProcessorEvent{ID: "evt_1", Type: "charge.succeeded",
+			DownstreamKey: "charge_pay_1", Outcome: operation.Outcome{ID: "ch_1", Succeeded: true}, Amount: 1500, Currency: "USD"}},
+		{charge("charge.failed", "failed", `,"failure_code":"card_declined","failure_message":"Declined."`), operation.ProcessorEvent{
 			ID: "evt_1", Type: "charge.failed", DownstreamKey: "charge_pay_1",
-			Outcome: payments.Outcome{ID: "ch_1", FailureCode: "card_declined", FailureMessage: "Declined."}, Amount: 1500, Currency: "USD"}},
-		{refund("refund.succeeded", `"re_1"`, "succeeded", ""), payments.ProcessorEvent{ID: "evt_2", Type: "refund.succeeded",
-			DownstreamKey: "refund_re_1", Outcome: payments.Outcome{ID: "re_1", Succeeded: true}, Amount: 400}},
-		{refund("refund.failed", "null", "failed", `,"failure_code":"charge_not_refundable"`), payments.ProcessorEvent{ID: "evt_2",
-			Type: "refund.failed", DownstreamKey: "refund_re_1", Outcome: payments.Outcome{FailureCode: "charge_not_refundable"}, Amount: 400}},
+			Outcome: operation.Outcome{ID: "ch_1", FailureCode: "card_declined", FailureMessage: "Declined."}, Amount: 1500, Currency: "USD"}},
+		{refund("refund.succeeded", `"re_1"`, "succeeded", ""), operation.ProcessorEvent{ID: "evt_2", Type: "refund.succeeded",
+			DownstreamKey: "refund_re_1", Outcome: operation.Outcome{ID: "re_1", Succeeded: true}, Amount: 400}},
+		{refund("refund.failed", "null", "failed", `,"failure_code":"charge_not_refundable"`), operation.ProcessorEvent{ID: "evt_2",
+			Type: "refund.failed", DownstreamKey: "refund_re_1", Outcome: operation.Outcome{FailureCode: "charge_not_refundable"}, Amount: 400}},
 	} {
 		got, err := gateway.ParseEvent([]byte(c.body))
 		if err != nil {
@@ -46,7 +46,7 @@ func TestParseEvent(t *testing.T) {
 		}
 	}
 
-	if _, err := gateway.ParseEvent([]byte(`{"id":"evt_3","type":"charge.dispute.created","data":{}}`)); !errors.Is(err, payments.ErrEventNotHandled) {
+	if _, err := gateway.ParseEvent([]byte(`{"id":"evt_3","type":"charge.dispute.created","data":{}}`)); !errors.Is(err, operation.ErrEventNotHandled) {
 		t.Errorf("unhandled type: %v", err)
 	}
 	for _, body := range []string{
@@ -57,7 +57,7 @@ func TestParseEvent(t *testing.T) {
 		`{"id":"evt_1","type":"charge.succeeded","data":{"object":{"id":"ch_1","object":"charge","amount":1,"status":"succeeded"}}}`,
 		`{"id":"evt_1","type":"refund.succeeded","data":{"object":{"id":"ch_1","object":"charge","status":"succeeded","idempotency_key":"k"}}}`,
 	} {
-		if _, err := gateway.ParseEvent([]byte(body)); !errors.Is(err, payments.ErrEventMalformed) {
+		if _, err := gateway.ParseEvent([]byte(body)); !errors.Is(err, operation.ErrEventMalformed) {
 			t.Errorf("ParseEvent(%s) = %v, want malformed", body, err)
 		}
 	}

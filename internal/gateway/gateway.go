@@ -1,18 +1,20 @@
-// Package gateway is the service's HTTP client for the card processor; its
-// Client implements payments.Processor.
+// Package gateway is the service's HTTP client for the card processor: where
+// a real processor goes. Its Client makes each kind's processor calls (the
+// Processor interface of the kind's package), one file a kind, on shared
+// plumbing: classifying answers, lookups by key, the fence, the ledger.
 //
-// Charge and Refund turn every answer into one of three things: a definite
-// outcome (an operation that succeeded or was declined, or a request the
-// processor refused, so that nothing was made), payments.ErrKeyClosed when
-// the downstream key was closed before anything was made under it, or an
-// error wrapping payments.ErrProcessorUnknown when the outcome cannot be
-// known: a timeout, a connection error, a 5xx, a 409 or 429, or an answer
-// that cannot be read. The caller retries those with the same idempotency
-// key, or asks the processor what happened.
+// A kind's call (Charge, say) turns every answer into one of three things:
+// a definite outcome (an operation that succeeded or was declined, or a
+// request the processor refused, so that nothing was made),
+// operation.ErrKeyClosed when the downstream key was closed before anything
+// was made under it, or an error wrapping operation.ErrProcessorUnknown when
+// the outcome cannot be known: a timeout, a connection error, a 5xx, a 409
+// or 429, or an answer that cannot be read. The caller retries those with
+// the same idempotency key, or asks the processor what happened.
 //
-// The questions the caller asks (FindCharge, CloseCharge, LedgerCharges and
-// their refund twins) either get a definite 200 answer or fail with an error
-// wrapping payments.ErrProcessorUnknown, to be asked again later.
+// The questions the caller asks (a kind's Find, Close and Ledger: FindCharge,
+// say) either get a definite 200 answer or fail with an error wrapping
+// operation.ErrProcessorUnknown, to be asked again later.
 package gateway
 
 import (
@@ -28,7 +30,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/tracing"
 )
 
@@ -38,9 +40,6 @@ const maxResponseBytes = 1 << 20
 // DefaultPageSize is how many rows a ledger page asks for when
 // Client.PageSize is zero: the processor's largest page.
 const DefaultPageSize = 1000
-
-// ErrNotFound reports a charge the processor does not know.
-var ErrNotFound = errors.New("processor: no such charge")
 
 // Client calls the processor's HTTP API. It is safe for concurrent use once
 // its fields are set.
@@ -72,11 +71,8 @@ func (c *Client) Traced(tp trace.TracerProvider) *Client {
 	return &traced
 }
 
-// Client implements the processor as the operations see it.
-var _ payments.Processor = (*Client)(nil)
-
 // APIError is an error answer of the processor. It is returned wrapped in
-// payments.ErrProcessorUnknown or payments.ErrKeyClosed when it means one of
+// operation.ErrProcessorUnknown or operation.ErrKeyClosed when it means one of
 // those; errors.As finds it either way.
 type APIError struct {
 	// Status is the HTTP status code.
@@ -100,27 +96,27 @@ const codeKeyClosed = "idempotency_key_closed"
 // refusal classifies the answer of a POST that neither made an operation
 // nor was a decline. A 4xx is a definite refusal, returned as an Outcome
 // with no ID (nothing was made), except a closed key, which is
-// payments.ErrKeyClosed, and the statuses classify calls unknown.
-func refusal(status int, body []byte) (payments.Outcome, error) {
+// operation.ErrKeyClosed, and the statuses classify calls unknown.
+func refusal(status int, body []byte) (operation.Outcome, error) {
 	err := classify(status, body)
 	var apiErr *APIError
 	switch {
-	case errors.Is(err, payments.ErrProcessorUnknown):
-		return payments.Outcome{}, err
+	case errors.Is(err, operation.ErrProcessorUnknown):
+		return operation.Outcome{}, err
 	case !errors.As(err, &apiErr):
 		// Unreachable: classify returns an *APIError otherwise.
-		return payments.Outcome{}, fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, err)
+		return operation.Outcome{}, fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, err)
 	case apiErr.Code == codeKeyClosed:
-		return payments.Outcome{}, fmt.Errorf("%w: %w", payments.ErrKeyClosed, apiErr)
+		return operation.Outcome{}, fmt.Errorf("%w: %w", operation.ErrKeyClosed, apiErr)
 	}
-	return payments.Outcome{FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
+	return operation.Outcome{FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
 }
 
 // classify turns an unexpected status into an error. 5xx, 408 (the request
 // timed out), 409 (a concurrent request holds the key), 429 (rate limited),
 // anything that is not a 4xx, and a 4xx whose body is not the processor's
 // error (a proxy's page says nothing of what the processor did) mean
-// nothing definite is known, so they wrap payments.ErrProcessorUnknown and
+// nothing definite is known, so they wrap operation.ErrProcessorUnknown and
 // are retried with the same key. Any other 4xx is a definite rejection, an
 // *APIError.
 func classify(status int, body []byte) error {
@@ -128,18 +124,18 @@ func classify(status int, body []byte) error {
 	switch {
 	case !readable, status < 400 || status >= 500,
 		status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooManyRequests:
-		return fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, apiErr)
+		return fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, apiErr)
 	}
 	return apiErr
 }
 
-// unknown wraps err in payments.ErrProcessorUnknown unless it already is:
+// unknown wraps err in operation.ErrProcessorUnknown unless it already is:
 // a question the processor did not answer is asked again later.
 func unknown(err error) error {
-	if errors.Is(err, payments.ErrProcessorUnknown) {
+	if errors.Is(err, operation.ErrProcessorUnknown) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, err)
+	return fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, err)
 }
 
 // decodeError reads the error member of an answer and reports whether it
@@ -167,7 +163,7 @@ func (c *Client) postJSON(ctx context.Context, path, key string, v any) (int, []
 
 // do sends one request and reads the whole answer. Any failure to get a
 // complete answer — timeout, refused or reset connection, early EOF — wraps
-// payments.ErrProcessorUnknown: the request may have been executed.
+// operation.ErrProcessorUnknown: the request may have been executed.
 func (c *Client) do(ctx context.Context, method, path, key string, body []byte) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
@@ -186,12 +182,12 @@ func (c *Client) do(ctx context.Context, method, path, key string, body []byte) 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %w", payments.ErrProcessorUnknown, err)
+		return 0, nil, fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: read answer: %w", payments.ErrProcessorUnknown, err)
+		return 0, nil, fmt.Errorf("%w: read answer: %w", operation.ErrProcessorUnknown, err)
 	}
 	return resp.StatusCode, b, nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/testdb"
@@ -106,7 +107,7 @@ func TestChargeErrors(t *testing.T) {
 	t.Run("ProcessingErrorIsUnknown", func(t *testing.T) {
 		t.Parallel()
 		_, err := client.Charge(ctx, chargeReq("err-processing", "pm_card_processing_error"))
-		if !errors.Is(err, payments.ErrProcessorUnknown) {
+		if !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("err = %v, want ErrProcessorUnknown", err)
 		}
 		var apiErr *gateway.APIError
@@ -131,7 +132,7 @@ func TestChargeErrors(t *testing.T) {
 		closed := httptest.NewServer(http.NotFoundHandler())
 		closed.Close()
 		_, err := gateway.New(closed.URL, time.Second).Charge(ctx, chargeReq("err-refused", "pm_card_visa"))
-		if !errors.Is(err, payments.ErrProcessorUnknown) {
+		if !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("err = %v, want ErrProcessorUnknown", err)
 		}
 	})
@@ -144,7 +145,7 @@ func TestChargeTimeout(t *testing.T) {
 	req := chargeReq("timeout", "pm_card_timeout")
 
 	_, err := gateway.New(url, 300*time.Millisecond).Charge(ctx, req)
-	if !errors.Is(err, payments.ErrProcessorUnknown) {
+	if !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Fatalf("err = %v, want ErrProcessorUnknown", err)
 	}
 
@@ -186,7 +187,7 @@ func TestChargeChaos(t *testing.T) {
 			req := chargeReq("chaos", "pm_card_visa")
 
 			_, err := client.Charge(ctx, req)
-			if !errors.Is(err, payments.ErrProcessorUnknown) {
+			if !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Fatalf("err = %v, want ErrProcessorUnknown", err)
 			}
 			list, err := client.ChargesByIdempotencyKey(ctx, req.IdempotencyKey)
@@ -242,7 +243,7 @@ func TestLookups(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		t.Parallel()
 		_, err := client.GetCharge(ctx, "ch_missing")
-		if !errors.Is(err, gateway.ErrNotFound) || errors.Is(err, payments.ErrProcessorUnknown) {
+		if !errors.Is(err, gateway.ErrNotFound) || errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("err = %v, want ErrNotFound", err)
 		}
 	})

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 )
 
 // listObject is the processor's answer to a GET listing.
@@ -21,7 +21,7 @@ type listObject[T any] struct {
 
 // getList calls GET path?query and decodes the list it answers. An answer
 // that is not a list object, data included, wraps
-// payments.ErrProcessorUnknown: an empty list must be said, not inferred.
+// operation.ErrProcessorUnknown: an empty list must be said, not inferred.
 func getList[T any](ctx context.Context, c *Client, path string, query url.Values) (listObject[T], error) {
 	status, resp, err := c.do(ctx, http.MethodGet, path+"?"+query.Encode(), "", nil)
 	if err != nil {
@@ -32,10 +32,10 @@ func getList[T any](ctx context.Context, c *Client, path string, query url.Value
 	}
 	var l listObject[T]
 	if err := json.Unmarshal(resp, &l); err != nil {
-		return listObject[T]{}, fmt.Errorf("%w: decode list: %w", payments.ErrProcessorUnknown, err)
+		return listObject[T]{}, fmt.Errorf("%w: decode list: %w", operation.ErrProcessorUnknown, err)
 	}
 	if l.Object != "list" || l.Data == nil {
-		return listObject[T]{}, fmt.Errorf("%w: the answer is not a list", payments.ErrProcessorUnknown)
+		return listObject[T]{}, fmt.Errorf("%w: the answer is not a list", operation.ErrProcessorUnknown)
 	}
 	return l, nil
 }
@@ -49,47 +49,28 @@ func getFullList[T any](ctx context.Context, c *Client, path string, query url.V
 		return nil, err
 	}
 	if l.HasMore {
-		return nil, fmt.Errorf("%w: the listing is incomplete", payments.ErrProcessorUnknown)
+		return nil, fmt.Errorf("%w: the listing is incomplete", operation.ErrProcessorUnknown)
 	}
 	return l.Data, nil
 }
 
-// LedgerCharges lists one page of the processor's charges created after
-// since, oldest first, starting after the charge cursor names ("" for the
-// first page). next is the id of the page's last charge when another page
-// follows, else "". Any failure wraps payments.ErrProcessorUnknown.
-func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
-	l, err := getList[ChargeObject](ctx, c, "/v1/charges", c.pageQuery(since, cursor))
+// ledgerPage is one page of the processor's ledger of a kind, at path:
+// what was created after since, oldest first, after the object cursor names
+// ("" for the first page), each object made an entry. next is the id of the
+// page's last object when another page follows, else "". Any failure wraps
+// operation.ErrProcessorUnknown.
+func ledgerPage[T any](ctx context.Context, c *Client, path string, since time.Time, cursor string, entry func(T) operation.LedgerEntry) ([]operation.LedgerEntry, string, error) {
+	l, err := getList[T](ctx, c, path, c.pageQuery(since, cursor))
 	if err != nil {
-		return nil, "", fmt.Errorf("ledger charges: %w", unknown(err))
+		return nil, "", fmt.Errorf("ledger %s: %w", path, unknown(err))
 	}
-	page := make([]payments.LedgerEntry, len(l.Data))
-	for i, ch := range l.Data {
-		page[i] = payments.LedgerEntry{ID: ch.ID, IdempotencyKey: ch.IdempotencyKey, PaymentID: ch.PaymentID,
-			Succeeded: ch.Succeeded(), Amount: ch.Amount, Currency: ch.Currency, CreatedAt: ch.CreatedAt}
+	page := make([]operation.LedgerEntry, len(l.Data))
+	for i, o := range l.Data {
+		page[i] = entry(o)
 	}
 	next, err := nextCursor(page, l.HasMore)
 	if err != nil {
-		return nil, "", fmt.Errorf("ledger charges: %w", err)
-	}
-	return page, next, nil
-}
-
-// LedgerRefunds is LedgerCharges for refunds. Their entries have no
-// PaymentID, and no Currency: the processor's refund object has none.
-func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
-	l, err := getList[RefundObject](ctx, c, "/v1/refunds", c.pageQuery(since, cursor))
-	if err != nil {
-		return nil, "", fmt.Errorf("ledger refunds: %w", unknown(err))
-	}
-	page := make([]payments.LedgerEntry, len(l.Data))
-	for i, r := range l.Data {
-		page[i] = payments.LedgerEntry{ID: r.ID, IdempotencyKey: r.IdempotencyKey,
-			Succeeded: r.Succeeded(), Amount: r.Amount, CreatedAt: r.CreatedAt}
-	}
-	next, err := nextCursor(page, l.HasMore)
-	if err != nil {
-		return nil, "", fmt.Errorf("ledger refunds: %w", err)
+		return nil, "", fmt.Errorf("ledger %s: %w", path, err)
 	}
 	return page, next, nil
 }
@@ -112,12 +93,12 @@ func (c *Client) pageQuery(since time.Time, cursor string) url.Values {
 
 // nextCursor is the cursor of the page after page: its last id when more
 // follow.
-func nextCursor(page []payments.LedgerEntry, hasMore bool) (string, error) {
+func nextCursor(page []operation.LedgerEntry, hasMore bool) (string, error) {
 	switch {
 	case !hasMore:
 		return "", nil
 	case len(page) == 0:
-		return "", fmt.Errorf("%w: an empty page says more follow", payments.ErrProcessorUnknown)
+		return "", fmt.Errorf("%w: an empty page says more follow", operation.ErrProcessorUnknown)
 	}
 	return page[len(page)-1].ID, nil
 }

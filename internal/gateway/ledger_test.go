@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
 )
 
@@ -19,7 +20,7 @@ func TestLedger(t *testing.T) {
 	ctx := context.Background()
 	since := time.Now().Add(-time.Minute)
 
-	var charges, refunds []string
+	var charges, refundIDs []string
 	for i := range 7 {
 		key := "ledger-" + string(rune('a'+i))
 		c, err := client.Charge(ctx, chargeReq(key, "pm_card_visa"))
@@ -28,15 +29,15 @@ func TestLedger(t *testing.T) {
 		}
 		charges = append(charges, c.ID)
 		if i < 5 {
-			r, err := client.Refund(ctx, payments.RefundRequest{IdempotencyKey: key + "-refund", ChargeID: c.ID, Amount: 1})
+			r, err := client.Refund(ctx, refunds.Request{IdempotencyKey: key + "-refund", ChargeID: c.ID, Amount: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			refunds = append(refunds, r.ID)
+			refundIDs = append(refundIDs, r.ID)
 		}
 	}
 
-	type pager func(context.Context, time.Time, string) ([]payments.LedgerEntry, string, error)
+	type pager func(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error)
 	walk := func(t *testing.T, page pager) (ids []string, pages int) {
 		t.Helper()
 		cursor := ""
@@ -76,19 +77,23 @@ func TestLedger(t *testing.T) {
 			}
 		}
 		entries, _, err := client.LedgerCharges(ctx, since, "")
-		if err != nil || entries[0].PaymentID != "pay_ledger-a" || entries[0].Amount != 1500 || entries[0].Currency != "USD" {
+		if err != nil || entries[0].Reference != "pay_ledger-a" || entries[0].Amount != 1500 || entries[0].Currency != "USD" {
 			t.Errorf("first entry = %+v, %v; want its payment id, amount and currency", entries, err)
 		}
 	})
 	t.Run("Refunds", func(t *testing.T) {
 		t.Parallel()
 		ids, pages := walk(t, client.LedgerRefunds)
-		if pages != 2 || len(ids) != len(refunds) {
-			t.Fatalf("%d pages of %v, want 2 of %v", pages, ids, refunds)
+		entries, _, err := client.LedgerRefunds(ctx, since, "")
+		if err != nil || entries[0].Reference != "" {
+			t.Errorf("first entry = %+v, %v; want no reference: its key is no refund's of ours", entries, err)
+		}
+		if pages != 2 || len(ids) != len(refundIDs) {
+			t.Fatalf("%d pages of %v, want 2 of %v", pages, ids, refundIDs)
 		}
 		for i, id := range ids {
-			if id != refunds[i] {
-				t.Errorf("ledger = %v, want %v", ids, refunds)
+			if id != refundIDs[i] {
+				t.Errorf("ledger = %v, want %v", ids, refundIDs)
 				break
 			}
 		}

@@ -7,10 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/refunds"
 )
+
+// Client makes the refund's processor calls.
+var _ refunds.Processor = (*Client)(nil)
 
 // RefundObject is a refund as the processor returns it.
 type RefundObject struct {
@@ -30,8 +35,8 @@ type RefundObject struct {
 func (r RefundObject) Succeeded() bool { return r.Status == "succeeded" }
 
 // outcome is the refund as an operation's outcome.
-func (r RefundObject) outcome() payments.Outcome {
-	return payments.Outcome{ID: r.ID, Succeeded: r.Succeeded(), FailureCode: r.FailureCode}
+func (r RefundObject) outcome() operation.Outcome {
+	return operation.Outcome{ID: r.ID, Succeeded: r.Succeeded(), FailureCode: r.FailureCode}
 }
 
 // refundRequest is the body of POST /v1/refunds.
@@ -44,26 +49,26 @@ type refundRequest struct {
 // refund the processor already made under it. A 4xx refusal (an unknown
 // charge, an amount too large, a charge not refundable, a key used before
 // with other parameters) is an Outcome with no ID: nothing was refunded. A
-// closed key wraps payments.ErrKeyClosed; a timeout, connection error, 5xx,
-// 409 or 429 wraps payments.ErrProcessorUnknown.
-func (c *Client) Refund(ctx context.Context, req payments.RefundRequest) (payments.Outcome, error) {
+// closed key wraps operation.ErrKeyClosed; a timeout, connection error, 5xx,
+// 409 or 429 wraps operation.ErrProcessorUnknown.
+func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Outcome, error) {
 	if req.IdempotencyKey == "" {
-		return payments.Outcome{}, errors.New("refund: idempotency key is required")
+		return operation.Outcome{}, errors.New("refund: idempotency key is required")
 	}
 	status, resp, err := c.postJSON(ctx, "/v1/refunds", req.IdempotencyKey, refundRequest{Charge: req.ChargeID, Amount: req.Amount})
 	if err != nil {
-		return payments.Outcome{}, fmt.Errorf("refund: %w", err)
+		return operation.Outcome{}, fmt.Errorf("refund: %w", err)
 	}
 	if status == http.StatusOK {
 		var ref RefundObject
 		if err := json.Unmarshal(resp, &ref); err != nil || ref.ID == "" {
-			return payments.Outcome{}, fmt.Errorf("refund: %w: unreadable 200 answer: %v", payments.ErrProcessorUnknown, err)
+			return operation.Outcome{}, fmt.Errorf("refund: %w: unreadable 200 answer: %v", operation.ErrProcessorUnknown, err)
 		}
 		return ref.outcome(), nil
 	}
 	out, err := refusal(status, resp)
 	if err != nil {
-		return payments.Outcome{}, fmt.Errorf("refund: %w", err)
+		return operation.Outcome{}, fmt.Errorf("refund: %w", err)
 	}
 	return out, nil
 }
@@ -71,12 +76,12 @@ func (c *Client) Refund(ctx context.Context, req payments.RefundRequest) (paymen
 // FindRefund asks the processor for the refund made under key; the newest
 // one, should the key have expired and been used again. found is false only
 // on a definite answer that no refund was made under key.
-func (c *Client) FindRefund(ctx context.Context, key string) (payments.Outcome, bool, error) {
+func (c *Client) FindRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return findByKey(func() ([]RefundObject, error) { return c.RefundsByIdempotencyKey(ctx, key) })
 }
 
 // CloseRefund is CloseCharge for refunds.
-func (c *Client) CloseRefund(ctx context.Context, key string) (payments.Outcome, bool, error) {
+func (c *Client) CloseRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return closeKey[RefundObject](ctx, c, "/v1/refunds/close", "refund", key)
 }
 
@@ -88,4 +93,19 @@ func (c *Client) RefundsByIdempotencyKey(ctx context.Context, key string) ([]Ref
 		return nil, fmt.Errorf("refunds by idempotency key: %w", err)
 	}
 	return list, nil
+}
+
+// LedgerRefunds lists one page of the processor's refunds created after
+// since (refunds.Processor). The processor's refund names no currency and
+// no refund of ours: each entry's Reference is its downstream key's refund.
+func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
+	return ledgerPage(ctx, c, "/v1/refunds", since, cursor, func(r RefundObject) operation.LedgerEntry {
+		// A refund made under a key of no refund of ours names none.
+		ours, ok := strings.CutPrefix(r.IdempotencyKey, refunds.Names.DownstreamKey(""))
+		if !ok {
+			ours = ""
+		}
+		return operation.LedgerEntry{ID: r.ID, IdempotencyKey: r.IdempotencyKey, Reference: ours,
+			Succeeded: r.Succeeded(), Amount: r.Amount, CreatedAt: r.CreatedAt}
+	})
 }

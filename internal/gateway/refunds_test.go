@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
 )
 
@@ -21,7 +21,7 @@ func TestRefund(t *testing.T) {
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
-		req := payments.RefundRequest{IdempotencyKey: "refund-ok", ChargeID: charge.ID, Amount: 100}
+		req := refunds.Request{IdempotencyKey: "refund-ok", ChargeID: charge.ID, Amount: 100}
 		got, err := client.Refund(ctx, req)
 		if err != nil || got.ID == "" || !got.Succeeded {
 			t.Fatalf("refund = %+v, %v", got, err)
@@ -43,12 +43,12 @@ func TestRefund(t *testing.T) {
 	// change that.
 	refusals := []struct {
 		name     string
-		req      payments.RefundRequest
+		req      refunds.Request
 		wantCode string
 	}{
-		{"ErrUnknownCharge", payments.RefundRequest{IdempotencyKey: "refund-404", ChargeID: "ch_missing", Amount: 1}, "resource_missing"},
-		{"ErrTooLarge", payments.RefundRequest{IdempotencyKey: "refund-large", ChargeID: charge.ID, Amount: 1_000_000}, "amount_too_large"},
-		{"ErrKeyReused", payments.RefundRequest{IdempotencyKey: "refund-target", ChargeID: charge.ID, Amount: 1}, "idempotency_key_reused"},
+		{"ErrUnknownCharge", refunds.Request{IdempotencyKey: "refund-404", ChargeID: "ch_missing", Amount: 1}, "resource_missing"},
+		{"ErrTooLarge", refunds.Request{IdempotencyKey: "refund-large", ChargeID: charge.ID, Amount: 1_000_000}, "amount_too_large"},
+		{"ErrKeyReused", refunds.Request{IdempotencyKey: "refund-target", ChargeID: charge.ID, Amount: 1}, "idempotency_key_reused"},
 	}
 	for _, tt := range refusals {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,17 +78,7 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 
 // listEndpoints handles GET /v1/webhook_endpoints?limit=&starting_after=.
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
-	limit, err := listLimit(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	data, more, err := s.Endpoints.List(r.Context(), tenantID(r), limit, r.URL.Query().Get("starting_after"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, list[endpoints.Endpoint]{Object: "list", Data: data, HasMore: more})
+	writeList(s, w, r, s.Endpoints.List)
 }
 
 // deleted is the answer to a DELETE.
@@ -111,26 +101,7 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 // listDeliveries handles GET /v1/webhook_endpoints/{id}/deliveries: the
 // endpoint's delivery log, an attempt a line, newest first.
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
-	limit, err := listLimit(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	data, more, err := s.Endpoints.Log(r.Context(), tenantID(r), chi.URLParam(r, "id"), limit, r.URL.Query().Get("starting_after"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, list[endpoints.Attempt]{Object: "list", Data: data, HasMore: more})
-}
-
-// getEvent handles GET /v1/events/{id}: the event exactly as its webhook
-// deliveries carry it.
-func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
-	e, err := s.Payments.GetEvent(r.Context(), tenantID(r), chi.URLParam(r, "id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
+	writeList(s, w, r, func(ctx context.Context, tenantID string, limit int, after string) ([]endpoints.Attempt, bool, error) {
+		return s.Endpoints.Log(ctx, tenantID, chi.URLParam(r, "id"), limit, after)
+	})
 }

@@ -63,6 +63,9 @@ func (s *Server) getIdempotencyKey(w http.ResponseWriter, r *http.Request) {
 	if k.Response != nil {
 		view.ResponseStatus = &k.Response.Status
 	}
-	view.Resource = render.ResourceOf(k.Resource)
+	if view.Resource, err = s.Render.ResourceOf(k.Resource); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, view)
 }

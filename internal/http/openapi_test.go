@@ -19,8 +19,12 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	httpapi "github.com/example/payments/internal/http"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/internal/render"
+	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/stacktest"
 )
 
@@ -138,47 +142,45 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
-// The codes the server emits are found in its source: the third element of
-// each errorTable row, and the literal codes handed to newProblem, directly
-// or as the default of a missing failure code.
-var (
-	tableCode   = regexp.MustCompile(`(?m)^\s*\{[\w.]+,\s*http\.Status\w+,\s*"([a-z_]+)"`)
-	problemCode = regexp.MustCompile(`(?:render\.)?NewProblem\([^,]+,\s*"([a-z_]+)"`)
-	defaultCode = regexp.MustCompile(`deref\(\w+\.FailureCode,\s*"([a-z_]+)"\)`)
-)
+// The codes the server emits: every rule of the renderer's table (the
+// generic ones, each kind's and the endpoints'), each kind's code of a
+// failure with no code of its own, the processor's failure codes, which
+// become the code of a 402, and the literal codes handed to NewProblem
+// (found in the source).
+var problemCode = regexp.MustCompile(`(?:render\.)?NewProblem\([^,]+,\s*"([a-z_]+)"`)
 
-// processorCodes are the failure codes the bundled processor gives, which
-// become the code of a 402 or 502 problem.
-var processorCodes = []string{
-	"card_declined", "insufficient_funds", "invalid_payment_method", payments.FailureProcessorError,
-	"amount_too_large", "charge_not_refundable", "charge_already_refunded",
+// renderer is the API's renderer, as the API process makes it.
+func renderer() *render.Renderer {
+	return render.New(operations.Kinds(nil), []operation.Resource{endpoints.Resource}, endpoints.Rules)
 }
 
 func TestOpenAPIProblemCodes(t *testing.T) {
 	t.Parallel()
 	var codes []string
-	for file, patterns := range map[string][]*regexp.Regexp{
-		"problem.go":           {problemCode},
-		"../render/problem.go": {tableCode, problemCode},
-		"../render/render.go":  {problemCode, defaultCode},
-	} {
+	for _, rule := range renderer().Rules() {
+		codes = append(codes, rule.Code)
+	}
+	for _, k := range operations.Kinds(nil).Kinds() {
+		codes = append(codes, render.FailedCode(k.Names()))
+	}
+	codes = append(codes, operation.FailureProcessorError)
+	codes = append(codes, fakeprocessor.FailureCodes()...)
+	for _, file := range []string{"problem.go", "../render/problem.go", "../render/render.go"} {
 		src, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, re := range patterns {
-			for _, m := range re.FindAllStringSubmatch(string(src), -1) {
-				codes = append(codes, m[1])
-			}
+		for _, m := range problemCode.FindAllStringSubmatch(string(src), -1) {
+			codes = append(codes, m[1])
 		}
 	}
 	// A regexp that stopped matching would make this test pass vacuously.
-	for _, want := range []string{"unauthorized", "unsupported_media_type", "invalid_request", "service_unavailable", "payment_failed", "refund_failed"} {
+	for _, want := range []string{"unauthorized", "unsupported_media_type", "invalid_request", "service_unavailable",
+		"payment_failed", "refund_failed", "not_found", "card_declined"} {
 		if !slices.Contains(codes, want) {
-			t.Fatalf("found codes %v in the source, not %s: update the regexps", codes, want)
+			t.Fatalf("found codes %v, not %s: update the test", codes, want)
 		}
 	}
-	codes = append(codes, processorCodes...)
 
 	enum := servedDoc(t).Components.Schemas["Problem"].Properties["code"].Enum
 	for _, code := range codes {
@@ -188,19 +190,23 @@ func TestOpenAPIProblemCodes(t *testing.T) {
 	}
 }
 
+// schemaName is the name of a kind's schemas: Payment, NewPayment.
+func schemaName(resourceType string) string {
+	var b strings.Builder
+	for word := range strings.SplitSeq(resourceType, "_") {
+		b.WriteString(strings.ToUpper(word[:1]) + word[1:])
+	}
+	return b.String()
+}
+
 // TestOpenAPISchemas checks the schemas' property names against the JSON
 // names of the types they describe, and the limits against the package's.
 func TestOpenAPISchemas(t *testing.T) {
 	t.Parallel()
 	schemas := servedDoc(t).Components.Schemas
 
-	for name, v := range map[string]any{
-		"Payment":    payments.Payment{},
-		"NewPayment": payments.NewPayment{},
-		"Refund":     payments.Refund{},
-		"NewRefund":  payments.NewRefund{},
-		"Event":      payments.Event{},
-		"Problem":    render.Problem{},
+	described := map[string]any{
+		"Event": operation.Event{},
 
 		"WebhookEndpoint":        endpoints.Endpoint{},
 		"NewWebhookEndpoint":     endpoints.NewEndpoint{},
@@ -209,7 +215,24 @@ func TestOpenAPISchemas(t *testing.T) {
 		"WebhookResend":          endpoints.Resend{},
 		"WebhookDelivery":        endpoints.Delivery{},
 		"WebhookDeliveryAttempt": endpoints.Attempt{},
-	} {
+	}
+	responses := slices.Clone(responseSchemas)
+	// A problem carries the failed operation under its type's name.
+	problem, _ := jsonNames(reflect.TypeOf(render.Problem{}))
+	for _, k := range operations.Kinds(nil).Kinds() {
+		name := schemaName(k.Names().Type)
+		described[name], described["New"+name] = k.Object(), k.Request()
+		responses = append(responses, name)
+		problem = append(problem, k.Names().Type)
+		if _, ok := schemas[name+"Problem"]; !ok {
+			t.Errorf("no schema %sProblem: the problem carrying a failed %s", name, k.Names().Type)
+		}
+	}
+	slices.Sort(problem)
+	if got := sortedKeys(schemas["Problem"].Properties); !slices.Equal(got, problem) {
+		t.Errorf("Problem properties = %v, want %v", got, problem)
+	}
+	for name, v := range described {
 		s, ok := schemas[name]
 		if !ok {
 			t.Errorf("no schema %s", name)
@@ -220,7 +243,7 @@ func TestOpenAPISchemas(t *testing.T) {
 			t.Errorf("%s properties = %v, want %v", name, got, fields)
 		}
 		// Response objects always carry every field without omitempty.
-		if slices.Contains(responseSchemas, name) {
+		if slices.Contains(responses, name) {
 			if got := slices.Sorted(slices.Values(s.Required)); !slices.Equal(got, always) {
 				t.Errorf("%s required = %v, want %v", name, got, always)
 			}
@@ -235,7 +258,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	checkLimit(t, "NewRefund.amount maximum", schemas["NewRefund"].Properties["amount"].Maximum, payments.MaxAmount)
 
 	want := []any{nil}
-	for _, r := range payments.RefundReasons {
+	for _, r := range refunds.Reasons {
 		want = append(want, r)
 	}
 	for _, name := range []string{"NewRefund", "Refund"} {
@@ -251,7 +274,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		schemas["WebhookSecretRotation"].Properties["expire_current_secret_in"].Maximum, int64(endpoints.MaxGrace/time.Second))
 
 	eventTypes := []any{"*"}
-	for _, typ := range endpoints.EventTypes {
+	for _, typ := range operations.Kinds(nil).EventTypes() {
 		eventTypes = append(eventTypes, typ)
 	}
 	for _, name := range []string{"NewWebhookEndpoint", "WebhookEndpointUpdate", "WebhookEndpoint"} {
@@ -272,9 +295,10 @@ func TestOpenAPISchemas(t *testing.T) {
 		[]any{endpoints.DeliveryPending, endpoints.DeliveryDelivered, endpoints.DeliveryFailed})
 }
 
-// responseSchemas are the schemas of response objects, which always carry
-// every field without omitempty, so the schema must require exactly those.
-var responseSchemas = []string{"Payment", "Refund", "Event", "WebhookEndpoint", "WebhookDelivery", "WebhookDeliveryAttempt"}
+// responseSchemas are the schemas of response objects besides the kinds',
+// which always carry every field without omitempty, so the schema must
+// require exactly those.
+var responseSchemas = []string{"Event", "WebhookEndpoint", "WebhookDelivery", "WebhookDeliveryAttempt"}
 
 func checkEnum(t *testing.T, what string, got, want []any) {
 	t.Helper()

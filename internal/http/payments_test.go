@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/tools/stacktest"
 )
@@ -60,7 +61,7 @@ func TestCreatePayment(t *testing.T) {
 			t.Fatalf("status = %d, body %s", first.Status, first.Body)
 		}
 		p := decodePayment(t, first.Body)
-		if p.Status != payments.StatusSucceeded || p.Amount != 1999 || p.Currency != "USD" || p.ProcessorChargeID == nil || p.Metadata["order"] != "42" {
+		if p.Status != operation.StatusSucceeded || p.Amount != 1999 || p.Currency != "USD" || p.ProcessorChargeID == nil || p.Metadata["order"] != "42" {
 			t.Fatalf("payment = %+v", p)
 		}
 		if got := first.Header.Get("Location"); got != "/v1/payments/"+p.ID {
@@ -92,7 +93,7 @@ func TestCreatePayment(t *testing.T) {
 		}
 
 		got := s.Request(http.MethodGet, "/v1/payments/"+p.ID, acme, "")
-		if got.Status != http.StatusOK || decodePayment(t, got.Body).Status != payments.StatusSucceeded {
+		if got.Status != http.StatusOK || decodePayment(t, got.Body).Status != operation.StatusSucceeded {
 			t.Errorf("GET = %d %s", got.Status, got.Body)
 		}
 
@@ -134,7 +135,7 @@ func TestCreatePayment(t *testing.T) {
 			}
 			problem := decodeProblem(t, first.Body)
 			p := decodePayment(t, first.Body)
-			if problem["code"] != tc.code || p.Status != payments.StatusFailed || p.FailureCode == nil || *p.FailureCode != tc.code {
+			if problem["code"] != tc.code || p.Status != operation.StatusFailed || p.FailureCode == nil || *p.FailureCode != tc.code {
 				t.Fatalf("%s: problem = %s", tc.method, first.Body)
 			}
 			replay := s.Pay(acme, tc.method, body)
@@ -322,7 +323,7 @@ func TestResume(t *testing.T) {
 			t.Fatalf("status = %d %v %s", res.Status, res.Header, res.Body)
 		}
 		p := decodePayment(t, res.Body)
-		if p.Status != payments.StatusProcessing || res.Header.Get("Location") != "/v1/payments/"+p.ID {
+		if p.Status != operation.StatusProcessing || res.Header.Get("Location") != "/v1/payments/"+p.ID {
 			t.Fatalf("202 body %s, Location %q", res.Body, res.Header.Get("Location"))
 		}
 		if point := s.RecoveryPoint("ten_acme", "resume-started"); point != "started" {
@@ -350,24 +351,24 @@ func TestResume(t *testing.T) {
 		s := stacktest.New(t, stacktest.Options{})
 		res := s.Pay(acme, "resume-charged", visa, "Prefer", "respond-async")
 		p := decodePayment(t, res.Body)
-		if err := s.Ops.LearnOutcome(context.Background(), payments.PaymentResourceType, p.ID); err != nil {
+		if err := s.Ops.LearnOutcome(context.Background(), payments.Names.Type, p.ID); err != nil {
 			t.Fatal(err)
 		}
-		if point := s.RecoveryPoint("ten_acme", "resume-charged"); point != payments.RecoveryChargeCreated {
+		if point := s.RecoveryPoint("ten_acme", "resume-charged"); point != payments.Names.CreatedPoint() {
 			t.Fatalf("recovery point = %q", point)
 		}
 		if n := s.ChargesAtProcessor(p.ID); n != 1 {
 			t.Fatalf("processor charges = %d, want 1", n)
 		}
 		// Running the phase again finds the key past it and calls nothing.
-		if err := s.Ops.LearnOutcome(context.Background(), payments.PaymentResourceType, p.ID); err != nil {
+		if err := s.Ops.LearnOutcome(context.Background(), payments.Names.Type, p.ID); err != nil {
 			t.Fatal(err)
 		}
 
 		s.StartWorker()
 		stacktest.WaitFor(t, "the key to finish", func() bool { return s.RecoveryPoint("ten_acme", "resume-charged") == "finished" })
 		final := s.Pay(acme, "resume-charged", visa)
-		if final.Status != http.StatusCreated || decodePayment(t, final.Body).Status != payments.StatusSucceeded {
+		if final.Status != http.StatusCreated || decodePayment(t, final.Body).Status != operation.StatusSucceeded {
 			t.Fatalf("retry = %d %s", final.Status, final.Body)
 		}
 		if n := s.ChargesAtProcessor(p.ID); n != 1 {

@@ -27,7 +27,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	// Known errors come first: they are the client's (a body that could not
 	// be read included), whatever network error lies beneath them.
-	p, known := render.For(err)
+	p, known := s.Render.For(err)
 	switch {
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		return // the client went away; there is no one to answer

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/webhook"
 )
@@ -22,14 +22,14 @@ type ProcessorWebhooks struct {
 	Secrets webhook.Secrets
 	// Parse reads a verified body into the event about one operation
 	// (gateway.ParseEvent for the processor this service calls).
-	Parse func(body []byte) (payments.ProcessorEvent, error)
+	Parse func(body []byte) (operation.ProcessorEvent, error)
 	// Now is the clock the timestamp tolerance is decided by; nil means
 	// time.Now.
 	Now func() time.Time
 }
 
 // The results of a delivery, the values of the result label: those of
-// payments.ReceiveProcessorEvent, and the refusals before it.
+// operation.Service.ReceiveProcessorEvent, and the refusals before it.
 const (
 	webhookInvalidSignature = "invalid_signature"
 	webhookStale            = "stale"
@@ -40,7 +40,7 @@ const (
 
 // webhookResults are every value of the result label, so that each series
 // exists from the start.
-var webhookResults = []string{payments.EventAccepted, payments.EventDuplicate, payments.EventUnknownOperation,
+var webhookResults = []string{operation.EventAccepted, operation.EventDuplicate, operation.EventUnknownOperation,
 	webhookInvalidSignature, webhookStale, webhookMalformed, webhookTooLarge, webhookIgnored}
 
 func newWebhookMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
@@ -89,10 +89,10 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 	}
 	ev, err := in.Parse(body)
 	if err == nil && ev.ID != id {
-		err = fmt.Errorf("%w: the event id %q is not the webhook-id %q", payments.ErrEventMalformed, ev.ID, id)
+		err = fmt.Errorf("%w: the event id %q is not the webhook-id %q", operation.ErrEventMalformed, ev.ID, id)
 	}
 	switch {
-	case errors.Is(err, payments.ErrEventNotHandled):
+	case errors.Is(err, operation.ErrEventNotHandled):
 		s.countWebhook(webhookIgnored)
 		writeJSON(w, http.StatusOK, webhookReceipt{ID: id, Result: webhookIgnored})
 		return
@@ -104,7 +104,7 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 	}
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments.processor_event_id", id),
 		attribute.String("payments.downstream_key", ev.DownstreamKey))
-	result, err := s.Payments.ReceiveProcessorEvent(r.Context(), ev)
+	result, err := s.Ops.ReceiveProcessorEvent(r.Context(), ev)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

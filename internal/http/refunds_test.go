@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/stacktest"
 )
 
-func decodeRefund(t *testing.T, body []byte) payments.Refund {
+func decodeRefund(t *testing.T, body []byte) refunds.Refund {
 	t.Helper()
-	return decodeMember[payments.Refund](t, body, "refund")
+	return decodeMember[refunds.Refund](t, body, "refund")
 }
 
 // paid makes a succeeded payment of 1999 and returns it.
@@ -47,7 +49,7 @@ func TestRefunds(t *testing.T) {
 			t.Fatalf("refund: %d %s", first.Status, first.Body)
 		}
 		r := decodeRefund(t, first.Body)
-		if r.Status != payments.StatusSucceeded || r.Amount != p.Amount || r.PaymentID != p.ID || r.ProcessorRefundID == nil {
+		if r.Status != operation.StatusSucceeded || r.Amount != p.Amount || r.PaymentID != p.ID || r.ProcessorRefundID == nil {
 			t.Fatalf("refund = %+v", r)
 		}
 		if first.Header.Get("Location") != "/v1/refunds/"+r.ID {
@@ -57,7 +59,7 @@ func TestRefunds(t *testing.T) {
 		if !bytes.Equal(replay.Body, first.Body) || replay.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("replay = %d %s", replay.Status, replay.Body)
 		}
-		if n := s.Count(`SELECT count(*) FROM processor.refunds WHERE idempotency_key = $1`, payments.RefundDownstreamKey(r.ID)); n != 1 {
+		if n := s.Count(`SELECT count(*) FROM processor.refunds WHERE idempotency_key = $1`, refunds.Names.DownstreamKey(r.ID)); n != 1 {
 			t.Fatalf("processor refunds = %d, want 1", n)
 		}
 		got := decodePayment(t, s.Request(http.MethodGet, "/v1/payments/"+p.ID, acme, "").Body)

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
 )
 
@@ -99,6 +99,14 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 		writeStored(w, resp, !lease.Created)
 		return
 	}
+	res, err := s.Render.ResourceOf(key.Resource)
+	if err == nil && res == nil {
+		err = fmt.Errorf("key %d is unfinished and names no resource", key.ID)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	body := created
 	if wait > 0 || body == nil {
 		if body, err = load(ctx, tenantID(r), key.Resource.ID); err != nil {
@@ -106,7 +114,7 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 			return
 		}
 	}
-	w.Header().Set("Location", render.ResourceOf(key.Resource).URL)
+	w.Header().Set("Location", res.URL)
 	w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 	writeJSON(w, http.StatusAccepted, body)
 }
@@ -119,22 +127,15 @@ func (s *Server) countFailure(kind string) {
 }
 
 // spanResource records the resource a request is about on its span, and for
-// its access log line:
-// payments.payment_id, payments.refund_id, or the type and id of another.
+// its access log line, named for its type: payments.payment_id.
 func spanResource(r *http.Request, res idempotency.Resource) {
-	if f := fieldsOf(r); f != nil && res.Type != "" {
+	if res.Type == "" {
+		return
+	}
+	if f := fieldsOf(r); f != nil {
 		f.resource = res
 	}
-	span := trace.SpanFromContext(r.Context())
-	switch res.Type {
-	case "":
-	case payments.PaymentResourceType:
-		span.SetAttributes(attribute.String("payments.payment_id", res.ID))
-	case payments.RefundResourceType:
-		span.SetAttributes(attribute.String("payments.refund_id", res.ID))
-	default:
-		span.SetAttributes(attribute.String("payments.resource_type", res.Type), attribute.String("payments.resource_id", res.ID))
-	}
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments."+res.Type+"_id", res.ID))
 }
 
 // count adds one to the counter which picks.

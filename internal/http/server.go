@@ -24,7 +24,7 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/internal/tracing"
@@ -35,8 +35,12 @@ const MaxBodyBytes = 64 << 10
 
 // Server serves the API.
 type Server struct {
-	Tenants  *tenants.Store
-	Payments *payments.Service
+	Tenants *tenants.Store
+	// Ops starts every operation, and answers for the processor's webhooks
+	// and the events.
+	Ops *operation.Service
+	// Render maps every error to its problem, and names what keys created.
+	Render *render.Renderer
 	// Endpoints are the tenants' webhook endpoints.
 	Endpoints *endpoints.Service
 	Keys      *idempotency.Store
@@ -278,14 +282,8 @@ func (f *requestFields) attrs(r *http.Request) []slog.Attr {
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		attrs = append(attrs, slog.String("idempotency_key", key[:min(len(key), maxLoggedKey)]))
 	}
-	switch f.resource.Type {
-	case "":
-	case payments.PaymentResourceType:
-		attrs = append(attrs, slog.String("payment_id", f.resource.ID))
-	case payments.RefundResourceType:
-		attrs = append(attrs, slog.String("refund_id", f.resource.ID))
-	default:
-		attrs = append(attrs, slog.String("resource_type", f.resource.Type), slog.String("resource_id", f.resource.ID))
+	if f.resource.Type != "" {
+		attrs = append(attrs, slog.String(f.resource.Type+"_id", f.resource.ID))
 	}
 	return attrs
 }

@@ -37,7 +37,7 @@ func start(ctx context.Context, s *idempotency.Store, req idempotency.Request, t
 // reserve is start's transaction, once Lookup found no key.
 func reserve(ctx context.Context, s *idempotency.Store, tx pgx.Tx, req idempotency.Request, thing string) (idempotency.Lease, error) {
 	batch := &pgx.Batch{}
-	key := s.Reserve(batch, req, idempotency.Resource{Type: "thing", ID: thing})
+	key := s.Reserve(batch, req, idempotency.Resource{Type: "thing", ID: thing}, nil)
 	batch.Queue(insertThing, thing, req.TenantID, req.Key)
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return idempotency.Lease{}, err
@@ -120,7 +120,7 @@ func TestReserve(t *testing.T) {
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck
 		batch := &pgx.Batch{}
-		key := s.Reserve(batch, req, idempotency.Resource{})
+		key := s.Reserve(batch, req, idempotency.Resource{}, nil)
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			t.Fatal(err)
 		}

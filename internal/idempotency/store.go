@@ -14,7 +14,7 @@ import (
 )
 
 // The recovery points every operation shares; an operation names its own
-// points in between (a payment's charge_created, a refund's refund_created).
+// points in between (a payment's charge_created).
 // Expired is the state after finished: the stored response was reaped and a
 // tombstone remains.
 const (
@@ -186,12 +186,12 @@ func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key,
 }
 
 // reserveKey inserts a new key, at started, naming what its operation
-// creates, with the lock taken when the request waits; it inserts nothing if
-// the key exists.
+// creates and the job that drives it, with the lock taken when the request
+// waits; it inserts nothing if the key exists.
 const reserveKey = `
 INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
-	recovery_point, locked_at, resource_type, resource_id, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, 'started', CASE WHEN $6::boolean THEN now() END, nullif($7, ''), nullif($8, ''), now(), now())
+	recovery_point, locked_at, resource_type, resource_id, job_id, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, 'started', CASE WHEN $6::boolean THEN now() END, nullif($7, ''), nullif($8, ''), $9, now(), now())
 ON CONFLICT (tenant_id, key) DO NOTHING
 RETURNING ` + keyColumns
 
@@ -205,15 +205,17 @@ type Reservation struct {
 }
 
 // Reserve queues in batch the insert of req's key at RecoveryStarted, naming
-// res as what the operation creates (none for an operation refused at once).
+// res as what the operation creates (none for an operation refused at once)
+// and jobID as the job that drives it (none for an operation with no later
+// phase), so that the sweep can ask whether that job will still run.
 // The batch is the operation's first phase: the caller queues its own rows
 // after the key, and sends the batch in the phase's transaction, so that the
 // key and the rows cost one round trip. A row that refers to the key finds it
 // by (tenant, key) and res.ID, so that it is written only with a key this
 // request reserved. Once the batch has run, Lease tells the outcome.
-func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource) *Reservation {
+func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, jobID *int64) *Reservation {
 	r := &Reservation{store: s, req: req}
-	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait, res.Type, res.ID).
+	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait, res.Type, res.ID, jobID).
 		QueryRow(func(row pgx.Row) error {
 			key, err := scanKey(row)
 			switch {

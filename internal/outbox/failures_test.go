@@ -12,8 +12,11 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testwait"
@@ -40,7 +43,7 @@ func TestTimeoutToken(t *testing.T) {
 	if n := s.ChargesAtProcessor(p.ID); n != 1 {
 		t.Fatalf("processor charges = %d, want 1", n)
 	}
-	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'charge_payment'`); n < 2 {
+	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment'`); n < 2 {
 		t.Errorf("job attempts = %d: the first call should have timed out", n)
 	}
 }
@@ -53,7 +56,7 @@ func TestDefiniteOutcomesAreNotRetried(t *testing.T) {
 	if res := s.Pay(acme, "declined", pay("pm_card_declined")); res.Status != http.StatusPaymentRequired {
 		t.Fatalf("status = %d %s", res.Status, res.Body)
 	}
-	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'charge_payment' AND state = 'completed'`); n != 1 {
+	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment' AND state = 'completed'`); n != 1 {
 		t.Fatalf("attempts = %d, want 1", n)
 	}
 }
@@ -76,7 +79,7 @@ func TestProcessingError(t *testing.T) {
 	p := paymentOf(t, res.Body)
 	stacktest.WaitFor(t, "the payment to be handed to the reconciler", func() bool { return marked(s, p.ID) })
 	stacktest.WaitFor(t, "the job to be cancelled", func() bool {
-		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'charge_payment' AND state = 'cancelled' AND attempt = 2`) == 1
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment' AND state = 'cancelled' AND attempt = 2`) == 1
 	})
 	// Before the deadline: absent, so charged again, and the outcome is still unknown.
 	report, err := s.Reconciler.Run(ctx)
@@ -102,9 +105,9 @@ func TestProcessingError(t *testing.T) {
 		t.Error("still marked for reconciliation")
 	}
 	// The fence holds: no charge can ever be made with the payment's key.
-	_, err = s.Gateway.Charge(ctx, payments.ChargeRequest{IdempotencyKey: payments.DownstreamKey(p.ID), PaymentID: p.ID,
+	_, err = s.Gateway.Charge(ctx, payments.ChargeRequest{IdempotencyKey: payments.Names.DownstreamKey(p.ID), PaymentID: p.ID,
 		Amount: p.Amount, Currency: p.Currency, PaymentMethod: "pm_card_visa"})
-	if !errors.Is(err, payments.ErrKeyClosed) {
+	if !errors.Is(err, operation.ErrKeyClosed) {
 		t.Fatalf("a charge after the give-up: %v", err)
 	}
 	if n := s.Count(`SELECT count(*) FROM needs_review WHERE kind = 'payment_given_up' AND reference = $1`, p.ID); n != 1 {
@@ -161,9 +164,9 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 	opts := stacktest.Options{ProcessorTimeout: 300 * time.Millisecond, Chaos: fakeprocessor.Chaos{ExecLatency: 3 * time.Second}}
 	// patient is the stack's reconciler with a caller that waits out the
 	// processor's latency, as the close must wait for what is in flight.
-	patient := func(s *stacktest.Stack) (*payments.Operations, *payments.Reconciler) {
+	patient := func(s *stacktest.Stack) (*operation.Runner, *operation.Reconciler) {
 		ops := *s.Ops
-		ops.Processor = gateway.New(s.Processor.URL, 10*time.Second)
+		ops.Kinds = operations.Kinds(gateway.New(s.Processor.URL, 10*time.Second))
 		rec := *s.Reconciler
 		rec.Ops = &ops
 		return &ops, &rec
@@ -173,12 +176,12 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 		t.Parallel()
 		s := stacktest.New(t, opts)
 		p := paymentOf(t, s.Pay(acme, "in-flight", pay("pm_card_visa"), "Prefer", "respond-async").Body)
-		if err := s.Ops.LearnOutcome(ctx, payments.PaymentResourceType, p.ID); !errors.Is(err, payments.ErrProcessorUnknown) {
+		if err := s.Ops.LearnOutcome(ctx, payments.Names.Type, p.ID); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("the worker's attempt: %v, want a timeout", err)
 		}
 		inFlight(t, s)
 		s.Exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
-		if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.PaymentResourceType, p.ID); err != nil {
+		if err := operation.MarkForReconciliation(ctx, s.DB.Pool, payments.Names.Type, p.ID); err != nil {
 			t.Fatal(err)
 		}
 		_, rec := patient(s)
@@ -187,7 +190,7 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 		}
 		final := s.Pay(acme, "in-flight", pay("pm_card_visa"))
 		got := paymentOf(t, final.Body)
-		if final.Status != http.StatusCreated || got.Status != payments.StatusSucceeded || got.ProcessorChargeID == nil {
+		if final.Status != http.StatusCreated || got.Status != operation.StatusSucceeded || got.ProcessorChargeID == nil {
 			t.Fatalf("final = %d %s: the reconciler gave up on a charge that went through", final.Status, final.Body)
 		}
 		if n := s.ChargesAtProcessor(p.ID); n != 1 {
@@ -203,7 +206,7 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 		s := stacktest.New(t, opts)
 		p := paymentOf(t, s.Pay(acme, "paid", pay("pm_card_visa"), "Prefer", "respond-async").Body)
 		ops, rec := patient(s)
-		if err := ops.Charge(ctx, p.ID, 1, nil); err != nil {
+		if err := ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		res := s.Request(http.MethodPost, "/v1/payments/"+p.ID+"/refunds", acme, `{"amount": 600}`,
@@ -212,12 +215,12 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 			t.Fatalf("refund: %d %s", res.Status, res.Body)
 		}
 		refundID := s.KeyResource(stacktest.AcmeID, "refund-in-flight")
-		if err := s.Ops.LearnOutcome(ctx, payments.RefundResourceType, refundID); !errors.Is(err, payments.ErrProcessorUnknown) {
+		if err := s.Ops.LearnOutcome(ctx, refunds.Names.Type, refundID); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("the worker's attempt: %v, want a timeout", err)
 		}
 		inFlight(t, s)
 		s.Exec(`UPDATE refunds SET created_at = created_at - interval '2 hours' WHERE id = $1`, refundID)
-		if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.RefundResourceType, refundID); err != nil {
+		if err := operation.MarkForReconciliation(ctx, s.DB.Pool, refunds.Names.Type, refundID); err != nil {
 			t.Fatal(err)
 		}
 		if r, err := rec.Run(ctx); err != nil || r.Settled != 1 {
@@ -229,7 +232,7 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 		if n := s.Count(`SELECT amount_refunded FROM payments WHERE id = $1`, p.ID); n != 600 {
 			t.Fatalf("amount_refunded = %d, want 600", n)
 		}
-		list, err := s.Gateway.RefundsByIdempotencyKey(ctx, payments.RefundDownstreamKey(refundID))
+		list, err := s.Gateway.RefundsByIdempotencyKey(ctx, refunds.Names.DownstreamKey(refundID))
 		if err != nil || len(list) != 1 {
 			t.Fatalf("processor refunds = %v, %v", list, err)
 		}
@@ -255,7 +258,7 @@ func TestRefundOutage(t *testing.T) {
 	refundID := s.KeyResource(stacktest.AcmeID, "refund-outage")
 	stacktest.WaitFor(t, "the refund to be handed to the reconciler", func() bool { return marked(s, refundID) })
 	stacktest.WaitFor(t, "the refund job to be cancelled", func() bool {
-		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'refund_payment' AND state = 'cancelled'`) == 1
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'refund' AND state = 'cancelled'`) == 1
 	})
 	if r, _ := s.Reconciler.Run(ctx); r.Unsettled != 1 {
 		t.Fatalf("during the outage: %+v", r)
@@ -289,7 +292,7 @@ func TestRefundRefusedDefinitely(t *testing.T) {
 	if first.Status != http.StatusPaymentRequired || !strings.Contains(string(first.Body), `"code":"resource_missing"`) {
 		t.Fatalf("refund: %d %s", first.Status, first.Body)
 	}
-	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'refund_payment' AND state = 'completed'`); n != 1 {
+	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'refund' AND state = 'completed'`); n != 1 {
 		t.Fatalf("attempts = %d, want 1", n)
 	}
 	if replay := refund(); replay.Status != first.Status || string(replay.Body) != string(first.Body) {
@@ -345,8 +348,8 @@ func TestDeadWorkersReconcileRun(t *testing.T) {
 	s := stacktest.New(t, stacktest.Options{ReconcileInterval: time.Second, ReconcileTimeout: 6 * time.Second})
 	p := paymentOf(t, s.Pay(acme, "orphan", pay("pm_card_visa"), "Prefer", "respond-async").Body)
 	// Only reconciliation can settle it: its job was cancelled, the payment marked.
-	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE kind = 'charge_payment'`)
-	if err := payments.MarkForReconciliation(ctx, s.DB.Pool, payments.PaymentResourceType, p.ID); err != nil {
+	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment'`)
+	if err := operation.MarkForReconciliation(ctx, s.DB.Pool, payments.Names.Type, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	// The reconcile run of a worker that died a minute ago.

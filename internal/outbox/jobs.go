@@ -13,54 +13,40 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 )
 
-// ChargeArgs is the job that drives a payment through its phases.
-type ChargeArgs struct {
-	PaymentID string `json:"payment_id"`
+// OperationArgs is the job that drives one operation, of any declared kind,
+// through its phases: one job kind for every kind, since the machinery is
+// the same for all (operation.Runner).
+type OperationArgs struct {
+	// ResourceType is the operation's kind (payment, say), ID its id.
+	ResourceType string `json:"resource_type"`
+	ID           string `json:"id"`
 }
 
 // Kind names the job in River's tables.
-func (ChargeArgs) Kind() string { return "charge_payment" }
+func (OperationArgs) Kind() string { return "drive_operation" }
 
-// InsertOpts lets River retry a charge as long as the operation wants: the
-// retry budget (payments.Operations.MaxAttempts) decides when to hand the
-// payment to the reconciler, so River must never discard it first.
-func (ChargeArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1000} }
+// InsertOpts lets River retry an operation as long as the operation wants:
+// the retry budget (operation.Runner.MaxAttempts) decides when to hand it to
+// the reconciler, so River must never discard it first.
+func (OperationArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1000} }
 
-// RefundArgs is the job that drives a refund through its phases.
-type RefundArgs struct {
-	RefundID string `json:"refund_id"`
+// OperationWorker runs operation jobs.
+type OperationWorker struct {
+	river.WorkerDefaults[OperationArgs]
+	Ops *operation.Runner
 }
 
-// Kind names the job in River's tables.
-func (RefundArgs) Kind() string { return "refund_payment" }
-
-// InsertOpts: as for charges, the operation's retry budget decides.
-func (RefundArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 1000} }
-
-// ChargeWorker runs charge jobs.
-type ChargeWorker struct {
-	river.WorkerDefaults[ChargeArgs]
-	Ops *payments.Operations
-}
-
-// Work runs the payment's remaining phases; the last one completes the job
-// in its own transaction.
-func (w *ChargeWorker) Work(ctx context.Context, job *river.Job[ChargeArgs]) error {
-	return stopWhenHandedOff(w.Ops.Charge(ctx, job.Args.PaymentID, job.Attempt, completeInTx(job)))
-}
-
-// RefundWorker runs refund jobs.
-type RefundWorker struct {
-	river.WorkerDefaults[RefundArgs]
-	Ops *payments.Operations
-}
-
-// Work runs the refund's remaining phases; the last one completes the job.
-func (w *RefundWorker) Work(ctx context.Context, job *river.Job[RefundArgs]) error {
-	return stopWhenHandedOff(w.Ops.Refund(ctx, job.Args.RefundID, job.Attempt, completeInTx(job)))
+// Work runs the operation's remaining phases; the last one completes the
+// job in its own transaction. A job of a kind that is not declared is
+// cancelled: no retry would find it declared.
+func (w *OperationWorker) Work(ctx context.Context, job *river.Job[OperationArgs]) error {
+	if _, err := w.Ops.Kinds.Kind(job.Args.ResourceType); err != nil {
+		return river.JobCancel(err)
+	}
+	return stopWhenHandedOff(w.Ops.Run(ctx, job.Args.ResourceType, job.Args.ID, job.Attempt, completeInTx(job)))
 }
 
 // ProcessorEventArgs is the job that settles the operation a processor's
@@ -75,7 +61,7 @@ func (ProcessorEventArgs) Kind() string { return "settle_processor_event" }
 // ProcessorEventWorker runs processor event jobs.
 type ProcessorEventWorker struct {
 	river.WorkerDefaults[ProcessorEventArgs]
-	Ops    *payments.Operations
+	Ops    *operation.Runner
 	Logger *slog.Logger
 }
 
@@ -88,7 +74,7 @@ func (w *ProcessorEventWorker) Work(ctx context.Context, job *river.Job[Processo
 		return err
 	}
 	level := slog.LevelInfo
-	if result == payments.EventContradiction {
+	if result == operation.EventContradiction {
 		level = slog.LevelWarn
 	}
 	w.Logger.Log(ctx, level, "processor event processed", "event_id", job.Args.EventID, "result", result)
@@ -142,7 +128,7 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs])
 // reconciler; any other error leaves the job to River's retries, which resume
 // from the recovery point the key reached, with the same downstream key.
 func stopWhenHandedOff(err error) error {
-	if errors.Is(err, payments.ErrHandedToReconciler) {
+	if errors.Is(err, operation.ErrHandedToReconciler) {
 		return river.JobCancel(err)
 	}
 	return err
@@ -150,7 +136,7 @@ func stopWhenHandedOff(err error) error {
 
 // completeInTx completes job inside the transaction of the phase that
 // finishes its operation, so that the job ends exactly when the key does.
-func completeInTx[T river.JobArgs](job *river.Job[T]) payments.CompleteFunc {
+func completeInTx[T river.JobArgs](job *river.Job[T]) operation.CompleteFunc {
 	return func(ctx context.Context, tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
@@ -184,8 +170,8 @@ var onePeriodicRun = river.InsertOpts{
 // ones.
 type ReconcileWorker struct {
 	river.WorkerDefaults[ReconcileArgs]
-	Reconciler *payments.Reconciler
-	Sweeper    *payments.Sweeper
+	Reconciler *operation.Reconciler
+	Sweeper    *operation.Sweeper
 	Logger     *slog.Logger
 	// RunTimeout bounds one run: what it has not tried by then waits for the
 	// next, at the front of the line.
@@ -206,10 +192,10 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 		w.Logger.InfoContext(ctx, "reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost, "unsettled", r.Unsettled)
 	}
 	if obs := w.Reconciler.Ops.Observer; obs != nil {
-		obs.Reconciliation(payments.ReconciliationScheduled, stuck)
-		obs.Reconciliation(payments.ReconciliationSettled, r.Settled)
-		obs.Reconciliation(payments.ReconciliationLost, r.Lost)
-		obs.Reconciliation(payments.ReconciliationUnsettled, r.Unsettled)
+		obs.Reconciliation(operation.ReconciliationScheduled, stuck)
+		obs.Reconciliation(operation.ReconciliationSettled, r.Settled)
+		obs.Reconciliation(operation.ReconciliationLost, r.Lost)
+		obs.Reconciliation(operation.ReconciliationUnsettled, r.Unsettled)
 	}
 	return err
 }
@@ -228,7 +214,7 @@ func (LedgerArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
 // window and so may take longer than a reconcile run.
 type LedgerWorker struct {
 	river.WorkerDefaults[LedgerArgs]
-	Reconciler *payments.Reconciler
+	Reconciler *operation.Reconciler
 	Logger     *slog.Logger
 	RunTimeout time.Duration
 }
@@ -260,7 +246,7 @@ func (ReapArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
 type ReapWorker struct {
 	river.WorkerDefaults[ReapArgs]
 	Keys           *idempotency.Store
-	Ops            *payments.Operations
+	Ops            *operation.Runner
 	EventRetention time.Duration
 	Batch          int
 	Logger         *slog.Logger

@@ -1,11 +1,12 @@
 // Package outbox is the River glue of the service, and only that: jobs are
 // inserted with River's InsertTx in the same transaction as the business rows
 // that need them (the transactional outbox), and River's workers run them
-// against the operations of package payments, which hold every rule about
+// against the machinery of package operation, which holds every rule about
 // retries, reconciliation and giving up. It also schedules the periodic
 // reconciler and key reaper, and asks River which jobs will still run. It
 // uses River through its public Go API only: River's tables and notification
-// topics are River's own.
+// topics are River's own. It names no kind of operation: one job kind drives
+// every declared kind (OperationArgs).
 package outbox
 
 import (
@@ -24,41 +25,32 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 )
 
 // Queue stages the jobs that drive operations, with River's InsertTx in the
 // transaction of each operation's first phase, and asks River which of them
-// will still run. It implements payments.JobQueue and payments.LiveJobs.
+// will still run. It implements operation.JobQueue, operation.LiveJobs and
+// endpoints.Jobs.
 type Queue struct {
 	Client *river.Client[pgx.Tx]
 }
 
-// jobOf is the job that drives operation id of resourceType: the one place
-// that maps operations to River's job kinds.
-func jobOf(resourceType, id string) (river.JobArgs, error) {
-	switch resourceType {
-	case payments.PaymentResourceType:
-		return ChargeArgs{PaymentID: id}, nil
-	case payments.RefundResourceType:
-		return RefundArgs{RefundID: id}, nil
-	case payments.ProcessorEventResourceType:
-		return ProcessorEventArgs{EventID: id}, nil
-	}
-	return nil, fmt.Errorf("no job drives a %q", resourceType)
-}
-
-// Enqueue implements payments.JobQueue.
-func (q Queue) Enqueue(ctx context.Context, tx pgx.Tx, resourceType, id string) (int64, error) {
-	args, err := jobOf(resourceType, id)
+// EnqueueOperation implements operation.JobQueue.
+func (q Queue) EnqueueOperation(ctx context.Context, tx pgx.Tx, resourceType, id string) (int64, error) {
+	res, err := q.Client.InsertTx(ctx, tx, OperationArgs{ResourceType: resourceType, ID: id}, nil)
 	if err != nil {
-		return 0, err
-	}
-	res, err := q.Client.InsertTx(ctx, tx, args, nil)
-	if err != nil {
-		return 0, fmt.Errorf("insert %s job: %w", args.Kind(), err)
+		return 0, fmt.Errorf("insert %s job: %w", resourceType, err)
 	}
 	return res.Job.ID, nil
+}
+
+// EnqueueProcessorEvent implements operation.JobQueue.
+func (q Queue) EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID string) error {
+	if _, err := q.Client.InsertTx(ctx, tx, ProcessorEventArgs{EventID: eventID}, nil); err != nil {
+		return fmt.Errorf("insert processor event job: %w", err)
+	}
+	return nil
 }
 
 // EnqueueDelivery implements endpoints.Jobs.
@@ -98,7 +90,7 @@ func (q Queue) Backlog(ctx context.Context) (available int, oldest time.Duration
 // maxListed is the most jobs River lists at once (JobListParams.First).
 const maxListed = 10_000
 
-// Live implements payments.LiveJobs, by asking River for the jobs among
+// Live implements operation.LiveJobs, by asking River for the jobs among
 // jobIDs in a live state, at most maxListed at a time.
 func (q Queue) Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error) {
 	live := map[int64]bool{}
@@ -166,9 +158,9 @@ func RescueAfter(jobTimeout time.Duration) time.Duration {
 
 // Deps are what the jobs run against.
 type Deps struct {
-	Ops        *payments.Operations
-	Reconciler *payments.Reconciler
-	Sweeper    *payments.Sweeper
+	Ops        *operation.Runner
+	Reconciler *operation.Reconciler
+	Sweeper    *operation.Sweeper
 	Keys       *idempotency.Store
 	// ReapBatch is how many keys (or events) one delete statement reaps.
 	ReapBatch int
@@ -185,15 +177,13 @@ type Deps struct {
 	Tracer trace.TracerProvider
 }
 
-// NewWorker returns a River client that runs the charge jobs and the
-// periodic reconciler and reaper. Each attempt of a job is a span in the
+// NewWorker returns a River client that runs the operations' jobs, the
+// processor events' and the webhook deliveries', and the periodic reconciler,
+// ledger comparison and reaper. Each attempt of a job is a span in the
 // trace of the code that inserted it, and one line in the log (TraceWork).
 func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps Deps) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &ChargeWorker{Ops: deps.Ops}); err != nil {
-		return nil, err
-	}
-	if err := river.AddWorkerSafely(workers, &RefundWorker{Ops: deps.Ops}); err != nil {
+	if err := river.AddWorkerSafely(workers, &OperationWorker{Ops: deps.Ops}); err != nil {
 		return nil, err
 	}
 	if err := river.AddWorkerSafely(workers, &ProcessorEventWorker{Ops: deps.Ops, Logger: deps.Logger}); err != nil {

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -40,7 +43,7 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Enqueue(ctx, tx, payments.PaymentResourceType, "pay_rolled_back"); err != nil {
+	if _, err := q.EnqueueOperation(ctx, tx, payments.Names.Type, "pay_rolled_back"); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -51,16 +54,13 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	charge, err := q.Enqueue(ctx, tx, payments.PaymentResourceType, "pay_1")
+	charge, err := q.EnqueueOperation(ctx, tx, payments.Names.Type, "pay_1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	refund, err := q.Enqueue(ctx, tx, payments.RefundResourceType, "re_1")
+	refund, err := q.EnqueueOperation(ctx, tx, refunds.Names.Type, "re_1")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := q.Enqueue(ctx, tx, "thing", "th_1"); err == nil {
-		t.Fatal("a job for an operation no job drives was staged")
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -76,13 +76,13 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	for _, want := range []struct {
 		id         int64
 		kind, args string
-	}{{charge, "charge_payment", `{"payment_id": "pay_1"}`}, {refund, "refund_payment", `{"refund_id": "re_1"}`}} {
+	}{{charge, "drive_operation", `{"resource_type": "payment", "id": "pay_1"}`}, {refund, "drive_operation", `{"resource_type": "refund", "id": "re_1"}`}} {
 		job, err := client.JobGet(ctx, want.id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if job.Kind != want.kind || !jsonEqual(t, job.EncodedArgs, want.args) || job.State != rivertype.JobStateAvailable ||
-			job.Queue != river.QueueDefault || job.MaxAttempts != (outbox.ChargeArgs{}).InsertOpts().MaxAttempts {
+			job.Queue != river.QueueDefault || job.MaxAttempts != (outbox.OperationArgs{}).InsertOpts().MaxAttempts {
 			t.Fatalf("job %d = %s %s %s %s %d", want.id, job.Kind, job.EncodedArgs, job.State, job.Queue, job.MaxAttempts)
 		}
 	}
@@ -114,7 +114,14 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 
 func jsonEqual(t *testing.T, got []byte, want string) bool {
 	t.Helper()
-	return strings.ReplaceAll(string(got), " ", "") == strings.ReplaceAll(want, " ", "")
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("%s: %v", want, err)
+	}
+	return reflect.DeepEqual(g, w)
 }
 
 // riverInternals are River's tables and notification topics: River's own,
@@ -186,7 +193,7 @@ func TestBacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.Enqueue(ctx, tx, payments.PaymentResourceType, id); err != nil {
+		if _, err := q.EnqueueOperation(ctx, tx, payments.Names.Type, id); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -194,7 +201,7 @@ func TestBacklog(t *testing.T) {
 		}
 	}
 	// The test reads River's table to age the first job, as time passing would.
-	if _, err := db.Pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() - interval '10 minutes' WHERE args->>'payment_id' = 'pay_1'`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() - interval '10 minutes' WHERE args->>'id' = 'pay_1'`); err != nil {
 		t.Fatal(err)
 	}
 	n, oldest, err := q.Backlog(ctx)

@@ -210,13 +210,13 @@ func outcomeOf(err error) string {
 }
 
 // operationArgs are the ids the jobs of this package carry in their args
-// (ChargeArgs, RefundArgs, ProcessorEventArgs, DeliveryArgs): whichever the
-// job has names what it works on.
+// (OperationArgs, ProcessorEventArgs, DeliveryArgs): whichever the job has
+// names what it works on.
 type operationArgs struct {
-	PaymentID  string `json:"payment_id"`
-	RefundID   string `json:"refund_id"`
-	EventID    string `json:"event_id"`
-	DeliveryID int64  `json:"delivery_id"`
+	ResourceType string `json:"resource_type"`
+	ID           string `json:"id"`
+	EventID      string `json:"event_id"`
+	DeliveryID   int64  `json:"delivery_id"`
 }
 
 // operationOf reads the operation's id from a job's args; none for a job
@@ -243,14 +243,12 @@ func (op operationArgs) logAttrs() []slog.Attr {
 	return attrs
 }
 
-// pairs lists the ids set: span attribute, value, log key.
+// pairs lists the ids set: span attribute, value, log key. An operation's id
+// is named for its kind (payments.payment_id, payment_id), whatever the kind.
 func (op operationArgs) pairs() [][3]string {
 	var out [][3]string
-	if op.PaymentID != "" {
-		out = append(out, [3]string{"payments.payment_id", op.PaymentID, "payment_id"})
-	}
-	if op.RefundID != "" {
-		out = append(out, [3]string{"payments.refund_id", op.RefundID, "refund_id"})
+	if op.ResourceType != "" && op.ID != "" {
+		out = append(out, [3]string{"payments." + op.ResourceType + "_id", op.ID, op.ResourceType + "_id"})
 	}
 	if op.EventID != "" {
 		out = append(out, [3]string{"payments.processor_event_id", op.EventID, "event_id"})

@@ -55,8 +55,8 @@ func TestTraceInsert(t *testing.T) {
 	tp, rec := recorder(t)
 	ctx, span := tp.Tracer("test").Start(context.Background(), "POST /v1/payments")
 	params := []*rivertype.JobInsertParams{
-		{Kind: "charge_payment", Metadata: []byte(`{"keep":{"a":1}}`)},
-		{Kind: "charge_payment", Metadata: []byte(`{}`)},
+		{Kind: "drive_operation", Metadata: []byte(`{"keep":{"a":1}}`)},
+		{Kind: "drive_operation", Metadata: []byte(`{}`)},
 	}
 	insertThrough(ctx, t, params...)
 	span.End()
@@ -92,7 +92,7 @@ func TestTraceWork(t *testing.T) {
 	t.Parallel()
 	tp, rec := recorder(t)
 	ctx, inserting := tp.Tracer("test").Start(context.Background(), "POST /v1/payments")
-	params := &rivertype.JobInsertParams{Kind: "charge_payment", Metadata: []byte(`{}`)}
+	params := &rivertype.JobInsertParams{Kind: "drive_operation", Metadata: []byte(`{}`)}
 	insertThrough(ctx, t, params)
 	inserting.End()
 	insertingSC := inserting.SpanContext()
@@ -109,8 +109,8 @@ func TestTraceWork(t *testing.T) {
 		{3, river.JobSnooze(time.Second), outbox.OutcomeSnoozed},
 		{4, river.JobCancel(errors.New("handed off")), outbox.OutcomeCancelled},
 	} {
-		job := &rivertype.JobRow{ID: 42, Kind: "charge_payment", Attempt: tt.attempt, MaxAttempts: 10, Queue: "default",
-			EncodedArgs: []byte(`{"payment_id":"pay_123"}`), Metadata: params.Metadata}
+		job := &rivertype.JobRow{ID: 42, Kind: "drive_operation", Attempt: tt.attempt, MaxAttempts: 10, Queue: "default",
+			EncodedArgs: []byte(`{"resource_type":"payment","id":"pay_123"}`), Metadata: params.Metadata}
 		var inner trace.SpanContext
 		err := mw.Work(context.Background(), job, func(ctx context.Context) error {
 			inner = trace.SpanContextFromContext(ctx)
@@ -155,7 +155,7 @@ func TestTraceWork(t *testing.T) {
 			t.Fatal(err)
 		}
 		if line["msg"] != "job attempt" || line["outcome"] != want || line["payment_id"] != "pay_123" ||
-			line["job_id"] != float64(42) || line["attempt"] != float64(i+1) || line["kind"] != "charge_payment" ||
+			line["job_id"] != float64(42) || line["attempt"] != float64(i+1) || line["kind"] != "drive_operation" ||
 			line["trace_id"] != insertingSC.TraceID().String() || line["span_id"] != spans[i].SpanContext().SpanID().String() {
 			t.Errorf("attempt %d line: %s", i+1, lines[i])
 		}
@@ -180,7 +180,7 @@ func TestTraceRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	id, err := outbox.Queue{Client: client}.Enqueue(spanCtx, tx, payments.PaymentResourceType, "pay_roundtrip")
+	id, err := outbox.Queue{Client: client}.EnqueueOperation(spanCtx, tx, payments.Names.Type, "pay_roundtrip")
 	if err != nil {
 		t.Fatal(err)
 	}

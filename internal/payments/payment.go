@@ -1,13 +1,11 @@
-// Package payments creates payments and drives them through their atomic
-// phases: started (the API records the intent), charge_created (the processor
-// was asked, its answer recorded) and finished (the final response stored).
-// It knows nothing of HTTP, River or the processor's wire format: those are
-// behind the JobQueue and Processor interfaces and a Render function.
+// Package payments declares the payment, one kind of operation (see package
+// operation): POST /v1/payments records it, and a charge at the processor
+// settles it. Its phases are started → charge_created → finished. This
+// package holds what is the payment's own: its request and its validation,
+// its table, its charge, and how it reads; the machinery does the rest.
 package payments
 
 import (
-	"crypto/rand"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -17,18 +15,14 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/currency"
+
+	"github.com/example/payments/internal/operation"
 )
 
-// The statuses of a payment.
-const (
-	StatusProcessing = "processing"
-	StatusSucceeded  = "succeeded"
-	StatusFailed     = "failed"
-)
-
-// RecoveryChargeCreated is the recovery point after the processor's answer is
-// recorded on the payment.
-const RecoveryChargeCreated = "charge_created"
+// Names are the payment's names: what the machinery derives every other one
+// from (the charge_<id> downstream key, the charge_created recovery point,
+// the payment.succeeded event, the payment_given_up review case, …).
+var Names = operation.Names{Type: "payment", Prefix: "pay_", Path: "/v1/payments", Object: "charge", Done: "charged"}
 
 // Limits on a new payment.
 const (
@@ -42,7 +36,7 @@ const (
 )
 
 // ErrNotFound reports a payment that does not exist for the tenant.
-var ErrNotFound = errors.New("payment not found")
+var ErrNotFound = operation.NotFound("payment")
 
 // Payment is a payment as the API shows it.
 type Payment struct {
@@ -57,9 +51,11 @@ type Payment struct {
 	FailureCode       *string           `json:"failure_code"`
 	FailureMessage    *string           `json:"failure_message"`
 	ProcessorChargeID *string           `json:"processor_charge_id"`
-	AmountRefunded    int64             `json:"amount_refunded"`
-	CreatedAt         time.Time         `json:"created_at"`
-	UpdatedAt         time.Time         `json:"updated_at"`
+	// AmountRefunded is what the payment's refunds (package refunds) have
+	// taken back from it.
+	AmountRefunded int64     `json:"amount_refunded"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 
 	TenantID string `json:"-"`
 	// KeyID is the idempotency key that created the payment; nil once reaped.
@@ -86,28 +82,13 @@ func (p NewPayment) metadata() map[string]string {
 	return m
 }
 
-// FieldError is one invalid field of a request.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// ValidationError lists every invalid field of a request.
-type ValidationError struct {
-	Fields []FieldError
-}
-
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("invalid request: %d invalid field(s)", len(e.Fields))
-}
-
 var paymentMethodPattern = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
 
 // Validate checks every field and reports all that are wrong at once.
 func (p NewPayment) Validate() error {
-	var errs []FieldError
+	var errs []operation.FieldError
 	add := func(field, format string, args ...any) {
-		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+		errs = append(errs, operation.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	switch {
 	case p.Amount == nil:
@@ -130,7 +111,7 @@ func (p NewPayment) Validate() error {
 	case p.Description == nil:
 	case utf8.RuneCountInString(*p.Description) > MaxDescription:
 		add("description", "must be at most %d characters", MaxDescription)
-	case !Storable(*p.Description):
+	case !operation.Storable(*p.Description):
 		add("description", "must be valid UTF-8 text without NUL characters")
 	}
 	if len(p.Metadata) > MaxMetadataPairs {
@@ -141,27 +122,17 @@ func (p NewPayment) Validate() error {
 		switch {
 		case k == "" || utf8.RuneCountInString(k) > MaxMetadataKey:
 			add("metadata", "keys must be 1 to %d characters", MaxMetadataKey)
-		case !Storable(k):
+		case !operation.Storable(k):
 			add("metadata", "keys must be valid UTF-8 text without NUL characters")
 		case v == nil:
 			add("metadata."+k, "must be a string, not null")
 		case utf8.RuneCountInString(*v) > MaxMetadataValue:
 			add("metadata."+k, "must be at most %d characters", MaxMetadataValue)
-		case !Storable(*v):
+		case !operation.Storable(*v):
 			add("metadata."+k, "must be valid UTF-8 text without NUL characters")
 		}
 	}
-	if len(errs) > 0 {
-		return &ValidationError{Fields: errs}
-	}
-	return nil
-}
-
-// Storable reports whether s can be stored as Postgres text: valid UTF-8
-// with no NUL character. Text from a client is checked before any query, so
-// the database never refuses it.
-func Storable(s string) bool {
-	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+	return operation.Invalid(errs)
 }
 
 // currencies are the ISO 4217 codes of money: the tender currencies in use
@@ -178,35 +149,3 @@ var currencies = func() map[string]bool {
 
 // validCurrency accepts a three-letter ISO 4217 code of money, in upper case.
 func validCurrency(code string) bool { return currencies[code] }
-
-const (
-	idAlphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	idLength   = 24
-)
-
-// ValidID reports whether id has the shape of an id NewID made with prefix.
-// Anything else names nothing, and is answered as not found without a query,
-// so that no client text reaches the database as an id.
-func ValidID(prefix, id string) bool {
-	rest, ok := strings.CutPrefix(id, prefix)
-	if !ok || len(rest) != idLength {
-		return false
-	}
-	for i := range len(rest) {
-		if strings.IndexByte(idAlphabet, rest[i]) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// NewID returns prefix followed by 24 random base62 characters.
-func NewID(prefix string) string {
-	b := make([]byte, idLength)
-	_, _ = rand.Read(b)
-	for i := range b {
-		// The slight modulo bias does not matter for identifiers.
-		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
-	}
-	return prefix + string(b)
-}

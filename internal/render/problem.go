@@ -1,8 +1,9 @@
 // Package render makes the bodies the API answers with and the worker stores:
 // problem+json (RFC 9457) with the one table that maps every error to its
-// status and code, and the final responses of payments and refunds that are
-// stored on idempotency keys and replayed byte for byte. The API and the
-// worker both import it, so that a live answer and a stored one read the same.
+// status and code (the generic rules, and each kind's), and the final
+// responses of operations that are stored on idempotency keys and replayed
+// byte for byte. The API and the worker both use it, so that a live answer
+// and a stored one read the same.
 package render
 
 import (
@@ -11,9 +12,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/tenants"
 )
 
@@ -22,16 +22,18 @@ const ProblemTypeBase = "https://payments.example/problems/"
 
 // Problem is an RFC 9457 problem detail with the stable code clients branch on.
 type Problem struct {
-	Type    string                `json:"type"`
-	Title   string                `json:"title"`
-	Status  int                   `json:"status"`
-	Detail  string                `json:"detail,omitempty"`
-	Code    string                `json:"code"`
-	Errors  []payments.FieldError `json:"errors,omitempty"`
-	Payment *payments.Payment     `json:"payment,omitempty"`
-	Refund  *payments.Refund      `json:"refund,omitempty"`
+	Type   string                 `json:"type"`
+	Title  string                 `json:"title"`
+	Status int                    `json:"status"`
+	Detail string                 `json:"detail,omitempty"`
+	Code   string                 `json:"code"`
+	Errors []operation.FieldError `json:"errors,omitempty"`
 	// Resource is what an expired key created, to be fetched instead.
 	Resource *Resource `json:"resource,omitempty"`
+	// Member and Object are the failed operation a 402 or 502 carries, as a
+	// member named for its type ("payment"): see MarshalJSON.
+	Member string `json:"-"`
+	Object any    `json:"-"`
 }
 
 // NewProblem is a problem with its type URI made from code.
@@ -61,59 +63,75 @@ type InvalidRequestError struct{ Detail string }
 
 func (e *InvalidRequestError) Error() string { return e.Detail }
 
-// errorTable maps each error a handler may return to its status, code and
-// title: the one place where that decision is made.
-var errorTable = []struct {
-	err    error
-	status int
-	code   string
-	title  string
-	// detail, when set, replaces the error's own text.
-	detail string
-}{
-	{tenants.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key",
-		"Send your API key as Authorization: Bearer <key>."},
-	{ErrKeyMissing, http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required",
-		"Send a unique Idempotency-Key header, such as a UUID, with every POST, and the same one when you retry it."},
-	{idempotency.ErrKeyInvalid, http.StatusBadRequest, "idempotency_key_invalid", "Invalid Idempotency-Key", ""},
-	{idempotency.ErrKeyInUse, http.StatusConflict, "idempotency_key_in_use", "Idempotency key in use",
-		"Another request with this Idempotency-Key is in progress. Retry after the time in Retry-After."},
-	{idempotency.ErrKeyMismatch, http.StatusUnprocessableEntity, "idempotency_key_mismatch", "Idempotency key reused with a different request",
-		"This Idempotency-Key was first used with a different method, path or body. Use a new key for a new request."},
-	{idempotency.ErrKeyExpired, http.StatusGone, "idempotency_key_expired", "Idempotency key expired",
-		"This Idempotency-Key was used, and its stored response has expired: the request was executed and is not executed again. Fetch what it created, or use a new key for a new request."},
-	{idempotency.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such idempotency key."},
-	{payments.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such payment."},
-	{payments.ErrRefundNotFound, http.StatusNotFound, "not_found", "Not found", "No such refund."},
-	{payments.ErrEventNotFound, http.StatusNotFound, "not_found", "Not found", "No such event."},
-	{endpoints.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such webhook endpoint."},
-	{endpoints.ErrDisabled, http.StatusConflict, "endpoint_disabled", "Endpoint disabled", "The webhook endpoint is disabled: enable it first."},
-	{payments.ErrNotRefundable, http.StatusConflict, "payment_not_refundable", "Payment not refundable", ""},
-	{payments.ErrRefundExceedsPayment, http.StatusBadRequest, "refund_exceeds_payment", "Refund exceeds payment", ""},
-	{ErrRouteNotFound, http.StatusNotFound, "not_found", "Not found", ""},
-	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", ""},
-	{ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large", ""},
-	{ErrRateLimited, http.StatusTooManyRequests, "rate_limited", "Too many requests",
-		"This API key sends requests that create idempotency keys faster than its limit. Retry after the time in Retry-After, with the same Idempotency-Key."},
-	{ErrWebhookSignature, http.StatusBadRequest, "webhook_signature_invalid", "Webhook signature invalid", ""},
-	{payments.ErrEventMalformed, http.StatusBadRequest, "webhook_payload_invalid", "Webhook payload invalid", ""},
-	{ErrAuthThrottled, http.StatusTooManyRequests, "authentication_throttled", "Too many failed authentications", ""},
-	{ErrMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
-	{ErrEncoding, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""},
-	// The causes wrapped in these two (a network error, the database's
-	// refusal) are never shown: a fixed detail.
-	{ErrBodyUnreadable, http.StatusBadRequest, "invalid_request", "Invalid request", "The request body could not be read in full."},
-	{ErrStorable, http.StatusBadRequest, "invalid_request", "Invalid request",
-		"The request holds a value that cannot be stored, such as a NUL character or invalid UTF-8."},
+// Renderer holds the one table that maps every error to its status and code
+// (the generic rules below, each kind's and the webhook endpoints'), and the
+// URL of every resource a key creates.
+type Renderer struct {
+	rules     []operation.ErrorRule
+	resources map[string]operation.Resource
 }
 
-// For maps err to its problem: a validation error, an invalid body, an
-// expired key (naming what it created), or an entry of errorTable. It reports
-// false for an error it does not know.
-func For(err error) (Problem, bool) {
+// New is the renderer of the kinds, and of the resources and rules of what
+// else the API serves (the webhook endpoints).
+func New(kinds *operation.Registry, resources []operation.Resource, rules []operation.ErrorRule) *Renderer {
+	r := &Renderer{rules: append(append(append([]operation.ErrorRule{}, genericRules...), kinds.ErrorRules()...), rules...),
+		resources: map[string]operation.Resource{}}
+	for _, res := range append(kinds.Resources(), resources...) {
+		r.resources[res.Type] = res
+	}
+	return r
+}
+
+// Rules are every rule of the table, for the drift tests of the API
+// document.
+func (r *Renderer) Rules() []operation.ErrorRule { return r.rules }
+
+// genericRules are the rules of every error that is no kind's own.
+var genericRules = []operation.ErrorRule{
+	rule(tenants.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key",
+		"Send your API key as Authorization: Bearer <key>."),
+	rule(ErrKeyMissing, http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required",
+		"Send a unique Idempotency-Key header, such as a UUID, with every POST, and the same one when you retry it."),
+	rule(idempotency.ErrKeyInvalid, http.StatusBadRequest, "idempotency_key_invalid", "Invalid Idempotency-Key", ""),
+	rule(idempotency.ErrKeyInUse, http.StatusConflict, "idempotency_key_in_use", "Idempotency key in use",
+		"Another request with this Idempotency-Key is in progress. Retry after the time in Retry-After."),
+	rule(idempotency.ErrKeyMismatch, http.StatusUnprocessableEntity, "idempotency_key_mismatch", "Idempotency key reused with a different request",
+		"This Idempotency-Key was first used with a different method, path or body. Use a new key for a new request."),
+	rule(idempotency.ErrKeyExpired, http.StatusGone, "idempotency_key_expired", "Idempotency key expired",
+		"This Idempotency-Key was used, and its stored response has expired: the request was executed and is not executed again. Fetch what it created, or use a new key for a new request."),
+	rule(idempotency.ErrNotFound, http.StatusNotFound, "not_found", "Not found", "No such idempotency key."),
+	rule(ErrRouteNotFound, http.StatusNotFound, "not_found", "Not found", ""),
+	rule(ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", ""),
+	rule(ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large", ""),
+	rule(ErrRateLimited, http.StatusTooManyRequests, "rate_limited", "Too many requests",
+		"This API key sends requests that create idempotency keys faster than its limit. Retry after the time in Retry-After, with the same Idempotency-Key."),
+	rule(ErrWebhookSignature, http.StatusBadRequest, "webhook_signature_invalid", "Webhook signature invalid", ""),
+	rule(operation.ErrEventMalformed, http.StatusBadRequest, "webhook_payload_invalid", "Webhook payload invalid", ""),
+	rule(ErrAuthThrottled, http.StatusTooManyRequests, "authentication_throttled", "Too many failed authentications", ""),
+	rule(ErrMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""),
+	rule(ErrEncoding, http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", ""),
+	// The causes wrapped in these two (a network error, the database's
+	// refusal) are never shown: a fixed detail.
+	rule(ErrBodyUnreadable, http.StatusBadRequest, "invalid_request", "Invalid request", "The request body could not be read in full."),
+	rule(ErrStorable, http.StatusBadRequest, "invalid_request", "Invalid request",
+		"The request holds a value that cannot be stored, such as a NUL character or invalid UTF-8."),
+}
+
+// rule is one rule of the table: detail, when set, replaces the error's own
+// text.
+func rule(err error, status int, code, title, detail string) operation.ErrorRule {
+	return operation.ErrorRule{Err: err, Status: status, Code: code, Title: title, Detail: detail}
+}
+
+// For maps err to its problem: a validation error, an invalid body, a
+// resource not found, an expired key (naming what it created), or a rule of
+// the table. It reports false for an error it does not know.
+func (r *Renderer) For(err error) (Problem, bool) {
 	var (
-		validation *payments.ValidationError
+		validation *operation.ValidationError
 		invalid    *InvalidRequestError
+		notFound   *operation.NotFoundError
+		expired    *idempotency.ExpiredError
 	)
 	switch {
 	case errors.As(err, &validation):
@@ -122,20 +140,23 @@ func For(err error) (Problem, bool) {
 		return p, true
 	case errors.As(err, &invalid):
 		return NewProblem(http.StatusBadRequest, "invalid_request", "Invalid request", invalid.Detail), true
-	}
-	var expired *idempotency.ExpiredError
-	if errors.As(err, &expired) {
-		p, _ := For(idempotency.ErrKeyExpired)
-		p.Resource = ResourceOf(expired.Resource)
+	case errors.As(err, &notFound):
+		return NewProblem(http.StatusNotFound, "not_found", "Not found", "No such "+notFound.What+"."), true
+	case errors.As(err, &expired):
+		p, _ := r.For(idempotency.ErrKeyExpired)
+		// A type no longer declared is named without its URL.
+		if p.Resource, err = r.ResourceOf(expired.Resource); err != nil {
+			p.Resource = &Resource{Type: expired.Resource.Type, ID: expired.Resource.ID}
+		}
 		return p, true
 	}
-	for _, e := range errorTable {
-		if errors.Is(err, e.err) {
-			detail := e.detail
+	for _, e := range r.rules {
+		if errors.Is(err, e.Err) {
+			detail := e.Detail
 			if detail == "" {
 				detail = upperFirst(err.Error()) + "."
 			}
-			return NewProblem(e.status, e.code, e.title, detail), true
+			return NewProblem(e.Status, e.Code, e.Title, detail), true
 		}
 	}
 	return Problem{}, false

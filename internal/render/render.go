@@ -1,92 +1,59 @@
 package render
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 )
 
-// Renderer makes the final responses that the payments package stores on
-// idempotency keys, with the same encoding and error table as live answers.
-// It implements payments.Renderer.
-type Renderer struct{}
-
-var (
-	_ payments.Renderer  = Renderer{}
-	_ endpoints.Renderer = Renderer{}
-)
-
-// Endpoint is the webhook endpoint with status, without its secret: a
-// stored response never holds one.
-func (Renderer) Endpoint(status int, e endpoints.Endpoint) idempotency.Response {
-	e.Secret = ""
-	return stored(status, "application/json", EndpointLocation(e.ID), Encode(e))
+// Declined is how a kind words a failed operation's problem. Its code is the
+// processor's failure code, or <type>_failed when it gave none
+// (FailedCode).
+type Declined struct {
+	// Title is the problem's title ("Payment declined").
+	Title string
+	// Detail is the problem's detail.
+	Detail string
 }
 
-// Delivery is the webhook delivery with status.
-func (Renderer) Delivery(status int, d endpoints.Delivery) idempotency.Response {
-	return stored(status, "application/json", EndpointLocation(d.Endpoint)+"/deliveries", Encode(d))
+// FailedCode is the code of a failed operation of kind n whose processor
+// gave no failure code: payment_failed.
+func FailedCode(n operation.Names) string { return n.Type + "_failed" }
+
+// Final is the final response of an operation of kind n in its final
+// status: 201 with object when it succeeded; otherwise a problem carrying
+// object as the member named by its type, 502 processor_error when the
+// service gave up on it through the fence, else 402 with its failure code.
+// Every kind renders through it, so that all read alike.
+func Final(n operation.Names, id string, object any, status string, failureCode *string, d Declined) idempotency.Response {
+	location := n.Location(id)
+	if status == operation.StatusSucceeded {
+		return Stored(http.StatusCreated, "application/json", location, Encode(object))
+	}
+	code, title, detail, code402 := FailedCode(n), d.Title, d.Detail, http.StatusPaymentRequired
+	if failureCode != nil {
+		code = *failureCode
+	}
+	if code == operation.FailureProcessorError {
+		code402, title, detail = http.StatusBadGateway, "Processor error", n.GaveUp().FailureMessage
+	}
+	problem := NewProblem(code402, code, title, detail)
+	problem.Member, problem.Object = n.Type, object
+	return Stored(code402, "application/problem+json", location, Encode(problem))
 }
 
-// Payment is 201 with the payment when it succeeded, else a 402 problem
-// (502 when the processor could not charge) carrying the payment.
-func (Renderer) Payment(p payments.Payment) idempotency.Response {
-	location := PaymentLocation(p.ID)
-	if p.Status == payments.StatusSucceeded {
-		return stored(http.StatusCreated, "application/json", location, Encode(p))
-	}
-	status, title := http.StatusPaymentRequired, "Payment declined"
-	code := deref(p.FailureCode, "payment_failed")
-	if code == payments.FailureProcessorError {
-		status, title = http.StatusBadGateway, "Processor error"
-	}
-	problem := NewProblem(status, code, title, deref(p.FailureMessage, "The payment failed."))
-	problem.Payment = &p
-	return stored(status, "application/problem+json", location, Encode(problem))
-}
-
-// Refund is 201 with the refund when it succeeded, else a 402 problem (502
-// when the service gave up on it) carrying the refund.
-func (Renderer) Refund(r payments.Refund) idempotency.Response {
-	location := RefundLocation(r.ID)
-	if r.Status == payments.StatusSucceeded {
-		return stored(http.StatusCreated, "application/json", location, Encode(r))
-	}
-	status, title, detail := http.StatusPaymentRequired, "Refund failed", "The processor refused the refund."
-	code := deref(r.FailureCode, "refund_failed")
-	if code == payments.FailureProcessorError {
-		status, title = http.StatusBadGateway, "Processor error"
-		detail = "The processor could not confirm the refund before the deadline. Nothing was refunded, and nothing will be."
-	}
-	problem := NewProblem(status, code, title, detail)
-	problem.Refund = &r
-	return stored(status, "application/problem+json", location, Encode(problem))
-}
-
-// Error is the problem of a refusal that is final and stored.
-func (Renderer) Error(err error) idempotency.Response {
-	p, ok := For(err)
-	if !ok {
-		p = NewProblem(http.StatusInternalServerError, "internal_error", "Internal server error", "An unexpected error occurred.")
-	}
-	return stored(p.Status, "application/problem+json", "", Encode(p))
-}
-
-func stored(status int, contentType, location string, body []byte) idempotency.Response {
+// Stored is a final response to store on a key: its status, its
+// Content-Type and Location (none when empty), and its body.
+func Stored(status int, contentType, location string, body []byte) idempotency.Response {
 	header := map[string]string{"Content-Type": contentType}
 	if location != "" {
 		header["Location"] = location
 	}
 	return idempotency.Response{Status: status, Header: header, Body: body}
-}
-
-func deref(s *string, otherwise string) string {
-	if s == nil {
-		return otherwise
-	}
-	return *s
 }
 
 // Resource is what a key created, with where to fetch it.
@@ -96,27 +63,46 @@ type Resource struct {
 	URL  string `json:"url"`
 }
 
-// ResourceOf names a key's resource and its URL; nil when it created none.
-func ResourceOf(r idempotency.Resource) *Resource {
-	var url string
-	switch r.Type {
-	case payments.PaymentResourceType:
-		url = PaymentLocation(r.ID)
-	case payments.RefundResourceType:
-		url = RefundLocation(r.ID)
-	case endpoints.ResourceType:
-		url = EndpointLocation(r.ID)
-	default:
-		return nil
+// ResourceOf names a key's resource and its URL: nil when the key created
+// none (a stored refusal), and an error for a type that is not declared,
+// never a guess.
+func (r *Renderer) ResourceOf(res idempotency.Resource) (*Resource, error) {
+	if res.Type == "" {
+		return nil, nil
 	}
-	return &Resource{Type: r.Type, ID: r.ID, URL: url}
+	declared, ok := r.resources[res.Type]
+	if !ok {
+		return nil, fmt.Errorf("the key names a %q, which is not declared", res.Type)
+	}
+	return &Resource{Type: res.Type, ID: res.ID, URL: declared.Path + "/" + res.ID}, nil
 }
 
-// PaymentLocation is the URL of a payment.
-func PaymentLocation(id string) string { return "/v1/payments/" + id }
+// Error is the problem of a refusal that is final and stored; it implements
+// operation.Refuser.
+func (r *Renderer) Error(err error) idempotency.Response {
+	p, ok := r.For(err)
+	if !ok {
+		p = NewProblem(http.StatusInternalServerError, "internal_error", "Internal server error", "An unexpected error occurred.")
+	}
+	return Stored(p.Status, "application/problem+json", "", Encode(p))
+}
 
-// EndpointLocation is the URL of a webhook endpoint.
-func EndpointLocation(id string) string { return "/v1/webhook_endpoints/" + id }
-
-// RefundLocation is the URL of a refund.
-func RefundLocation(id string) string { return "/v1/refunds/" + id }
+// MarshalJSON writes the problem's members, then the operation it carries
+// under the member named for its type ("payment"), when it carries one.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	type members Problem // without this method
+	b, err := json.Marshal(members(p))
+	if err != nil || p.Member == "" {
+		return b, err
+	}
+	name, err := json.Marshal(p.Member)
+	if err != nil {
+		return nil, err
+	}
+	object, err := json.Marshal(p.Object)
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimSuffix(b, []byte("}"))
+	return append(append(append(append(b, ','), name...), ':'), append(object, '}')...), nil
+}

@@ -33,8 +33,8 @@ func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler { return server(route(next)) }
 }
 
-// route names the request's span after the chi route that served it ("POST
-// /v1/payments/{id}/refunds"), never the raw path with its ids, and records
+// route names the request's span after the chi route that served it ("GET
+// /v1/payments/{id}"), never the raw path with its ids, and records
 // the route as http.route. An unrouted request, or one outside chi, keeps
 // the method alone.
 func route(next http.Handler) http.Handler {

@@ -3,12 +3,16 @@ package fakeprocessor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
 )
 
 // Test payment methods with an outcome of their own. Any other token is
@@ -110,10 +114,10 @@ func (s *Server) createCharge(ctx context.Context, tx pgx.Tx, key string, p char
 	if c.Status == statusFailed {
 		return outcome{status: http.StatusPaymentRequired, body: errorBody(apiError{
 			Type: typeCard, Code: *c.FailureCode, Message: *c.FailureMessage, Charge: c.ID,
-		}), event: &event{eventChargeFailed, c}}, nil
+		}), event: &event{"charge." + statusFailed, c}}, nil
 	}
 	return outcome{status: http.StatusOK, body: marshal(c), hang: p.PaymentMethod == pmTimeout,
-		event: &event{eventChargeSucceeded, c}}, nil
+		event: &event{"charge." + statusSucceeded, c}}, nil
 }
 
 // handleGetCharge is GET /v1/charges/{id}.
@@ -134,4 +138,209 @@ func (s *Server) handleGetCharge(w http.ResponseWriter, r *http.Request) {
 func (s *Server) internalError(w http.ResponseWriter, r *http.Request, err error) {
 	s.logger.ErrorContext(r.Context(), "request failed", "request_id", middleware.GetReqID(r.Context()), "err", err)
 	writeError(w, http.StatusInternalServerError, internalError)
+}
+
+// charges are the processor's charges: POST /v1/charges, its close, its
+// listings and GET /v1/charges/{id}.
+var charges = object{
+	failureCodes: []string{declines[pmDeclined].code, declines[pmInsufficient].code, invalidMethod.code},
+	routes: func(r chi.Router, s *Server) {
+		r.Post("/charges", handleCreate(s, "charged", s.createCharge))
+		r.Post("/charges/close", s.handleClose(closeKind{path: "/v1/charges/close", closure: chargeClosureOf}))
+		r.Get("/charges", s.handleListCharges)
+		r.Get("/charges/{id}", s.handleGetCharge)
+	},
+}
+
+// charge is a row of processor.charges and the charge object of the API.
+// Optional members are null in JSON when absent.
+type charge struct {
+	ID             string    `json:"id"`
+	Object         string    `json:"object"`
+	Amount         int64     `json:"amount"`
+	Currency       string    `json:"currency"`
+	PaymentMethod  string    `json:"payment_method"`
+	PaymentID      *string   `json:"payment_id"`
+	Description    *string   `json:"description"`
+	Status         string    `json:"status"`
+	FailureCode    *string   `json:"failure_code"`
+	FailureMessage *string   `json:"failure_message"`
+	AmountRefunded int64     `json:"amount_refunded"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+const insertChargeSQL = `
+INSERT INTO processor.charges (id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+// insertCharge records a charge.
+func insertCharge(ctx context.Context, db database.DBTX, c charge) error {
+	_, err := db.Exec(ctx, insertChargeSQL, c.ID, c.IdempotencyKey, c.PaymentID, c.Amount, c.Currency,
+		c.PaymentMethod, c.Description, c.Status, c.FailureCode, c.FailureMessage, c.AmountRefunded, c.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("insert charge: %w", err)
+	}
+	return nil
+}
+
+// scanCharge reads the columns every charge query selects, in their order.
+func scanCharge(row pgx.Row) (charge, error) {
+	c := charge{Object: "charge"}
+	err := row.Scan(&c.ID, &c.IdempotencyKey, &c.PaymentID, &c.Amount, &c.Currency, &c.PaymentMethod,
+		&c.Description, &c.Status, &c.FailureCode, &c.FailureMessage, &c.AmountRefunded, &c.CreatedAt)
+	c.CreatedAt = c.CreatedAt.UTC()
+	return c, err
+}
+
+const getChargeSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE id = $1`
+
+// getCharge reads one charge, or returns errNotFound.
+func getCharge(ctx context.Context, db database.DBTX, id string) (charge, error) {
+	c, err := scanCharge(db.QueryRow(ctx, getChargeSQL, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return charge{}, errNotFound
+	case err != nil:
+		return charge{}, fmt.Errorf("get charge: %w", err)
+	}
+	return c, nil
+}
+
+const getChargeForUpdateSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE id = $1
+FOR UPDATE`
+
+// getChargeForUpdate reads and locks one charge, so that concurrent refunds
+// of it are serialised, or returns errNotFound.
+func getChargeForUpdate(ctx context.Context, db database.DBTX, id string) (charge, error) {
+	c, err := scanCharge(db.QueryRow(ctx, getChargeForUpdateSQL, id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return charge{}, errNotFound
+	case err != nil:
+		return charge{}, fmt.Errorf("get charge for update: %w", err)
+	}
+	return c, nil
+}
+
+const newestChargeByKeySQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE idempotency_key = $1
+ORDER BY created_at DESC, id DESC
+LIMIT 1`
+
+// newestChargeByKey reads the last charge made under an idempotency key, or
+// returns errNotFound.
+func newestChargeByKey(ctx context.Context, db database.DBTX, key string) (charge, error) {
+	c, err := scanCharge(db.QueryRow(ctx, newestChargeByKeySQL, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return charge{}, errNotFound
+	case err != nil:
+		return charge{}, fmt.Errorf("newest charge by key: %w", err)
+	}
+	return c, nil
+}
+
+// handleListCharges is GET /v1/charges?idempotency_key=K, ?payment_id=P or
+// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
+// is required.
+func (s *Server) handleListCharges(w http.ResponseWriter, r *http.Request) {
+	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key", "payment_id")
+	if apiErr != nil {
+		writeError(w, http.StatusBadRequest, *apiErr)
+		return
+	}
+	var (
+		l   = list[charge]{Object: "list"}
+		err error
+	)
+	switch lq.filter {
+	case "idempotency_key":
+		l.Data, err = listChargesByKey(r.Context(), s.pool, lq.value)
+	case "payment_id":
+		l.Data, err = listChargesByPayment(r.Context(), s.pool, lq.value)
+	default:
+		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, chargeCreatedAtSQL, pageChargesSQL, scanCharge, lq.page)
+	}
+	writeList(s, w, r, l, err)
+}
+
+const chargeCreatedAtSQL = `SELECT created_at FROM processor.charges WHERE id = $1`
+
+// pageChargesSQL is one page of charges: created after $1, and after the
+// cursor row ($2, $3) in the order of the index on (created_at, id).
+const pageChargesSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE created_at > $1
+  AND (created_at, id) > ($2::timestamptz, $3::text)
+ORDER BY created_at, id
+LIMIT $4`
+
+const listChargesByKeySQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE idempotency_key = $1
+ORDER BY created_at, id`
+
+// listChargesByKey returns the charges made under an idempotency key, oldest
+// first. There is at most one unless the key expired and was used again.
+func listChargesByKey(ctx context.Context, db database.DBTX, key string) ([]charge, error) {
+	rows, err := db.Query(ctx, listChargesByKeySQL, key)
+	if err != nil {
+		return nil, fmt.Errorf("list charges by key: %w", err)
+	}
+	return collect(rows, scanCharge)
+}
+
+const listChargesByPaymentSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE payment_id = $1
+ORDER BY created_at, id`
+
+// listChargesByPayment returns the charges referencing a payment, oldest first.
+func listChargesByPayment(ctx context.Context, db database.DBTX, paymentID string) ([]charge, error) {
+	rows, err := db.Query(ctx, listChargesByPaymentSQL, paymentID)
+	if err != nil {
+		return nil, fmt.Errorf("list charges by payment: %w", err)
+	}
+	return collect(rows, scanCharge)
+}
+
+// chargeClosure is the answer of POST /v1/charges/close. Charge is null when
+// nothing was, or ever will be, charged under the key.
+type chargeClosure struct {
+	Object         string  `json:"object"`
+	IdempotencyKey string  `json:"idempotency_key"`
+	Charge         *charge `json:"charge"`
+}
+
+// chargeClosureOf answers a charge close with the newest charge under key.
+func chargeClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
+	cl := chargeClosure{Object: "key_closure", IdempotencyKey: key}
+	c, err := newestChargeByKey(ctx, db, key)
+	switch {
+	case errors.Is(err, errNotFound):
+	case err != nil:
+		return nil, false, err
+	default:
+		cl.Charge = &c
+	}
+	return cl, cl.Charge != nil, nil
 }

@@ -13,13 +13,15 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// closeParams is the body of POST /v1/charges/close and /v1/refunds/close.
+// closeParams is the body of the close of every object, POST
+// /v1/<objects>/close.
 type closeParams struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
-// closeKind is what a close fences: charges or refunds. Both share the one
-// key space of processor.idempotency_keys, so a closed key refuses either.
+// closeKind is what a close fences: an object (charges, say). Every object
+// shares the one key space of processor.idempotency_keys, so a closed key
+// refuses any.
 type closeKind struct {
 	// path is the close's request path, recorded on the fence row.
 	path string
@@ -27,29 +29,6 @@ type closeKind struct {
 	// this kind made under key and returns the answer to encode, and
 	// whether it carries an operation.
 	closure func(ctx context.Context, db database.DBTX, key string) (answer any, made bool, err error)
-}
-
-var (
-	// closeCharges is POST /v1/charges/close.
-	closeCharges = closeKind{path: "/v1/charges/close", closure: chargeClosureOf}
-	// closeRefunds is POST /v1/refunds/close.
-	closeRefunds = closeKind{path: "/v1/refunds/close", closure: refundClosureOf}
-)
-
-// chargeClosure is the answer of POST /v1/charges/close. Charge is null when
-// nothing was, or ever will be, charged under the key.
-type chargeClosure struct {
-	Object         string  `json:"object"`
-	IdempotencyKey string  `json:"idempotency_key"`
-	Charge         *charge `json:"charge"`
-}
-
-// refundClosure is the answer of POST /v1/refunds/close. Refund is null when
-// nothing was, or ever will be, refunded under the key.
-type refundClosure struct {
-	Object         string  `json:"object"`
-	IdempotencyKey string  `json:"idempotency_key"`
-	Refund         *refund `json:"refund"`
 }
 
 // handleClose returns the handler of a close: after it commits no operation
@@ -181,32 +160,4 @@ func pinKey(ctx context.Context, db database.DBTX, key string, now time.Time) er
 		return fmt.Errorf("pin key: %w", err)
 	}
 	return nil
-}
-
-// chargeClosureOf answers a charge close with the newest charge under key.
-func chargeClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
-	cl := chargeClosure{Object: "key_closure", IdempotencyKey: key}
-	c, err := newestChargeByKey(ctx, db, key)
-	switch {
-	case errors.Is(err, errNotFound):
-	case err != nil:
-		return nil, false, err
-	default:
-		cl.Charge = &c
-	}
-	return cl, cl.Charge != nil, nil
-}
-
-// refundClosureOf answers a refund close with the newest refund under key.
-func refundClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
-	cl := refundClosure{Object: "key_closure", IdempotencyKey: key}
-	r, err := newestRefundByKey(ctx, db, key)
-	switch {
-	case errors.Is(err, errNotFound):
-	case err != nil:
-		return nil, false, err
-	default:
-		cl.Refund = &r
-	}
-	return cl, cl.Refund != nil, nil
 }

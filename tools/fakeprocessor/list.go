@@ -16,8 +16,7 @@ import (
 )
 
 const (
-	// MaxListCharges is the largest limit of one ledger page, of charges or
-	// of refunds.
+	// MaxListCharges is the largest limit of one ledger page, of any object.
 	MaxListCharges = 1000
 	// DefaultListLimit is the size of a ledger page when no limit is given.
 	DefaultListLimit = 100
@@ -102,52 +101,6 @@ func parseListQuery(q url.Values, filters ...string) (listQuery, *apiError) {
 	return lq, nil
 }
 
-// handleListCharges is GET /v1/charges?idempotency_key=K, ?payment_id=P or
-// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
-// is required.
-func (s *Server) handleListCharges(w http.ResponseWriter, r *http.Request) {
-	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key", "payment_id")
-	if apiErr != nil {
-		writeError(w, http.StatusBadRequest, *apiErr)
-		return
-	}
-	var (
-		l   = list[charge]{Object: "list"}
-		err error
-	)
-	switch lq.filter {
-	case "idempotency_key":
-		l.Data, err = listChargesByKey(r.Context(), s.pool, lq.value)
-	case "payment_id":
-		l.Data, err = listChargesByPayment(r.Context(), s.pool, lq.value)
-	default:
-		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, chargeCreatedAtSQL, pageChargesSQL, scanCharge, lq.page)
-	}
-	writeList(s, w, r, l, err)
-}
-
-// handleListRefunds is GET /v1/refunds?idempotency_key=K or
-// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
-// is required.
-func (s *Server) handleListRefunds(w http.ResponseWriter, r *http.Request) {
-	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key")
-	if apiErr != nil {
-		writeError(w, http.StatusBadRequest, *apiErr)
-		return
-	}
-	var (
-		l   = list[refund]{Object: "list"}
-		err error
-	)
-	switch lq.filter {
-	case "idempotency_key":
-		l.Data, err = listRefundsByKey(r.Context(), s.pool, lq.value)
-	default:
-		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, refundCreatedAtSQL, pageRefundsSQL, scanRefund, lq.page)
-	}
-	writeList(s, w, r, l, err)
-}
-
 // writeList answers a listing, or the error that stopped it.
 func writeList[T any](s *Server, w http.ResponseWriter, r *http.Request, l list[T], err error) {
 	switch {
@@ -188,79 +141,6 @@ func listPage[T any](ctx context.Context, db database.DBTX, cursorSQL, pageSQL s
 		return data[:p.limit], true, nil
 	}
 	return data, false, nil
-}
-
-const chargeCreatedAtSQL = `SELECT created_at FROM processor.charges WHERE id = $1`
-
-// pageChargesSQL is one page of charges: created after $1, and after the
-// cursor row ($2, $3) in the order of the index on (created_at, id).
-const pageChargesSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE created_at > $1
-  AND (created_at, id) > ($2::timestamptz, $3::text)
-ORDER BY created_at, id
-LIMIT $4`
-
-const refundCreatedAtSQL = `SELECT created_at FROM processor.refunds WHERE id = $1`
-
-// pageRefundsSQL is pageChargesSQL for refunds.
-const pageRefundsSQL = `
-SELECT id, charge_id, amount, status, idempotency_key, created_at
-FROM processor.refunds
-WHERE created_at > $1
-  AND (created_at, id) > ($2::timestamptz, $3::text)
-ORDER BY created_at, id
-LIMIT $4`
-
-const listChargesByKeySQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE idempotency_key = $1
-ORDER BY created_at, id`
-
-// listChargesByKey returns the charges made under an idempotency key, oldest
-// first. There is at most one unless the key expired and was used again.
-func listChargesByKey(ctx context.Context, db database.DBTX, key string) ([]charge, error) {
-	rows, err := db.Query(ctx, listChargesByKeySQL, key)
-	if err != nil {
-		return nil, fmt.Errorf("list charges by key: %w", err)
-	}
-	return collect(rows, scanCharge)
-}
-
-const listChargesByPaymentSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE payment_id = $1
-ORDER BY created_at, id`
-
-// listChargesByPayment returns the charges referencing a payment, oldest first.
-func listChargesByPayment(ctx context.Context, db database.DBTX, paymentID string) ([]charge, error) {
-	rows, err := db.Query(ctx, listChargesByPaymentSQL, paymentID)
-	if err != nil {
-		return nil, fmt.Errorf("list charges by payment: %w", err)
-	}
-	return collect(rows, scanCharge)
-}
-
-const listRefundsByKeySQL = `
-SELECT id, charge_id, amount, status, idempotency_key, created_at
-FROM processor.refunds
-WHERE idempotency_key = $1
-ORDER BY created_at, id`
-
-// listRefundsByKey returns the refunds made under an idempotency key, oldest
-// first. There is at most one unless the key expired and was used again.
-func listRefundsByKey(ctx context.Context, db database.DBTX, key string) ([]refund, error) {
-	rows, err := db.Query(ctx, listRefundsByKeySQL, key)
-	if err != nil {
-		return nil, fmt.Errorf("list refunds by key: %w", err)
-	}
-	return collect(rows, scanRefund)
 }
 
 // collect scans rows into a non-nil slice, so that an empty list is encoded

@@ -55,6 +55,10 @@ const (
 	MaxRetryBackoff = 5 * time.Minute
 )
 
+// objects are what the processor makes, each declared in a file of its own
+// (charges.go, refunds.go): its routes are the processor's API.
+var objects = []object{charges, refunds}
+
 // Chaos injects faults into the POST endpoints. The zero value injects none.
 type Chaos struct {
 	// FailRate is the probability, from 0 to 1, of answering 500 before
@@ -170,13 +174,9 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 	})
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.latency)
-		r.Post("/charges", handleCreate(s, "charged", s.createCharge))
-		r.Post("/charges/close", s.handleClose(closeCharges))
-		r.Get("/charges", s.handleListCharges)
-		r.Get("/charges/{id}", s.handleGetCharge)
-		r.Post("/refunds", handleCreate(s, "refunded", s.createRefund))
-		r.Post("/refunds/close", s.handleClose(closeRefunds))
-		r.Get("/refunds", s.handleListRefunds)
+		for _, o := range objects {
+			o.routes(r, s)
+		}
 	})
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: typeInvalidRequest, Code: "resource_missing", Message: "Unrecognized request URL."})

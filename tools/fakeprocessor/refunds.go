@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
 )
 
 // refundParams is the body of POST /v1/refunds. A nil Amount refunds what is
@@ -72,7 +76,7 @@ func (s *Server) createRefund(ctx context.Context, tx pgx.Tx, key string, p refu
 	if err := insertRefund(ctx, tx, ref); err != nil {
 		return outcome{}, err
 	}
-	return outcome{status: http.StatusOK, body: marshal(ref), event: &event{eventRefundSucceeded, ref}}, nil
+	return outcome{status: http.StatusOK, body: marshal(ref), event: &event{"refund." + statusSucceeded, ref}}, nil
 }
 
 // refuseRefund is the outcome of a refund refused with status and e: the
@@ -89,5 +93,159 @@ func (s *Server) refuseRefund(key, chargeID string, amount int64, status int, e 
 		CreatedAt:      s.now(),
 		FailureCode:    &e.Code,
 	}}
-	return outcome{status: status, body: errorBody(e), event: &event{eventRefundFailed, refused}}
+	return outcome{status: status, body: errorBody(e), event: &event{"refund." + statusFailed, refused}}
+}
+
+// refunds are the processor's refunds: POST /v1/refunds, its close and its
+// listings.
+var refunds = object{
+	failureCodes: []string{"resource_missing", "charge_not_refundable", "charge_already_refunded", "amount_too_large"},
+	routes: func(r chi.Router, s *Server) {
+		r.Post("/refunds", handleCreate(s, "refunded", s.createRefund))
+		r.Post("/refunds/close", s.handleClose(closeKind{path: "/v1/refunds/close", closure: refundClosureOf}))
+		r.Get("/refunds", s.handleListRefunds)
+	},
+}
+
+// refund is a row of processor.refunds and the refund object of the API.
+type refund struct {
+	ID             string    `json:"id"`
+	Object         string    `json:"object"`
+	Charge         string    `json:"charge"`
+	Amount         int64     `json:"amount"`
+	Status         string    `json:"status"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	CreatedAt      time.Time `json:"created_at"`
+	// FailureCode is set only on the refused refund of a refund.failed
+	// event (the code of the refusal), so that a refund made reads as
+	// before.
+	FailureCode *string `json:"failure_code,omitempty"`
+}
+
+// failedRefund is the object of a refund.failed event: a refund that was
+// refused and so never made, which has no id. Its own ID, always null,
+// shadows the embedded refund's in JSON.
+type failedRefund struct {
+	ID *string `json:"id"`
+	refund
+}
+
+const insertRefundSQL = `
+INSERT INTO processor.refunds (id, charge_id, amount, status, idempotency_key, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)`
+
+const addRefundedSQL = `
+UPDATE processor.charges
+SET amount_refunded = amount_refunded + $2
+WHERE id = $1`
+
+// insertRefund records a refund and adds its amount to the charge's
+// amount_refunded. The caller holds the charge's row lock.
+func insertRefund(ctx context.Context, db database.DBTX, r refund) error {
+	if _, err := db.Exec(ctx, insertRefundSQL, r.ID, r.Charge, r.Amount, r.Status, r.IdempotencyKey, r.CreatedAt); err != nil {
+		return fmt.Errorf("insert refund: %w", err)
+	}
+	if _, err := db.Exec(ctx, addRefundedSQL, r.Charge, r.Amount); err != nil {
+		return fmt.Errorf("add refunded amount: %w", err)
+	}
+	return nil
+}
+
+// scanRefund reads the columns every refund query selects, in their order.
+func scanRefund(row pgx.Row) (refund, error) {
+	r := refund{Object: "refund"}
+	err := row.Scan(&r.ID, &r.Charge, &r.Amount, &r.Status, &r.IdempotencyKey, &r.CreatedAt)
+	r.CreatedAt = r.CreatedAt.UTC()
+	return r, err
+}
+
+const newestRefundByKeySQL = `
+SELECT id, charge_id, amount, status, idempotency_key, created_at
+FROM processor.refunds
+WHERE idempotency_key = $1
+ORDER BY created_at DESC, id DESC
+LIMIT 1`
+
+// newestRefundByKey reads the last refund made under an idempotency key, or
+// returns errNotFound.
+func newestRefundByKey(ctx context.Context, db database.DBTX, key string) (refund, error) {
+	r, err := scanRefund(db.QueryRow(ctx, newestRefundByKeySQL, key))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return refund{}, errNotFound
+	case err != nil:
+		return refund{}, fmt.Errorf("newest refund by key: %w", err)
+	}
+	return r, nil
+}
+
+// handleListRefunds is GET /v1/refunds?idempotency_key=K or
+// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
+// is required.
+func (s *Server) handleListRefunds(w http.ResponseWriter, r *http.Request) {
+	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key")
+	if apiErr != nil {
+		writeError(w, http.StatusBadRequest, *apiErr)
+		return
+	}
+	var (
+		l   = list[refund]{Object: "list"}
+		err error
+	)
+	switch lq.filter {
+	case "idempotency_key":
+		l.Data, err = listRefundsByKey(r.Context(), s.pool, lq.value)
+	default:
+		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, refundCreatedAtSQL, pageRefundsSQL, scanRefund, lq.page)
+	}
+	writeList(s, w, r, l, err)
+}
+
+const refundCreatedAtSQL = `SELECT created_at FROM processor.refunds WHERE id = $1`
+
+// pageRefundsSQL is pageChargesSQL for refunds.
+const pageRefundsSQL = `
+SELECT id, charge_id, amount, status, idempotency_key, created_at
+FROM processor.refunds
+WHERE created_at > $1
+  AND (created_at, id) > ($2::timestamptz, $3::text)
+ORDER BY created_at, id
+LIMIT $4`
+
+const listRefundsByKeySQL = `
+SELECT id, charge_id, amount, status, idempotency_key, created_at
+FROM processor.refunds
+WHERE idempotency_key = $1
+ORDER BY created_at, id`
+
+// listRefundsByKey returns the refunds made under an idempotency key, oldest
+// first. There is at most one unless the key expired and was used again.
+func listRefundsByKey(ctx context.Context, db database.DBTX, key string) ([]refund, error) {
+	rows, err := db.Query(ctx, listRefundsByKeySQL, key)
+	if err != nil {
+		return nil, fmt.Errorf("list refunds by key: %w", err)
+	}
+	return collect(rows, scanRefund)
+}
+
+// refundClosure is the answer of POST /v1/refunds/close. Refund is null when
+// nothing was, or ever will be, refunded under the key.
+type refundClosure struct {
+	Object         string  `json:"object"`
+	IdempotencyKey string  `json:"idempotency_key"`
+	Refund         *refund `json:"refund"`
+}
+
+// refundClosureOf answers a refund close with the newest refund under key.
+func refundClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
+	cl := refundClosure{Object: "key_closure", IdempotencyKey: key}
+	r, err := newestRefundByKey(ctx, db, key)
+	switch {
+	case errors.Is(err, errNotFound):
+	case err != nil:
+		return nil, false, err
+	default:
+		cl.Refund = &r
+	}
+	return cl, cl.Refund != nil, nil
 }

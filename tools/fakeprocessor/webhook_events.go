@@ -12,14 +12,6 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// Event types, one per outcome of an operation.
-const (
-	eventChargeSucceeded = "charge.succeeded"
-	eventChargeFailed    = "charge.failed"
-	eventRefundSucceeded = "refund.succeeded"
-	eventRefundFailed    = "refund.failed"
-)
-
 // States of a webhook event; see migrations/00007_processor_webhooks.sql.
 const (
 	eventPending   = "pending"
@@ -46,14 +38,6 @@ type eventJSON struct {
 // eventData holds the object an event is about.
 type eventData struct {
 	Object any `json:"object"`
-}
-
-// failedRefund is the object of a refund.failed event: a refund that was
-// refused and so never made, which has no id. Its own ID, always null,
-// shadows the embedded refund's in JSON.
-type failedRefund struct {
-	ID *string `json:"id"`
-	refund
 }
 
 // validateWebhooks fills in the defaults of w and rejects settings out of

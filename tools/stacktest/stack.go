@@ -27,6 +27,7 @@ import (
 	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
@@ -115,9 +116,9 @@ type Stack struct {
 	Gateway   *gateway.Client
 	// The worker's parts, for tests that drive them directly.
 	Keys       *idempotency.Store
-	Ops        *payments.Operations
-	Reconciler *payments.Reconciler
-	Sweeper    *payments.Sweeper
+	Ops        *operation.Runner
+	Reconciler *operation.Reconciler
+	Sweeper    *operation.Sweeper
 	// Proxy stands between the API and Postgres when Options.DBProxy is set.
 	Proxy *Proxy
 	// WebhookSecret is the processor's webhook secret the API verifies with.
@@ -362,7 +363,7 @@ func (s *Stack) ChargesAtProcessor(paymentID string) int {
 	if err != nil {
 		s.T.Fatal(err)
 	}
-	byKey, err := s.Gateway.ChargesByIdempotencyKey(context.Background(), payments.DownstreamKey(paymentID))
+	byKey, err := s.Gateway.ChargesByIdempotencyKey(context.Background(), payments.Names.DownstreamKey(paymentID))
 	if err != nil {
 		s.T.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestOnePaymentOneTrace(t *testing.T) {
 		t.Fatalf("pay: %s", res.Body)
 	}
 	stacktest.WaitFor(t, "the charge's first attempt to fail", func() bool {
-		return find(rec, "worker", "job charge_payment", attribute.Int("river.job.attempt", 1)) != nil
+		return find(rec, "worker", "job drive_operation", attribute.Int("river.job.attempt", 1)) != nil
 	})
 	s.ProcessorDown(false)
 	stacktest.WaitFor(t, "the payment's event delivered to the merchant", func() bool {
@@ -89,7 +89,7 @@ func TestOnePaymentOneTrace(t *testing.T) {
 
 	// The charge job: attempt 1 a child of the request, each retry a
 	// sibling linked to it, the last one ok.
-	attempts := all(rec, "worker", "job charge_payment", attribute.String("payments.payment_id", payment.ID))
+	attempts := all(rec, "worker", "job drive_operation", attribute.String("payments.payment_id", payment.ID))
 	t.Logf("trace %s: %d attempts of the charge job, %d spans in all:\n%s", traceID, len(attempts), len(rec.Ended()), describe(rec.Ended()))
 	if len(attempts) < 2 {
 		t.Fatalf("%d attempts of the charge job, want a failed one and a retry", len(attempts))
@@ -156,7 +156,7 @@ func TestOnePaymentOneTrace(t *testing.T) {
 		switch {
 		case line["msg"] == "job attempt" && line["payment_id"] == payment.ID:
 			jobLines++
-			if line["process"] != "worker" || line["trace_id"] != traceID.String() || line["kind"] != "charge_payment" {
+			if line["process"] != "worker" || line["trace_id"] != traceID.String() || line["kind"] != "drive_operation" {
 				t.Errorf("job attempt line %s", sc.Text())
 			}
 		case line["msg"] == "request" && (line["path"] == "/v1/payments" || line["path"] == "/v1/charges") && line["method"] == "POST":

@@ -24,6 +24,8 @@ import (
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/migrations"
+	"github.com/example/payments/tools/fakeprocessor"
+	fakemigrations "github.com/example/payments/tools/fakeprocessor/migrations"
 )
 
 // DefaultURL is the local server the tests use when TEST_DATABASE_URL is unset.
@@ -158,6 +160,11 @@ func setup() (string, string, error) {
 		return "", "", err
 	}
 	err = database.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
+	if err == nil {
+		// The stand-in processor's schema too: the tests run it on the
+		// service's database.
+		err = fakeprocessor.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
+	}
 	pool.Close()
 	if err != nil {
 		return "", "", err
@@ -168,23 +175,26 @@ func setup() (string, string, error) {
 	return base, tmpl, nil
 }
 
-// templateName is derived from the migration files, so a changed migration
-// gets a fresh template instead of a stale one.
+// templateName is derived from the migration files, the service's and the
+// fake processor's, so a changed migration gets a fresh template instead of
+// a stale one.
 func templateName() (string, error) {
 	h := sha256.New()
-	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(migrations.FS, path)
+	for _, fsys := range []fs.FS{migrations.FS, fakemigrations.FS} {
+		err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := fs.ReadFile(fsys, path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s\x00%s\x00", path, b)
+			return nil
+		})
 		if err != nil {
-			return err
+			return "", err
 		}
-		fmt.Fprintf(h, "%s\x00%s\x00", path, b)
-		return nil
-	})
-	if err != nil {
-		return "", err
 	}
 	return "template_payments_" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }

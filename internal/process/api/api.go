@@ -21,8 +21,9 @@ import (
 	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/outbox"
-	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
@@ -95,7 +96,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		return nil, err
 	}
 	process.LogConfig(logger, cfg)
-	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashAfterFirstPhase); err != nil {
+	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, operation.CrashAfterFirstPhase); err != nil {
 		return nil, err
 	}
 	if cfg.CrashPoint.CrashPoint != "" {
@@ -118,9 +119,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger), logger: logger}
 	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
+	// The API makes no processor call: its kinds have no processor.
+	kinds := operations.Kinds(nil)
+	renderer := render.New(kinds, []operation.Resource{endpoints.Resource}, endpoints.Rules)
+	ops := &operation.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Kinds: kinds, Render: renderer}
 	server := &httpapi.Server{
 		Tenants:           &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
-		Payments:          &payments.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Render: render.Renderer{}},
+		Ops:               ops,
+		Render:            renderer,
 		Keys:              a.Keys,
 		Logger:            logger,
 		Ready:             pool.Ping,
@@ -133,8 +139,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		TrustedProxies:    cfg.TrustedProxies,
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
 		Tracer:            cfg.Provider(),
-		Endpoints: &endpoints.Service{DB: pool, Keys: a.Keys, Render: render.Renderer{}, Jobs: outbox.Queue{Client: inserter},
-			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey},
+		Endpoints: &endpoints.Service{Ops: ops, Jobs: outbox.Queue{Client: inserter},
+			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey, EventTypes: kinds.EventTypes()},
 	}
 	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {

@@ -38,7 +38,7 @@ func TestDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	job, err := inserter.Insert(ctx, outbox.ChargeArgs{PaymentID: "pay_dashboard"}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
+	job, err := inserter.Insert(ctx, outbox.OperationArgs{ResourceType: "payment", ID: "pay_dashboard"}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestDashboard(t *testing.T) {
 			} `json:"data"`
 		}
 		getJSON(t, base+"/riverui/api/jobs?state=scheduled", &list)
-		if len(list.Data) != 1 || list.Data[0].ID != job.Job.ID || list.Data[0].Kind != "charge_payment" {
+		if len(list.Data) != 1 || list.Data[0].ID != job.Job.ID || list.Data[0].Kind != "drive_operation" {
 			t.Fatalf("scheduled jobs %+v, want job %d", list.Data, job.Job.ID)
 		}
 		if state := jobState(t, base, job.Job.ID); state != "scheduled" {

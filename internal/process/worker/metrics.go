@@ -9,22 +9,24 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
-	"github.com/example/payments/internal/payments"
 )
 
 // operationMetrics counts what the worker's operations do: their attempts,
 // the path that settled each, what the processor's events found, and the
-// reconciler's work. It implements payments.Observer.
+// reconciler's work. It implements operation.Observer.
 type operationMetrics struct {
 	settled, events, attempts, reconciliations *prometheus.CounterVec
 }
 
-func newOperationMetrics(reg prometheus.Registerer) operationMetrics {
+// newOperationMetrics counts the operations of types, each series there from
+// the start.
+func newOperationMetrics(reg prometheus.Registerer, types []string) operationMetrics {
 	m := operationMetrics{
 		settled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "payments_operations_settled_total",
-			Help: "Operations settled by this worker, by resource type (payment, refund) and the path whose commit recorded the outcome: " +
+			Help: "Operations settled by this worker, by resource type (the kind: payment, …) and the path whose commit recorded the outcome: " +
 				"worker (its processor call), webhook (the processor's webhook) or reconciler.",
 		}, []string{"resource_type", "path"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -43,31 +45,30 @@ func newOperationMetrics(reg prometheus.Registerer) operationMetrics {
 		Help: "Operations handed to the reconciler (scheduled: a spent retry budget, or found stuck by the sweep), " +
 			"and what its runs did with them: settled, lost (another path settled first) or unsettled (tried again later).",
 	}, []string{"result"})
-	for _, rt := range []string{payments.PaymentResourceType, payments.RefundResourceType} {
-		for _, path := range []string{payments.PathWorker, payments.PathWebhook, payments.PathReconciler} {
+	for _, rt := range types {
+		for _, path := range operation.Paths {
 			m.settled.WithLabelValues(rt, path)
 		}
-		for _, result := range []string{payments.AttemptOK, payments.AttemptUnknown, payments.AttemptFailed} {
+		for _, result := range operation.AttemptResults {
 			m.attempts.WithLabelValues(rt, result)
 		}
 	}
-	for _, result := range []string{payments.EventSettled, payments.EventAgreed, payments.EventContradiction} {
+	for _, result := range operation.EventResults {
 		m.events.WithLabelValues(result)
 	}
-	for _, result := range []string{payments.ReconciliationScheduled, payments.ReconciliationSettled,
-		payments.ReconciliationLost, payments.ReconciliationUnsettled} {
+	for _, result := range operation.ReconciliationResults {
 		m.reconciliations.WithLabelValues(result)
 	}
 	reg.MustRegister(m.settled, m.events, m.attempts, m.reconciliations)
 	return m
 }
 
-// Attempted implements payments.Observer.
+// Attempted implements operation.Observer.
 func (m operationMetrics) Attempted(resourceType, result string) {
 	m.attempts.WithLabelValues(resourceType, result).Inc()
 }
 
-// Reconciliation implements payments.Observer.
+// Reconciliation implements operation.Observer.
 func (m operationMetrics) Reconciliation(result string, n int) {
 	m.reconciliations.WithLabelValues(result).Add(float64(n))
 }
@@ -104,7 +105,7 @@ var (
 	keysStaleDesc = prometheus.NewDesc("payments_idempotency_keys_stale",
 		"Unfinished idempotency keys quiet for longer than RECONCILE_STUCK_AFTER: zombies, unless the sweep is at work.", nil, nil)
 	oldestUnsettledDesc = prometheus.NewDesc("payments_oldest_unsettled_operation_seconds",
-		"Age of the oldest payment or refund still processing (0 when none).", nil, nil)
+		"Age of the oldest operation still processing (0 when none).", nil, nil)
 	markedDesc = prometheus.NewDesc("payments_reconciliations_pending",
 		"Operations waiting for the reconciler.", nil, nil)
 	riverAvailableDesc = prometheus.NewDesc("payments_queue_jobs_available",
@@ -132,7 +133,7 @@ func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(keysInProgressDesc, float64(inProgress))
 		gauge(keysStaleDesc, float64(stale))
 	}
-	if oldest, marked, err := payments.Backlog(ctx, c.db); err != nil {
+	if oldest, marked, err := operation.Backlog(ctx, c.db); err != nil {
 		ch <- prometheus.NewInvalidMetric(oldestUnsettledDesc, err)
 		ch <- prometheus.NewInvalidMetric(markedDesc, err)
 	} else {
@@ -148,12 +149,12 @@ func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Settled implements payments.Observer.
+// Settled implements operation.Observer.
 func (m operationMetrics) Settled(resourceType, path string) {
 	m.settled.WithLabelValues(resourceType, path).Inc()
 }
 
-// ProcessorEvent implements payments.Observer.
+// ProcessorEvent implements operation.Observer.
 func (m operationMetrics) ProcessorEvent(result string) { m.events.WithLabelValues(result).Inc() }
 
 // deliveryMetrics counts webhook delivery attempts and how deliveries end,

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/operation"
 )
 
 // Review is the operator's view of the needs-review queue:
@@ -41,14 +41,14 @@ func Review(ctx context.Context, databaseURL string, args []string, stdout io.Wr
 		if err != nil {
 			return fmt.Errorf("case id %q is not a number", fs.Arg(1))
 		}
-		if err := payments.ResolveReviewCase(ctx, pool, id); err != nil {
+		if err := operation.ResolveReviewCase(ctx, pool, id); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "case %d resolved\n", id)
 		return nil
 	}
 
-	cases, err := payments.ListReviewCases(ctx, pool, *all)
+	cases, err := operation.ListReviewCases(ctx, pool, *all)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,11 @@ var (
 
 // reviewCollector reads the needs-review counts from the database at each
 // scrape, so that a case is counted once across restarts and replicas.
-type reviewCollector struct{ db *pgxpool.Pool }
+type reviewCollector struct {
+	db *pgxpool.Pool
+	// kinds are the kinds of case exported, each from zero.
+	kinds []string
+}
 
 // Describe implements prometheus.Collector.
 func (reviewCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -93,13 +97,13 @@ func (reviewCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c reviewCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ever, open, err := payments.CountReviewCases(ctx, c.db)
+	ever, open, err := operation.CountReviewCases(ctx, c.db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(reviewDesc, err)
 		ch <- prometheus.NewInvalidMetric(openDesc, err)
 		return
 	}
-	for _, kind := range payments.ReviewKinds {
+	for _, kind := range c.kinds {
 		ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.CounterValue, float64(ever[kind]), kind)
 		ch <- prometheus.MustNewConstMetric(openDesc, prometheus.GaugeValue, float64(open[kind]), kind)
 	}

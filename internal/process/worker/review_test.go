@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -54,7 +55,7 @@ func TestReview(t *testing.T) {
 
 	// Resolved cases still count: the metric is every case ever recorded.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(reviewCollector{db: db.Pool})
+	reg.MustRegister(reviewCollector{db: db.Pool, kinds: operations.Kinds(nil).ReviewKinds()})
 	want := `
 # HELP payments_needs_review_total Cases ever added to the needs-review queue, by kind: each distinct case once, however often it was detected.
 # TYPE payments_needs_review_total counter

@@ -1,8 +1,8 @@
 // Package worker builds and runs the worker process: River running the jobs
-// that drive payments and refunds through their phases, the periodic
-// reconciler and key reaper, and a small HTTP server on an internal address
-// for /metrics, /healthz and River's dashboard. It also holds the worker
-// binary's review command.
+// that drive every operation through its phases, the periodic reconciler and
+// key reaper, and a small HTTP server on an internal address for /metrics,
+// /healthz and River's dashboard. It also holds the worker binary's review
+// command.
 package worker
 
 import (
@@ -27,8 +27,9 @@ import (
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/outbox"
-	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
@@ -46,11 +47,11 @@ type Config struct {
 	MetricsAddr        string             `envconfig:"METRICS_ADDR" default:":9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/"`
 	ProcessorURL       string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
 	ProcessorTimeout   time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
-	Concurrency        int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (payments, refunds, processor events, periodic jobs)"`
+	Concurrency        int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
 	WebhookConcurrency int                `envconfig:"WEBHOOK_CONCURRENCY" default:"10" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
 	JobTimeout         time.Duration      `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
 	FetchPollInterval  time.Duration      `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
-	MaxAttempts        int                `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation (charges and refunds): attempts with an unknown outcome before it goes to the reconciler"`
+	MaxAttempts        int                `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation: attempts with an unknown outcome before it goes to the reconciler"`
 	RetryBaseDelay     time.Duration      `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
 	RetryMaxDelay      time.Duration      `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
 	Deadline           time.Duration      `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
@@ -111,14 +112,14 @@ func (c Config) Validate() error {
 	return c.Common.Validate()
 }
 
-// Worker is the worker process: River running the jobs that drive payments
-// and refunds through their phases, the periodic reconciler and key reaper,
-// and a small HTTP server for /metrics, /healthz and River's dashboard.
+// Worker is the worker process: River running the jobs that drive every
+// operation through its phases, the periodic reconciler and key reaper, and
+// a small HTTP server for /metrics, /healthz and River's dashboard.
 type Worker struct {
 	// The parts the jobs run, for tools and tests that drive them directly.
-	Ops        *payments.Operations
-	Reconciler *payments.Reconciler
-	Sweeper    *payments.Sweeper
+	Ops        *operation.Runner
+	Reconciler *operation.Reconciler
+	Sweeper    *operation.Sweeper
 	Keys       *idempotency.Store
 
 	cfg       Config
@@ -144,7 +145,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 	process.LogConfig(logger, cfg)
-	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, payments.CrashPoints()...); err != nil {
+	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider())
+	gw.PageSize = cfg.LedgerPageSize
+	kinds := operations.Kinds(gw)
+	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, kinds.CrashPoints()...); err != nil {
 		return nil, err
 	}
 	if cfg.CrashPoint.CrashPoint != "" {
@@ -155,34 +159,32 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 
-	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider())
-	gw.PageSize = cfg.LedgerPageSize
 	w := &Worker{cfg: cfg, logger: logger, pool: pool}
 	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		reviewCollector{db: pool})
+		reviewCollector{db: pool, kinds: kinds.ReviewKinds()})
 	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
 	jobs := outbox.Queue{Client: lister}
-	w.Ops = &payments.Operations{DB: pool, Keys: w.Keys, Processor: gw, Render: render.Renderer{},
-		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry),
+	w.Ops = &operation.Runner{DB: pool, Keys: w.Keys, Kinds: kinds,
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry, kinds.Types()),
 		Subscribers: endpoints.FanOut{Jobs: jobs}}
 	// Deliveries send the trace of the event's settling on, as traceparent.
 	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout)
 	deliveryClient.Transport = tracing.Transport(deliveryClient.Transport, cfg.Provider())
 	deliverer := &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
 		Client: deliveryClient,
-		Events: &payments.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool)}
-	w.Reconciler = &payments.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
+		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool)}
+	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch}
 	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
-	w.Sweeper = &payments.Sweeper{DB: pool, Jobs: jobs,
+	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: jobs,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
 	w.river, err = outbox.NewWorker(pool, process.Quiet(logger), outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,

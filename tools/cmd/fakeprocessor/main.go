@@ -1,7 +1,7 @@
 // Command fakeprocessor runs the fake card processor, a stand-in for a real
 // one: a Stripe-like HTTP API on its own port, keeping its ledger in the
-// "processor" schema of the database. It does not migrate the database; "api
-// migrate" does. "fakeprocessor -h" lists the environment variables it reads.
+// "processor" schema of the database, which it migrates itself when it
+// starts. "fakeprocessor -h" lists the environment variables it reads.
 package main
 
 import (

@@ -64,9 +64,9 @@ type Processor struct {
 	logger   *slog.Logger
 }
 
-// New builds the fake processor from cfg and starts listening on
-// cfg.Addr; Run serves. It does not migrate the database; Migrate does. A
-// processor that is not run must be closed.
+// New builds the fake processor from cfg, applies its migrations (its own
+// schema: the service's migrations know nothing of it) and starts listening
+// on cfg.Addr; Run serves. A processor that is not run must be closed.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -74,6 +74,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 	process.LogConfig(logger, cfg)
 	pool, err := database.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
+		return nil, err
+	}
+	if err := fakeprocessor.Migrate(ctx, pool, logger); err != nil {
+		pool.Close()
 		return nil, err
 	}
 	server, err := fakeprocessor.New(pool, logger, fakeprocessor.Config{

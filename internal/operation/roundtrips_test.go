@@ -1,4 +1,4 @@
-package payments_test
+package operation_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 )
 
@@ -65,22 +66,22 @@ func TestRoundTrips(t *testing.T) {
 	}
 	defer pool.Close()
 	keys := &idempotency.Store{DB: pool, LockTimeout: h.svc.Keys.LockTimeout, Retention: h.svc.Keys.Retention}
-	svc := &payments.Service{DB: pool, Keys: keys, Jobs: h.jobs, Render: h.svc.Render}
+	svc := &operation.Service{DB: pool, Keys: keys, Jobs: h.jobs, Kinds: h.svc.Kinds, Render: h.svc.Render}
 
 	amount := int64(1000)
 	np := payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: "pm_card_visa"}
 	req := h.request("/v1/payments")
-	lease, p, err := svc.Create(ctx, req, np)
+	lease, p, err := payments.Create(ctx, svc, req, np)
 	if err != nil || !lease.Created || p == nil {
 		t.Fatalf("Create = %+v, %v, %v", lease, p, err)
 	}
 	if got, want := strings.Join(traced.take(), " "), "SELECT begin batch commit"; got != want {
 		t.Fatalf("a new key sent %q, want %q", got, want)
 	}
-	if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil {
+	if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	replay, _, err := svc.Create(ctx, req, np)
+	replay, _, err := payments.Create(ctx, svc, req, np)
 	if err != nil || replay.Created || !replay.Key.Finished() || replay.Key.Response == nil {
 		t.Fatalf("replay = %+v, %v", replay, err)
 	}

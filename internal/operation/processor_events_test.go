@@ -1,4 +1,4 @@
-package payments_test
+package operation_test
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/testwait"
 )
 
@@ -55,20 +57,20 @@ var eventSeq atomic.Int64
 
 // event is a processor event about the operation under key, as the gateway
 // reads one.
-func event(typ, key string, out payments.Outcome, amount int64, currency string) payments.ProcessorEvent {
+func event(typ, key string, out operation.Outcome, amount int64, currency string) operation.ProcessorEvent {
 	id := fmt.Sprintf("evt_test_%d_%d", time.Now().UnixNano(), eventSeq.Add(1))
-	return payments.ProcessorEvent{ID: id, Type: typ, DownstreamKey: key, Outcome: out, Amount: amount, Currency: currency,
+	return operation.ProcessorEvent{ID: id, Type: typ, DownstreamKey: key, Outcome: out, Amount: amount, Currency: currency,
 		Payload: fmt.Appendf(nil, `{"id":%q,"type":%q}`, id, typ)}
 }
 
 // chargeEvent is the charge.succeeded event of the charge the fake
 // processor makes for payment p.
-func chargeEvent(p payments.Payment) payments.ProcessorEvent {
-	return event("charge.succeeded", payments.DownstreamKey(p.ID), payments.Outcome{ID: "ch_" + p.ID, Succeeded: true}, p.Amount, p.Currency)
+func chargeEvent(p payments.Payment) operation.ProcessorEvent {
+	return event("charge.succeeded", payments.Names.DownstreamKey(p.ID), operation.Outcome{ID: "ch_" + p.ID, Succeeded: true}, p.Amount, p.Currency)
 }
 
 // receive records ev as the API does and returns what it found.
-func (h *harness) receive(ev payments.ProcessorEvent) string {
+func (h *harness) receive(ev operation.ProcessorEvent) string {
 	h.t.Helper()
 	result, err := h.svc.ReceiveProcessorEvent(context.Background(), ev)
 	if err != nil {
@@ -78,7 +80,7 @@ func (h *harness) receive(ev payments.ProcessorEvent) string {
 }
 
 // settleFrom processes a received event as its job does.
-func (h *harness) settleFrom(ev payments.ProcessorEvent) string {
+func (h *harness) settleFrom(ev operation.ProcessorEvent) string {
 	h.t.Helper()
 	result, err := h.ops.SettleFromEvent(context.Background(), ev.ID)
 	if err != nil {
@@ -115,34 +117,34 @@ func TestProcessorEvents(t *testing.T) {
 		obs := h.observe()
 		p := h.pay("pm_card_visa")
 		ev := chargeEvent(p)
-		if got := h.receive(ev); got != payments.EventAccepted {
+		if got := h.receive(ev); got != operation.EventAccepted {
 			t.Fatalf("receive = %s", got)
 		}
 		if h.jobs.job(ev.ID) == 0 {
 			t.Fatal("no job staged to settle the event")
 		}
-		if got := h.settleFrom(ev); got != payments.EventSettled {
+		if got := h.settleFrom(ev); got != operation.EventSettled {
 			t.Fatalf("settle = %s", got)
 		}
 		got := h.payment(p.ID)
-		if got.Status != payments.StatusSucceeded || *got.ProcessorChargeID != "ch_"+p.ID || h.point(p.ID) != "finished" ||
-			h.settledBy("payments", p.ID) != payments.PathWebhook {
+		if got.Status != operation.StatusSucceeded || *got.ProcessorChargeID != "ch_"+p.ID || h.point(p.ID) != "finished" ||
+			h.settledBy("payments", p.ID) != operation.PathWebhook {
 			t.Fatalf("payment %+v at %s, settled by %q", got, h.point(p.ID), h.settledBy("payments", p.ID))
 		}
 		if n := h.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
 			t.Fatalf("events = %d", n)
 		}
-		if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		if calls := h.proc.calls.Load(); calls != 0 {
 			t.Fatalf("the worker called the processor %d times for a settled payment", calls)
 		}
-		if obs.settled[payments.PathWebhook] != 1 || obs.total() != 1 || obs.events[payments.EventSettled] != 1 {
+		if obs.settled[operation.PathWebhook] != 1 || obs.total() != 1 || obs.events[operation.EventSettled] != 1 {
 			t.Fatalf("observed %v %v", obs.settled, obs.events)
 		}
 		// Processing again (a job whose completion was lost) finds the result.
-		if got := h.settleFrom(ev); got != payments.EventSettled || obs.total() != 1 {
+		if got := h.settleFrom(ev); got != operation.EventSettled || obs.total() != 1 {
 			t.Fatalf("second settle = %s, settled %d", got, obs.total())
 		}
 	})
@@ -155,7 +157,7 @@ func TestProcessorEvents(t *testing.T) {
 		h.receive(ev)
 		h.settleFrom(ev)
 		staged := h.jobs.next
-		if got := h.receive(ev); got != payments.EventDuplicate {
+		if got := h.receive(ev); got != operation.EventDuplicate {
 			t.Fatalf("second receive = %s", got)
 		}
 		if h.jobs.next != staged || h.count(`SELECT count(*) FROM processor_events`) != 1 {
@@ -186,9 +188,9 @@ func TestProcessorEvents(t *testing.T) {
 			wg.Wait()
 			accepted := 0
 			for _, r := range results {
-				if r == payments.EventAccepted {
+				if r == operation.EventAccepted {
 					accepted++
-				} else if r != payments.EventDuplicate {
+				} else if r != operation.EventDuplicate {
 					t.Fatalf("round %d: result %q", round, r)
 				}
 			}
@@ -207,10 +209,10 @@ func TestProcessorEvents(t *testing.T) {
 		p := h.paid()
 		ev := chargeEvent(p)
 		h.receive(ev)
-		if got := h.settleFrom(ev); got != payments.EventAgreed {
+		if got := h.settleFrom(ev); got != operation.EventAgreed {
 			t.Fatalf("settle = %s", got)
 		}
-		if h.settledBy("payments", p.ID) != payments.PathWorker || h.count(`SELECT count(*) FROM needs_review`) != 0 {
+		if h.settledBy("payments", p.ID) != operation.PathWorker || h.count(`SELECT count(*) FROM needs_review`) != 0 {
 			t.Fatal("an agreeing event changed something")
 		}
 	})
@@ -219,16 +221,16 @@ func TestProcessorEvents(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.paid()
-		ev := event("charge.failed", payments.DownstreamKey(p.ID),
-			payments.Outcome{ID: "ch_" + p.ID, FailureCode: "card_declined"}, p.Amount, p.Currency)
+		ev := event("charge.failed", payments.Names.DownstreamKey(p.ID),
+			operation.Outcome{ID: "ch_" + p.ID, FailureCode: "card_declined"}, p.Amount, p.Currency)
 		h.receive(ev)
-		if got := h.settleFrom(ev); got != payments.EventContradiction {
+		if got := h.settleFrom(ev); got != operation.EventContradiction {
 			t.Fatalf("settle = %s", got)
 		}
-		if !h.reviewed(payments.ReviewEventContradiction, ev.ID) {
+		if !h.reviewed(operation.ReviewEventContradiction, ev.ID) {
 			t.Fatal("no review case")
 		}
-		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded {
+		if got := h.payment(p.ID); got.Status != operation.StatusSucceeded {
 			t.Fatalf("payment changed: %+v", got)
 		}
 	})
@@ -236,28 +238,28 @@ func TestProcessorEvents(t *testing.T) {
 	t.Run("AmountContradictionSettlesNothing", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
-		for _, ev := range []func(p payments.Payment) payments.ProcessorEvent{
-			func(p payments.Payment) payments.ProcessorEvent {
-				return event("charge.succeeded", payments.DownstreamKey(p.ID), payments.Outcome{ID: "ch_x", Succeeded: true}, p.Amount-1, p.Currency)
+		for _, ev := range []func(p payments.Payment) operation.ProcessorEvent{
+			func(p payments.Payment) operation.ProcessorEvent {
+				return event("charge.succeeded", payments.Names.DownstreamKey(p.ID), operation.Outcome{ID: "ch_x", Succeeded: true}, p.Amount-1, p.Currency)
 			},
-			func(p payments.Payment) payments.ProcessorEvent {
-				return event("charge.succeeded", payments.DownstreamKey(p.ID), payments.Outcome{ID: "ch_x", Succeeded: true}, p.Amount, "EUR")
+			func(p payments.Payment) operation.ProcessorEvent {
+				return event("charge.succeeded", payments.Names.DownstreamKey(p.ID), operation.Outcome{ID: "ch_x", Succeeded: true}, p.Amount, "EUR")
 			},
 		} {
 			p := h.pay("pm_card_visa")
 			e := ev(p)
 			h.receive(e)
-			if got := h.settleFrom(e); got != payments.EventContradiction {
+			if got := h.settleFrom(e); got != operation.EventContradiction {
 				t.Fatalf("settle = %s", got)
 			}
-			if got := h.payment(p.ID); got.Status != payments.StatusProcessing || h.point(p.ID) != "started" {
+			if got := h.payment(p.ID); got.Status != operation.StatusProcessing || h.point(p.ID) != "started" {
 				t.Fatalf("a contradicting event settled the payment: %+v", got)
 			}
-			if !h.reviewed(payments.ReviewEventContradiction, e.ID) {
+			if !h.reviewed(operation.ReviewEventContradiction, e.ID) {
 				t.Fatal("no review case")
 			}
 			// The worker still settles it, with what the processor answers.
-			if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil || h.payment(p.ID).Status != payments.StatusSucceeded {
+			if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil || h.payment(p.ID).Status != operation.StatusSucceeded {
 				t.Fatalf("worker: %v", err)
 			}
 		}
@@ -267,14 +269,14 @@ func TestProcessorEvents(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		for _, key := range []string{"charge_pay_000000000000000000000000", "someone_elses_key"} {
-			ev := event("charge.succeeded", key, payments.Outcome{ID: "ch_1", Succeeded: true}, 100, "USD")
-			if got := h.receive(ev); got != payments.EventUnknownOperation {
+			ev := event("charge.succeeded", key, operation.Outcome{ID: "ch_1", Succeeded: true}, 100, "USD")
+			if got := h.receive(ev); got != operation.EventUnknownOperation {
 				t.Fatalf("%s: receive = %s", key, got)
 			}
-			if !h.reviewed(payments.ReviewEventUnknownOperation, ev.ID) {
+			if !h.reviewed(operation.ReviewEventUnknownOperation, ev.ID) {
 				t.Fatalf("%s: no review case", key)
 			}
-			if got := h.receive(ev); got != payments.EventDuplicate {
+			if got := h.receive(ev); got != operation.EventDuplicate {
 				t.Fatalf("%s: second receive = %s", key, got)
 			}
 		}
@@ -289,17 +291,17 @@ func TestProcessorEvents(t *testing.T) {
 		p := h.paid()
 		r := h.refund(p, 400)
 		// The refund's event first, then the charge's, late.
-		refundEv := event("refund.succeeded", payments.RefundDownstreamKey(r.ID), payments.Outcome{ID: "re_x", Succeeded: true}, 400, "")
+		refundEv := event("refund.succeeded", refunds.Names.DownstreamKey(r.ID), operation.Outcome{ID: "re_x", Succeeded: true}, 400, "")
 		h.receive(refundEv)
-		if got := h.settleFrom(refundEv); got != payments.EventSettled {
+		if got := h.settleFrom(refundEv); got != operation.EventSettled {
 			t.Fatalf("refund event = %s", got)
 		}
 		chargeEv := chargeEvent(p)
 		h.receive(chargeEv)
-		if got := h.settleFrom(chargeEv); got != payments.EventAgreed {
+		if got := h.settleFrom(chargeEv); got != operation.EventAgreed {
 			t.Fatalf("late charge event = %s", got)
 		}
-		if got := h.refundOf(r.ID); got.Status != payments.StatusSucceeded || h.settledBy("refunds", r.ID) != payments.PathWebhook {
+		if got := h.refundOf(r.ID); got.Status != operation.StatusSucceeded || h.settledBy("refunds", r.ID) != operation.PathWebhook {
 			t.Fatalf("refund %+v", got)
 		}
 		if got := h.payment(p.ID); got.AmountRefunded != 400 {
@@ -307,19 +309,19 @@ func TestProcessorEvents(t *testing.T) {
 		}
 		// A second event for the same refund (a processor sending two)
 		// agrees and changes nothing.
-		again := event("refund.succeeded", payments.RefundDownstreamKey(r.ID), payments.Outcome{ID: "re_x", Succeeded: true}, 400, "")
+		again := event("refund.succeeded", refunds.Names.DownstreamKey(r.ID), operation.Outcome{ID: "re_x", Succeeded: true}, 400, "")
 		h.receive(again)
-		if got := h.settleFrom(again); got != payments.EventAgreed || h.payment(p.ID).AmountRefunded != 400 {
+		if got := h.settleFrom(again); got != operation.EventAgreed || h.payment(p.ID).AmountRefunded != 400 {
 			t.Fatalf("second refund event = %s", got)
 		}
 		// A refusal settles a refund as failed.
 		r2 := h.refund(p, 100)
-		failed := event("refund.failed", payments.RefundDownstreamKey(r2.ID), payments.Outcome{FailureCode: "charge_not_refundable"}, 100, "")
+		failed := event("refund.failed", refunds.Names.DownstreamKey(r2.ID), operation.Outcome{FailureCode: "charge_not_refundable"}, 100, "")
 		h.receive(failed)
-		if got := h.settleFrom(failed); got != payments.EventSettled {
+		if got := h.settleFrom(failed); got != operation.EventSettled {
 			t.Fatalf("refund.failed = %s", got)
 		}
-		if got := h.refundOf(r2.ID); got.Status != payments.StatusFailed || *got.FailureCode != "charge_not_refundable" {
+		if got := h.refundOf(r2.ID); got.Status != operation.StatusFailed || *got.FailureCode != "charge_not_refundable" {
 			t.Fatalf("refund %+v", got)
 		}
 	})
@@ -331,32 +333,32 @@ func TestProcessorEvents(t *testing.T) {
 		// under that key contradicts the processor's own fence.
 		p := h.pay("pm_card_visa")
 		h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, p.ID)
-		h.proc.set(h.proc.unknown, payments.DownstreamKey(p.ID), true)
-		h.reconciled(payments.PaymentResourceType, p.ID)
-		if got := h.payment(p.ID); *got.FailureCode != payments.FailureProcessorError {
+		h.proc.set(h.proc.unknown, payments.Names.DownstreamKey(p.ID), true)
+		h.reconciled(payments.Names.Type, p.ID)
+		if got := h.payment(p.ID); *got.FailureCode != operation.FailureProcessorError {
 			t.Fatalf("not given up: %+v", got)
 		}
 		ev := chargeEvent(p)
 		h.receive(ev)
-		if got := h.settleFrom(ev); got != payments.EventContradiction {
+		if got := h.settleFrom(ev); got != operation.EventContradiction {
 			t.Fatalf("event after a fence that found nothing = %s", got)
 		}
 		// A close that reported the charge: the event agrees.
 		q := h.pay("pm_card_visa")
 		h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, q.ID)
-		key := payments.DownstreamKey(q.ID)
+		key := payments.Names.DownstreamKey(q.ID)
 		h.proc.set(h.proc.dropped, key, true)
 		h.proc.set(h.proc.hidden, key, true)
-		if err := h.ops.Charge(ctx, q.ID, 1, nil); !errors.Is(err, payments.ErrProcessorUnknown) {
+		if err := h.ops.Run(ctx, payments.Names.Type, q.ID, 1, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatal(err)
 		}
-		h.reconciled(payments.PaymentResourceType, q.ID)
-		if got := h.payment(q.ID); got.Status != payments.StatusSucceeded || h.settledBy("payments", q.ID) != payments.PathReconciler {
+		h.reconciled(payments.Names.Type, q.ID)
+		if got := h.payment(q.ID); got.Status != operation.StatusSucceeded || h.settledBy("payments", q.ID) != operation.PathReconciler {
 			t.Fatalf("the close did not report the charge: %+v", got)
 		}
 		ev = chargeEvent(q)
 		h.receive(ev)
-		if got := h.settleFrom(ev); got != payments.EventAgreed {
+		if got := h.settleFrom(ev); got != operation.EventAgreed {
 			t.Fatalf("event after a close that reported it = %s", got)
 		}
 	})
@@ -366,17 +368,17 @@ func TestProcessorEvents(t *testing.T) {
 		h := newHarness(t)
 		obs := h.observe()
 		p := h.pay("pm_card_timeout")
-		key := payments.DownstreamKey(p.ID)
+		key := payments.Names.DownstreamKey(p.ID)
 		release := make(chan struct{})
 		h.proc.mu.Lock()
 		h.proc.held[key] = release
 		h.proc.mu.Unlock()
 		done := make(chan error, 1)
-		go func() { done <- h.ops.Charge(ctx, p.ID, 1, nil) }()
+		go func() { done <- h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil) }()
 		testwait.For(t, "the charge made, its answer held", func() bool { return h.proc.made(key) == 1 })
 		ev := chargeEvent(p)
 		h.receive(ev)
-		if got := h.settleFrom(ev); got != payments.EventSettled {
+		if got := h.settleFrom(ev); got != operation.EventSettled {
 			t.Fatalf("settle = %s", got)
 		}
 		close(release) // the worker's call ends with an unknown outcome
@@ -395,7 +397,7 @@ func TestProcessorEvents(t *testing.T) {
 func TestProcessorEventRaces(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, rival := range []string{payments.PathWorker, payments.PathReconciler} {
+	for _, rival := range []string{operation.PathWorker, operation.PathReconciler} {
 		t.Run(rival, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t)
@@ -403,26 +405,26 @@ func TestProcessorEventRaces(t *testing.T) {
 			wins := map[string]int{}
 			for round := range 20 {
 				p := h.pay("pm_card_visa")
-				key := payments.DownstreamKey(p.ID)
+				key := payments.Names.DownstreamKey(p.ID)
 				var race func() error
-				if rival == payments.PathWorker {
+				if rival == operation.PathWorker {
 					// The processor made the charge, and sent its event; the
 					// worker's call answers with the same charge.
 					if _, err := h.proc.Charge(ctx, payments.ChargeRequest{IdempotencyKey: key, PaymentID: p.ID,
 						Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod}); err != nil {
 						t.Fatal(err)
 					}
-					race = func() error { return h.ops.Charge(ctx, p.ID, 1, nil) }
+					race = func() error { return h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil) }
 				} else {
 					// Past the deadline, made but not found: the reconciler
 					// closes the key, and the close reports the charge.
 					h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, p.ID)
 					h.proc.set(h.proc.dropped, key, true)
 					h.proc.set(h.proc.hidden, key, true)
-					if err := h.ops.Charge(ctx, p.ID, 1, nil); !errors.Is(err, payments.ErrProcessorUnknown) {
+					if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
 						t.Fatal(err)
 					}
-					if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
+					if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
 						t.Fatal(err)
 					}
 					race = func() error { _, err := h.rec.Settle(ctx); return err }
@@ -453,11 +455,11 @@ func TestProcessorEventRaces(t *testing.T) {
 				wins[by]++
 				got := h.payment(p.ID)
 				switch {
-				case got.Status != payments.StatusSucceeded || h.point(p.ID) != "finished":
+				case got.Status != operation.StatusSucceeded || h.point(p.ID) != "finished":
 					t.Fatalf("round %d: payment %+v at %s", round, got, h.point(p.ID))
-				case (by == payments.PathWebhook) != (webhookResult == payments.EventSettled):
+				case (by == operation.PathWebhook) != (webhookResult == operation.EventSettled):
 					t.Fatalf("round %d: settled by %q, the event found %q", round, by, webhookResult)
-				case by != payments.PathWebhook && webhookResult != payments.EventAgreed:
+				case by != operation.PathWebhook && webhookResult != operation.EventAgreed:
 					t.Fatalf("round %d: the event found %q", round, webhookResult)
 				case h.proc.made(key) != 1:
 					t.Fatalf("round %d: %d charges", round, h.proc.made(key))
@@ -468,7 +470,7 @@ func TestProcessorEventRaces(t *testing.T) {
 				}
 			}
 			t.Logf("wins over 20 rounds: %v", wins)
-			if wins[payments.PathWebhook]+wins[rival] != 20 {
+			if wins[operation.PathWebhook]+wins[rival] != 20 {
 				t.Fatalf("wins %v", wins)
 			}
 		})
@@ -480,7 +482,7 @@ func TestPruneProcessorEvents(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	old, recent, unprocessed := chargeEvent(h.pay("pm_card_visa")), chargeEvent(h.pay("pm_card_visa")), chargeEvent(h.pay("pm_card_visa"))
-	for _, ev := range []payments.ProcessorEvent{old, recent, unprocessed} {
+	for _, ev := range []operation.ProcessorEvent{old, recent, unprocessed} {
 		h.receive(ev)
 	}
 	h.settleFrom(old)
@@ -495,10 +497,10 @@ func TestPruneProcessorEvents(t *testing.T) {
 		t.Fatal("pruned the wrong events")
 	}
 	// A late delivery of the pruned event is processed again, and agrees.
-	if got := h.receive(old); got != payments.EventAccepted {
+	if got := h.receive(old); got != operation.EventAccepted {
 		t.Fatalf("late delivery = %s", got)
 	}
-	if got := h.settleFrom(old); got != payments.EventAgreed {
+	if got := h.settleFrom(old); got != operation.EventAgreed {
 		t.Fatalf("late delivery settled = %s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package payments
+package operation
 
 import (
 	"context"
@@ -29,7 +29,7 @@ type ProcessorEvent struct {
 	// Outcome is what the event says happened.
 	Outcome Outcome
 	Amount  int64
-	// Currency is empty when the processor names none (its refunds).
+	// Currency is empty when the processor names none.
 	Currency string
 	// Payload is the event as received, kept for review.
 	Payload []byte
@@ -43,10 +43,6 @@ var (
 	// nothing here: acknowledged, and not recorded.
 	ErrEventNotHandled = errors.New("processor event type not handled")
 )
-
-// ProcessorEventResourceType names the job that processes a processor event
-// (see JobQueue).
-const ProcessorEventResourceType = "processor_event"
 
 // What receiving a processor event found, as ReceiveProcessorEvent reports
 // it.
@@ -74,20 +70,9 @@ const (
 	EventContradiction = "contradiction"
 )
 
-// operationOf is the operation a downstream key names: the inverse of
-// DownstreamKey and RefundDownstreamKey.
-func operationOf(downstreamKey string) (resourceType, id string, ok bool) {
-	if id, ok := strings.CutPrefix(downstreamKey, "charge_"); ok && ValidID("pay_", id) {
-		return PaymentResourceType, id, true
-	}
-	if id, ok := strings.CutPrefix(downstreamKey, "refund_"); ok && ValidID("re_", id) {
-		return RefundResourceType, id, true
-	}
-	return "", "", false
-}
-
-const operationExists = `
-SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1) OR EXISTS (SELECT 1 FROM refunds WHERE id = $1)`
+// EventResults lists what processing an event may find, for metrics that
+// start at zero.
+var EventResults = []string{EventSettled, EventAgreed, EventContradiction}
 
 // recordProcessorEvent records an event once: a second delivery of it,
 // even one racing the first, finds the primary key taken (waiting for the
@@ -111,20 +96,26 @@ func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) 
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
-	resourceType, id, known := operationOf(ev.DownstreamKey)
+	var resourceType string
+	k, id, known := s.Kinds.ByDownstreamKey(ev.DownstreamKey)
 	if known {
-		if err := tx.QueryRow(ctx, operationExists, id).Scan(&known); err != nil {
+		resourceType = k.Names().Type
+		_, err := k.Load(ctx, tx, id, 0)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			known = false
+		case err != nil:
 			return "", fmt.Errorf("find the operation of %s: %w", ev.DownstreamKey, err)
 		}
 	}
 	var result *string
 	if !known {
 		resourceType, id = "", ""
-		result = nullable(EventUnknownOperation)
+		result = Nullable(EventUnknownOperation)
 	}
-	tag, err := tx.Exec(ctx, recordProcessorEvent, ev.ID, ev.Type, ev.DownstreamKey, nullable(resourceType), nullable(id),
-		nullable(ev.Outcome.ID), ev.Outcome.Succeeded, nullable(ev.Outcome.FailureCode), nullable(ev.Outcome.FailureMessage),
-		ev.Amount, nullable(ev.Currency), ev.Payload, result)
+	tag, err := tx.Exec(ctx, recordProcessorEvent, ev.ID, ev.Type, ev.DownstreamKey, Nullable(resourceType), Nullable(id),
+		Nullable(ev.Outcome.ID), ev.Outcome.Succeeded, Nullable(ev.Outcome.FailureCode), Nullable(ev.Outcome.FailureMessage),
+		ev.Amount, Nullable(ev.Currency), ev.Payload, result)
 	if err != nil {
 		return "", fmt.Errorf("record processor event: %w", err)
 	}
@@ -133,7 +124,7 @@ func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) 
 	}
 	received := EventAccepted
 	if known {
-		if _, err := s.Jobs.Enqueue(ctx, tx, ProcessorEventResourceType, ev.ID); err != nil {
+		if err := s.Jobs.EnqueueProcessorEvent(ctx, tx, ev.ID); err != nil {
 			return "", err
 		}
 	} else {
@@ -188,7 +179,7 @@ UPDATE processor_events SET result = $2, processed_at = now() WHERE id = $1 AND 
 // that contradicts the operation goes to the needs-review queue, with the
 // event, and changes nothing else. It reports what it found (EventSettled,
 // EventAgreed, EventContradiction).
-func (o *Operations) SettleFromEvent(ctx context.Context, eventID string) (string, error) {
+func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, error) {
 	ev, err := getStoredEvent(ctx, o.DB, eventID)
 	if err != nil {
 		return "", err
@@ -199,31 +190,31 @@ func (o *Operations) SettleFromEvent(ctx context.Context, eventID string) (strin
 	if ev.resourceType == nil || ev.resourceID == nil {
 		return "", fmt.Errorf("processor event %s names no operation but was not processed", eventID)
 	}
-	op, err := o.operation(*ev.resourceType)
+	k, err := o.Kinds.Kind(*ev.resourceType)
 	if err != nil {
 		return "", err
 	}
 	id := *ev.resourceID
-	p, err := o.load(ctx, op, id)
+	p, err := o.load(ctx, k, id)
 	if err != nil {
 		return "", err
 	}
-	if p.recorded == nil && sameTerms(ev.ProcessorEvent, p) {
-		settled, err := o.driveWith(ctx, op, id, p, PathWebhook, o.eventPhase(op, id, ev.ProcessorEvent), nil)
+	if p.Recorded == nil && sameTerms(ev.ProcessorEvent, p) {
+		settled, err := o.driveWith(ctx, k, id, p, PathWebhook, o.eventPhase(k, id, ev.ProcessorEvent), nil)
 		if err != nil {
 			return "", err
 		}
-		if settled && *p.recoveryPoint == idempotency.RecoveryStarted {
+		if settled && *p.RecoveryPoint == idempotency.RecoveryStarted {
 			o.observeEvent(EventSettled)
 			return EventSettled, nil
 		}
 		// Another path settled it first: what did it record?
-		if p, err = o.load(ctx, op, id); err != nil {
+		if p, err = o.load(ctx, k, id); err != nil {
 			return "", err
 		}
 	}
 	result := EventAgreed
-	if !sameTerms(ev.ProcessorEvent, p) || p.recorded == nil || !sameOutcome(ev.Outcome, *p.recorded) {
+	if !sameTerms(ev.ProcessorEvent, p) || p.Recorded == nil || !sameOutcome(ev.Outcome, *p.Recorded) {
 		result = EventContradiction
 	}
 	trace.SpanFromContext(ctx).AddEvent("processor event checked against the settled operation", trace.WithAttributes(
@@ -238,21 +229,21 @@ func (o *Operations) SettleFromEvent(ctx context.Context, eventID string) (strin
 // eventPhase records the outcome an event reports, as the phase that moves
 // the operation's key on from started. It makes no call, so the finish
 // phase commits in its transaction; so does the event's result.
-func (o *Operations) eventPhase(op operation, id string, ev ProcessorEvent) idempotency.Phase {
+func (o *Runner) eventPhase(k Kind, id string, ev ProcessorEvent) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		if err := op.record(ctx, tx, id, ev.Outcome, PathWebhook); err != nil {
-			return idempotency.Next{}, err
+		if err := k.Record(ctx, tx, id, statusOf(ev.Outcome), ev.Outcome, PathWebhook); err != nil {
+			return idempotency.Next{}, fmt.Errorf("record %s: %w", k.Names().Type, err)
 		}
 		if _, err := tx.Exec(ctx, markEventProcessed, ev.ID, EventSettled); err != nil {
 			return idempotency.Next{}, fmt.Errorf("mark processor event: %w", err)
 		}
-		return idempotency.AdvanceTo(op.createdPoint()), nil
+		return idempotency.AdvanceTo(k.Names().CreatedPoint()), nil
 	}}
 }
 
 // closeEvent stores the result of an event that did not settle its
 // operation and, for a contradiction, opens a review case with the event.
-func (o *Operations) closeEvent(ctx context.Context, ev storedEvent, p pending, result string) error {
+func (o *Runner) closeEvent(ctx context.Context, ev storedEvent, p Pending, result string) error {
 	tx, err := o.DB.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -260,12 +251,12 @@ func (o *Operations) closeEvent(ctx context.Context, ev storedEvent, p pending, 
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	if result == EventContradiction {
 		recorded := "no outcome yet"
-		if p.recorded != nil {
-			recorded = describeOutcome(*p.recorded)
+		if p.Recorded != nil {
+			recorded = describeOutcome(*p.Recorded)
 		}
 		detail := fmt.Sprintf("processor event %s (%s) about %s %s says %s for %d %s; the operation is for %d %s and records %s. Event: %s",
 			ev.ID, ev.Type, *ev.resourceType, *ev.resourceID, describeOutcome(ev.Outcome), ev.Amount, ev.Currency,
-			p.amount, p.currency, recorded, ev.Payload)
+			p.Amount, p.Currency, recorded, ev.Payload)
 		if _, err := flagForReview(ctx, tx, ReviewEventContradiction, ev.ID, detail); err != nil {
 			return err
 		}
@@ -279,7 +270,7 @@ func (o *Operations) closeEvent(ctx context.Context, ev storedEvent, p pending, 
 	return nil
 }
 
-func (o *Operations) observeEvent(result string) {
+func (o *Runner) observeEvent(result string) {
 	if o.Observer != nil {
 		o.Observer.ProcessorEvent(result)
 	}
@@ -287,8 +278,8 @@ func (o *Operations) observeEvent(result string) {
 
 // sameTerms reports whether an event is about what the operation asked
 // for: its amount, and its currency when the event names one.
-func sameTerms(ev ProcessorEvent, p pending) bool {
-	return ev.Amount == p.amount && (ev.Currency == "" || strings.EqualFold(ev.Currency, p.currency))
+func sameTerms(ev ProcessorEvent, p Pending) bool {
+	return ev.Amount == p.Amount && (ev.Currency == "" || strings.EqualFold(ev.Currency, p.Currency))
 }
 
 // sameOutcome reports whether two outcomes of one operation agree: both
@@ -296,15 +287,6 @@ func sameTerms(ev ProcessorEvent, p pending) bool {
 // succeeded or both did not.
 func sameOutcome(a, b Outcome) bool {
 	return a.Succeeded == b.Succeeded && a.ID == b.ID
-}
-
-// recordedOutcome is the outcome recorded on an operation of status, with
-// the processor's id and the failure code; nil while it is processing.
-func recordedOutcome(status string, processorID, failureCode *string) *Outcome {
-	if status == StatusProcessing {
-		return nil
-	}
-	return &Outcome{ID: deref(processorID), Succeeded: status == StatusSucceeded, FailureCode: deref(failureCode)}
 }
 
 // describeOutcome says an outcome in a few words, for review cases.
@@ -317,13 +299,6 @@ func describeOutcome(out Outcome) string {
 		return "succeeded (" + made + ")"
 	}
 	return "failed " + out.FailureCode + " (" + made + ")"
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 const pruneProcessorEvents = `
@@ -339,7 +314,7 @@ DELETE FROM processor_events WHERE id IN (
 // a late delivery a duplicate; a delivery of a pruned event would be
 // recorded and processed again, which changes nothing either: its operation
 // is settled, and the event only agrees or goes to review once more.
-func (o *Operations) PruneProcessorEvents(ctx context.Context, retention time.Duration, batch int) (int, error) {
+func (o *Runner) PruneProcessorEvents(ctx context.Context, retention time.Duration, batch int) (int, error) {
 	n, err := database.InBatches(ctx, o.DB, pruneProcessorEvents, batch, retention)
 	if err != nil {
 		return n, fmt.Errorf("prune processor events: %w", err)

@@ -1,4 +1,4 @@
-package payments_test
+package operation_test
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 )
 
 // TestCharge covers the worker's side of the state machine for a charge.
@@ -18,11 +20,11 @@ func TestCharge(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		got := h.payment(p.ID)
-		if got.Status != payments.StatusSucceeded || got.ProcessorChargeID == nil || h.point(p.ID) != "finished" {
+		if got.Status != operation.StatusSucceeded || got.ProcessorChargeID == nil || h.point(p.ID) != "finished" {
 			t.Fatalf("payment %+v at %s", got, h.point(p.ID))
 		}
 		if n := h.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
@@ -34,10 +36,10 @@ func TestCharge(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_declined")
-		if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
-		if got := h.payment(p.ID); got.Status != payments.StatusFailed || *got.FailureCode != "card_declined" {
+		if got := h.payment(p.ID); got.Status != operation.StatusFailed || *got.FailureCode != "card_declined" {
 			t.Fatalf("payment %+v", got)
 		}
 	})
@@ -46,17 +48,17 @@ func TestCharge(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		h.proc.set(h.proc.unknown, payments.DownstreamKey(p.ID), true)
+		h.proc.set(h.proc.unknown, payments.Names.DownstreamKey(p.ID), true)
 		for attempt := 1; attempt < h.ops.MaxAttempts; attempt++ {
-			err := h.ops.Charge(ctx, p.ID, attempt, nil)
-			if !errors.Is(err, payments.ErrProcessorUnknown) || errors.Is(err, payments.ErrHandedToReconciler) {
+			err := h.ops.Run(ctx, payments.Names.Type, p.ID, attempt, nil)
+			if !errors.Is(err, operation.ErrProcessorUnknown) || errors.Is(err, operation.ErrHandedToReconciler) {
 				t.Fatalf("attempt %d: %v", attempt, err)
 			}
 			if h.marked(p.ID) {
 				t.Fatalf("marked after attempt %d, within the budget", attempt)
 			}
 		}
-		if err := h.ops.Charge(ctx, p.ID, h.ops.MaxAttempts, nil); !errors.Is(err, payments.ErrHandedToReconciler) {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, h.ops.MaxAttempts, nil); !errors.Is(err, operation.ErrHandedToReconciler) {
 			t.Fatalf("last attempt: %v", err)
 		}
 		if !h.marked(p.ID) || h.point(p.ID) != "started" {
@@ -68,16 +70,16 @@ func TestCharge(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		key := payments.DownstreamKey(p.ID)
+		key := payments.Names.DownstreamKey(p.ID)
 		h.proc.set(h.proc.dropped, key, true)
-		if err := h.ops.Charge(ctx, p.ID, 1, nil); !errors.Is(err, payments.ErrProcessorUnknown) {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("first attempt: %v", err)
 		}
 		h.proc.set(h.proc.dropped, key, false)
-		if err := h.ops.Charge(ctx, p.ID, 2, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 2, nil); err != nil {
 			t.Fatal(err)
 		}
-		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded || h.proc.made(key) != 1 {
+		if got := h.payment(p.ID); got.Status != operation.StatusSucceeded || h.proc.made(key) != 1 {
 			t.Fatalf("payment %+v, %d charges", got, h.proc.made(key))
 		}
 	})
@@ -87,14 +89,14 @@ func TestCharge(t *testing.T) {
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
 		// Another runner gave up and closed the key before this attempt.
-		if _, _, err := h.proc.CloseCharge(ctx, payments.DownstreamKey(p.ID)); err != nil {
+		if _, _, err := h.proc.CloseCharge(ctx, payments.Names.DownstreamKey(p.ID)); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.ops.Charge(ctx, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		got := h.payment(p.ID)
-		if got.Status != payments.StatusFailed || *got.FailureCode != payments.FailureProcessorError {
+		if got.Status != operation.StatusFailed || *got.FailureCode != operation.FailureProcessorError {
 			t.Fatalf("payment %+v", got)
 		}
 		if n := h.count(`SELECT count(*) FROM needs_review WHERE kind = 'payment_given_up' AND reference = $1`, p.ID); n != 1 {
@@ -112,18 +114,18 @@ func TestReconcile(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		key := payments.DownstreamKey(p.ID)
+		key := payments.Names.DownstreamKey(p.ID)
 		h.proc.set(h.proc.dropped, key, true)
-		_ = h.ops.Charge(ctx, p.ID, 1, nil) // charged, answer lost
+		_ = h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil) // charged, answer lost
 		h.proc.set(h.proc.dropped, key, false)
 		calls := h.proc.calls.Load()
-		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.Names.Type, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
 		if h.proc.calls.Load() != calls {
 			t.Fatal("the reconciler charged again although the charge was found")
 		}
-		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded || h.marked(p.ID) || h.point(p.ID) != "finished" {
+		if got := h.payment(p.ID); got.Status != operation.StatusSucceeded || h.marked(p.ID) || h.point(p.ID) != "finished" {
 			t.Fatalf("payment %+v, marked %t", got, h.marked(p.ID))
 		}
 	})
@@ -132,10 +134,10 @@ func TestReconcile(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.Names.Type, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
-		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded || h.proc.made(payments.DownstreamKey(p.ID)) != 1 {
+		if got := h.payment(p.ID); got.Status != operation.StatusSucceeded || h.proc.made(payments.Names.DownstreamKey(p.ID)) != 1 {
 			t.Fatalf("payment %+v", got)
 		}
 	})
@@ -144,19 +146,19 @@ func TestReconcile(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		key := payments.DownstreamKey(p.ID)
+		key := payments.Names.DownstreamKey(p.ID)
 		h.proc.set(h.proc.unknown, key, true)
 		h.exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
-		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.Names.Type, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
 		got := h.payment(p.ID)
-		if got.Status != payments.StatusFailed || *got.FailureCode != payments.FailureProcessorError {
+		if got.Status != operation.StatusFailed || *got.FailureCode != operation.FailureProcessorError {
 			t.Fatalf("payment %+v", got)
 		}
 		// The key is closed: a late attempt can never charge.
 		h.proc.set(h.proc.unknown, key, false)
-		if _, err := h.proc.Charge(ctx, payments.ChargeRequest{IdempotencyKey: key, PaymentID: p.ID}); !errors.Is(err, payments.ErrKeyClosed) {
+		if _, err := h.proc.Charge(ctx, payments.ChargeRequest{IdempotencyKey: key, PaymentID: p.ID}); !errors.Is(err, operation.ErrKeyClosed) {
 			t.Fatalf("a charge after the give-up: %v", err)
 		}
 		var status int
@@ -172,17 +174,17 @@ func TestReconcile(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		key := payments.DownstreamKey(p.ID)
+		key := payments.Names.DownstreamKey(p.ID)
 		// A charge made while the lookup could not see it yet: only the
 		// close, which waits for it, can.
 		h.proc.set(h.proc.dropped, key, true)
 		h.proc.set(h.proc.hidden, key, true)
-		_ = h.ops.Charge(ctx, p.ID, 1, nil)
+		_ = h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil)
 		h.exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
-		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Settled != 1 {
+		if r := h.reconciled(payments.Names.Type, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
 		}
-		if got := h.payment(p.ID); got.Status != payments.StatusSucceeded || h.proc.made(key) != 1 {
+		if got := h.payment(p.ID); got.Status != operation.StatusSucceeded || h.proc.made(key) != 1 {
 			t.Fatalf("payment %+v: gave up although the processor charged", got)
 		}
 		if n := h.count(`SELECT count(*) FROM needs_review`); n != 0 {
@@ -194,7 +196,7 @@ func TestReconcile(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.paid()
-		if r := h.reconciled(payments.PaymentResourceType, p.ID); r.Lost != 1 || r.Settled != 0 {
+		if r := h.reconciled(payments.Names.Type, p.ID); r.Lost != 1 || r.Settled != 0 {
 			t.Fatalf("report %+v", r)
 		}
 	})
@@ -210,10 +212,10 @@ func TestRefund(t *testing.T) {
 		h := newHarness(t)
 		p := h.paid()
 		r := h.refund(p, 400)
-		if err := h.ops.Refund(ctx, r.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
-		if got := h.refundOf(r.ID); got.Status != payments.StatusSucceeded || h.payment(p.ID).AmountRefunded != 400 {
+		if got := h.refundOf(r.ID); got.Status != operation.StatusSucceeded || h.payment(p.ID).AmountRefunded != 400 {
 			t.Fatalf("refund %+v, payment %+v", got, h.payment(p.ID))
 		}
 	})
@@ -224,17 +226,17 @@ func TestRefund(t *testing.T) {
 		p := h.paid()
 		r := h.refund(p, 400)
 		h.proc.mu.Lock()
-		h.proc.refuse[payments.RefundDownstreamKey(r.ID)] = "resource_missing"
+		h.proc.refuse[refunds.Names.DownstreamKey(r.ID)] = "resource_missing"
 		h.proc.mu.Unlock()
-		if err := h.ops.Refund(ctx, r.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 		got := h.refundOf(r.ID)
-		if got.Status != payments.StatusFailed || *got.FailureCode != "resource_missing" || h.point(r.ID) != "finished" {
+		if got.Status != operation.StatusFailed || *got.FailureCode != "resource_missing" || h.point(r.ID) != "finished" {
 			t.Fatalf("refund %+v at %s", got, h.point(r.ID))
 		}
 		// A failed refund no longer counts against what is left.
-		if again := h.refund(p, 1000); again.Status != payments.StatusProcessing {
+		if again := h.refund(p, 1000); again.Status != operation.StatusProcessing {
 			t.Fatalf("a full refund after the failed one: %+v", again)
 		}
 	})
@@ -243,7 +245,7 @@ func TestRefund(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p, r, key := h.unknownRefund()
-		if err := h.ops.Refund(ctx, r.ID, h.ops.MaxAttempts, nil); !errors.Is(err, payments.ErrHandedToReconciler) {
+		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, h.ops.MaxAttempts, nil); !errors.Is(err, operation.ErrHandedToReconciler) {
 			t.Fatalf("last attempt: %v", err)
 		}
 		if !h.marked(r.ID) {
@@ -256,7 +258,7 @@ func TestRefund(t *testing.T) {
 		if report, err := h.rec.Run(ctx); err != nil || report.Settled != 1 {
 			t.Fatalf("when back: %+v, %v", report, err)
 		}
-		if got := h.refundOf(r.ID); got.Status != payments.StatusSucceeded || h.payment(p.ID).AmountRefunded != 1000 || h.proc.made(key) != 1 {
+		if got := h.refundOf(r.ID); got.Status != operation.StatusSucceeded || h.payment(p.ID).AmountRefunded != 1000 || h.proc.made(key) != 1 {
 			t.Fatalf("refund %+v", got)
 		}
 	})
@@ -266,15 +268,15 @@ func TestRefund(t *testing.T) {
 		h := newHarness(t)
 		p, r, key := h.unknownRefund()
 		h.exec(`UPDATE refunds SET created_at = created_at - interval '2 hours' WHERE id = $1`, r.ID)
-		if report := h.reconciled(payments.RefundResourceType, r.ID); report.Settled != 1 {
+		if report := h.reconciled(refunds.Names.Type, r.ID); report.Settled != 1 {
 			t.Fatalf("report %+v", report)
 		}
 		got := h.refundOf(r.ID)
-		if got.Status != payments.StatusFailed || *got.FailureCode != payments.FailureProcessorError || h.payment(p.ID).AmountRefunded != 0 {
+		if got.Status != operation.StatusFailed || *got.FailureCode != operation.FailureProcessorError || h.payment(p.ID).AmountRefunded != 0 {
 			t.Fatalf("refund %+v", got)
 		}
 		h.proc.set(h.proc.unknown, key, false)
-		if _, err := h.proc.Refund(ctx, payments.RefundRequest{IdempotencyKey: key}); !errors.Is(err, payments.ErrKeyClosed) {
+		if _, err := h.proc.Refund(ctx, refunds.Request{IdempotencyKey: key}); !errors.Is(err, operation.ErrKeyClosed) {
 			t.Fatalf("a refund after the give-up: %v", err)
 		}
 		if n := h.count(`SELECT count(*) FROM needs_review WHERE kind = 'refund_given_up' AND reference = $1`, r.ID); n != 1 {

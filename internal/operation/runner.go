@@ -1,4 +1,4 @@
-package payments
+package operation
 
 import (
 	"context"
@@ -22,19 +22,13 @@ import (
 // job that drove it should stop. It is never dropped.
 var ErrHandedToReconciler = errors.New("retry budget spent: handed to the reconciler")
 
-// FailureProcessorError is the failure code of an operation the service gave
-// up on: the processor confirmed, through the fence, that nothing was or
-// ever will be made under its downstream key.
-const FailureProcessorError = "processor_error"
-
 // CompleteFunc completes the job that drives an operation, inside the
 // transaction of the final phase, so the job ends exactly when the key does.
 type CompleteFunc func(ctx context.Context, tx pgx.Tx) error
 
-// Operations is the state machine of the operations that call the processor,
-// charges and refunds alike. Each moves its key started → <created> →
-// finished, one atomic phase at a time, so that a crash anywhere resumes from
-// the recovery point:
+// Runner is the state machine of every kind of operation. Each moves its key
+// started → <object>_created → finished, one atomic phase at a time, so that
+// a crash anywhere resumes from the recovery point:
 //
 //   - the outcome phase makes the one processor call, with the operation's
 //     downstream key, and records a definite answer as it advances the key;
@@ -51,13 +45,10 @@ type CompleteFunc func(ctx context.Context, tx pgx.Tx) error
 // while it is confirmed absent, and past the deadline gives up through the
 // fence: it closes the key at the processor and records what the close
 // reports, so that giving up and a late success can never both happen.
-type Operations struct {
-	DB        *pgxpool.Pool
-	Keys      *idempotency.Store
-	Processor Processor
-	// Render turns an operation in its final state into the response stored
-	// on its key and replayed to every retry.
-	Render Renderer
+type Runner struct {
+	DB    *pgxpool.Pool
+	Keys  *idempotency.Store
+	Kinds *Registry
 	// MaxAttempts is the retry budget of a job: after that many attempts
 	// with an unknown outcome the operation goes to the reconciler.
 	MaxAttempts int
@@ -100,6 +91,9 @@ const (
 	AttemptFailed = "failed"
 )
 
+// AttemptResults lists every attempt result, for metrics that start at zero.
+var AttemptResults = []string{AttemptOK, AttemptUnknown, AttemptFailed}
+
 // Results of reconciliation, for Observer.Reconciliation.
 const (
 	ReconciliationScheduled = "scheduled"
@@ -108,74 +102,20 @@ const (
 	ReconciliationUnsettled = "unsettled"
 )
 
-// The paths that settle operations. Exactly one records each operation's
-// outcome: the one whose conditional commit moves its key past started. It
-// is stored on the operation, as settled_by.
-const (
-	// PathWorker is the operation's job, which makes the processor call.
-	PathWorker = "worker"
-	// PathWebhook is the processor's webhook about the operation.
-	PathWebhook = "webhook"
-	// PathReconciler is the reconciler: a lookup by key, or the fence.
-	PathReconciler = "reconciler"
-)
+// ReconciliationResults lists every result, for metrics that start at zero.
+var ReconciliationResults = []string{ReconciliationScheduled, ReconciliationSettled, ReconciliationLost, ReconciliationUnsettled}
 
-// operation is what the state machine needs of one kind of operation; the
-// charge and the refund each have one (charge.go, refund_op.go).
-type operation interface {
-	// resourceType names what the operation's key created, as stored on the
-	// key and in the reconciliation queue.
-	resourceType() string
-	// createdPoint is the recovery point once the outcome is recorded.
-	createdPoint() string
-	// load reads the operation's row as the processor call needs it.
-	load(ctx context.Context, db database.DBTX, id string) (pending, error)
-	// find, close and gaveUp are the processor's lookup by key, its fence,
-	// and what an operation given up on records.
-	find(ctx context.Context, key string) (Outcome, bool, error)
-	close(ctx context.Context, key string) (Outcome, bool, error)
-	gaveUp() Outcome
-	// record writes a definite outcome on the operation's rows in tx, and
-	// the path that learned it.
-	record(ctx context.Context, tx pgx.Tx, id string, out Outcome, path string) error
-	// finish stages the operation's event and clears its reconciliation mark
-	// in tx (settle), and renders its final response.
-	finish(ctx context.Context, tx pgx.Tx, id string) (idempotency.Response, error)
-}
-
-// pending is an operation as loaded for its outcome phase.
-type pending struct {
-	// keyID is the operation's idempotency key, and recoveryPoint where it
-	// stood when read; nil once reaped, which only happens to finished keys.
-	keyID         *int64
-	recoveryPoint *string
-	// downstreamKey is the processor idempotency key of the operation.
-	downstreamKey string
-	// pastDeadline is whether the deadline has passed, by the database clock.
-	pastDeadline bool
-	// amount and currency are what the operation asks of the processor;
-	// currency is the payment's, for a refund too.
-	amount   int64
-	currency string
-	// recorded is the outcome recorded on the operation; nil while it has
-	// none.
-	recorded *Outcome
-	// attempt makes the processor call.
-	attempt func(ctx context.Context) (Outcome, error)
-}
-
-// outcome is what the outcome phase learned, and whether it gave up.
-type outcome struct {
-	Outcome
-	gaveUp bool
-}
-
-// run drives the operation id from wherever its key stands, as its job's
-// attempt-th attempt. When the attempt fails and the retry budget is spent,
-// the operation is marked for reconciliation and ErrHandedToReconciler is
-// returned (wrapping the cause): the job should stop.
-func (o *Operations) run(ctx context.Context, op operation, id string, attempt int, complete CompleteFunc) error {
-	_, err := o.drive(ctx, op, id, PathWorker, complete)
+// Run drives operation id of resourceType from wherever its key stands, as
+// its job's attempt-th attempt; complete ends the job with the key. When the
+// attempt fails and the retry budget is spent, the operation is marked for
+// reconciliation and ErrHandedToReconciler is returned (wrapping the cause):
+// the job should stop.
+func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int, complete CompleteFunc) error {
+	k, err := o.Kinds.Kind(resourceType)
+	if err != nil {
+		return err
+	}
+	_, err = o.drive(ctx, k, id, PathWorker, complete)
 	if o.Observer != nil {
 		result := AttemptOK
 		switch {
@@ -184,7 +124,7 @@ func (o *Operations) run(ctx context.Context, op operation, id string, attempt i
 		case err != nil:
 			result = AttemptFailed
 		}
-		o.Observer.Attempted(op.resourceType(), result)
+		o.Observer.Attempted(resourceType, result)
 	}
 	span := trace.SpanFromContext(ctx)
 	if err != nil && attempt < o.MaxAttempts {
@@ -198,7 +138,7 @@ func (o *Operations) run(ctx context.Context, op operation, id string, attempt i
 	// The job's context may be the reason it failed; marking must not be.
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if markErr := MarkForReconciliation(markCtx, o.DB, op.resourceType(), id); markErr != nil {
+	if markErr := MarkForReconciliation(markCtx, o.DB, resourceType, id); markErr != nil {
 		return fmt.Errorf("%w; and marking for reconciliation failed: %w", err, markErr)
 	}
 	if o.Observer != nil {
@@ -207,26 +147,19 @@ func (o *Operations) run(ctx context.Context, op operation, id string, attempt i
 	return fmt.Errorf("%w: %w", ErrHandedToReconciler, err)
 }
 
-// reconcile drives a marked operation with the reconciler's outcome phase.
-// It reports whether this run finished the key; false means another runner
-// settled it first.
-func (o *Operations) reconcile(ctx context.Context, op operation, id string) (bool, error) {
-	return o.drive(ctx, op, id, PathReconciler, nil)
-}
-
-// LearnOutcome runs only the outcome phase of the operation id of
-// resourceType, if its key is still at started: the run drives it too; tests
-// use it to stop an operation in between.
-func (o *Operations) LearnOutcome(ctx context.Context, resourceType, id string) error {
-	op, err := o.operation(resourceType)
+// LearnOutcome runs only the outcome phase of operation id of resourceType,
+// if its key is still at started: Run drives it too; tests use it to stop an
+// operation in between.
+func (o *Runner) LearnOutcome(ctx context.Context, resourceType, id string) error {
+	k, err := o.Kinds.Kind(resourceType)
 	if err != nil {
 		return err
 	}
-	p, err := o.load(ctx, op, id)
-	if err != nil || p.keyID == nil {
+	p, err := o.load(ctx, k, id)
+	if err != nil || p.KeyID == nil {
 		return err
 	}
-	_, _, err = o.Keys.RunPhase(ctx, *p.keyID, idempotency.RecoveryStarted, o.outcomePhase(op, id, p, PathWorker))
+	_, _, err = o.Keys.RunPhase(ctx, *p.KeyID, idempotency.RecoveryStarted, o.outcomePhase(k, id, p, PathWorker))
 	return err
 }
 
@@ -234,12 +167,12 @@ func (o *Operations) LearnOutcome(ctx context.Context, resourceType, id string) 
 // the outcome by path (PathWorker or PathReconciler). The operation and its
 // key's recovery point are read once, here, in one statement: the outcome
 // phase calls the processor with what was read.
-func (o *Operations) drive(ctx context.Context, op operation, id, path string, complete CompleteFunc) (bool, error) {
-	p, err := o.load(ctx, op, id)
+func (o *Runner) drive(ctx context.Context, k Kind, id, path string, complete CompleteFunc) (bool, error) {
+	p, err := o.load(ctx, k, id)
 	if err != nil {
 		return false, err
 	}
-	return o.driveWith(ctx, op, id, p, path, o.outcomePhase(op, id, p, path), complete)
+	return o.driveWith(ctx, k, id, p, path, o.outcomePhase(k, id, p, path), complete)
 }
 
 // driveWith runs the phases of operation id, as loaded in p, from its key's
@@ -247,59 +180,75 @@ func (o *Operations) drive(ctx context.Context, op operation, id, path string, c
 // finish phase, which commits in first's transaction. It reports whether
 // this run finished the key; when it did from started, path settled the
 // operation, and the Observer is told.
-func (o *Operations) driveWith(ctx context.Context, op operation, id string, p pending, path string, first idempotency.Phase, complete CompleteFunc) (bool, error) {
-	if p.keyID == nil || p.recoveryPoint == nil {
+func (o *Runner) driveWith(ctx context.Context, k Kind, id string, p Pending, path string, first idempotency.Phase, complete CompleteFunc) (bool, error) {
+	if p.KeyID == nil || p.RecoveryPoint == nil {
 		return false, nil
 	}
-	finished, err := o.Keys.DriveFrom(ctx, *p.keyID, *p.recoveryPoint, idempotency.Phases{
+	n := k.Names()
+	finished, err := o.Keys.DriveFrom(ctx, *p.KeyID, *p.RecoveryPoint, idempotency.Phases{
 		idempotency.RecoveryStarted: first,
-		op.createdPoint():           o.finishPhase(op, id, complete),
+		n.CreatedPoint():            o.finishPhase(k, id, complete),
 	})
-	if finished && *p.recoveryPoint == idempotency.RecoveryStarted {
+	if finished && *p.RecoveryPoint == idempotency.RecoveryStarted {
 		span := trace.SpanFromContext(ctx)
 		span.SetAttributes(attribute.String("payments.settled_by", path))
 		span.AddEvent("operation settled", trace.WithAttributes(attribute.String("path", path),
-			attribute.String("resource_type", op.resourceType()), attribute.String("resource_id", id)))
+			attribute.String("resource_type", n.Type), attribute.String("resource_id", id)))
 		if o.Observer != nil {
-			o.Observer.Settled(op.resourceType(), path)
+			o.Observer.Settled(n.Type, path)
 		}
 	}
 	return finished, err
 }
 
-// load reads operation id; its keyID is nil when the key was reaped, and so
+// load reads operation id; its KeyID is nil when the key was reaped, and so
 // the operation is finished.
-func (o *Operations) load(ctx context.Context, op operation, id string) (pending, error) {
-	p, err := op.load(ctx, o.DB, id)
+func (o *Runner) load(ctx context.Context, k Kind, id string) (Pending, error) {
+	p, err := k.Load(ctx, o.DB, id, o.Deadline)
 	if err != nil {
-		return pending{}, fmt.Errorf("load %s %s: %w", op.resourceType(), id, err)
+		return Pending{}, fmt.Errorf("load %s %s: %w", k.Names().Type, id, err)
 	}
 	return p, nil
+}
+
+// outcome is what the outcome phase learned, and whether it gave up.
+type outcome struct {
+	Outcome
+	gaveUp bool
+}
+
+// statusOf is the status an outcome records.
+func statusOf(out Outcome) string {
+	if out.Succeeded {
+		return StatusSucceeded
+	}
+	return StatusFailed
 }
 
 // outcomePhase is the phase whose one foreign side effect is the processor
 // call. A definite answer is recorded in the transaction that moves the key
 // to the created point; an unknown outcome is returned as an error, to be
 // tried again with the same downstream key.
-func (o *Operations) outcomePhase(op operation, id string, p pending, path string) idempotency.Phase {
+func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string) idempotency.Phase {
 	var out outcome
+	n := k.Names()
 	return idempotency.Phase{
 		Call: func(ctx context.Context, _ idempotency.Key) error {
 			var err error
-			out, err = o.learn(ctx, op, p, path == PathReconciler)
+			out, err = o.learn(ctx, k, id, p, path == PathReconciler)
 			return err
 		},
 		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-			if err := op.record(ctx, tx, id, out.Outcome, path); err != nil {
-				return idempotency.Next{}, err
+			if err := k.Record(ctx, tx, id, statusOf(out.Outcome), out.Outcome, path); err != nil {
+				return idempotency.Next{}, fmt.Errorf("record %s: %w", n.Type, err)
 			}
 			if out.gaveUp {
-				detail := fmt.Sprintf("gave up on %s %s: the processor confirmed through the fence that nothing was made", op.resourceType(), id)
-				if _, err := flagForReview(ctx, tx, op.resourceType()+"_given_up", id, detail); err != nil {
+				detail := fmt.Sprintf("gave up on %s %s: the processor confirmed through the fence that nothing was made", n.Type, id)
+				if _, err := flagForReview(ctx, tx, n.Reviews().GivenUp, id, detail); err != nil {
 					return idempotency.Next{}, err
 				}
 			}
-			return idempotency.AdvanceTo(op.createdPoint()), nil
+			return idempotency.AdvanceTo(n.CreatedPoint()), nil
 		},
 	}
 }
@@ -308,56 +257,65 @@ func (o *Operations) outcomePhase(op operation, id string, p pending, path strin
 // reconciler first asks what happened under the downstream key, makes the
 // call again only while the processor confirms it absent, and past the
 // deadline gives up through the fence.
-func (o *Operations) learn(ctx context.Context, op operation, p pending, reconciling bool) (outcome, error) {
+func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconciling bool) (outcome, error) {
+	n := k.Names()
+	key := n.DownstreamKey(id)
 	if reconciling {
-		out, found, err := op.find(ctx, p.downstreamKey)
+		out, found, err := k.Find(ctx, key)
 		switch {
 		case err != nil:
-			return outcome{}, fmt.Errorf("find %s: %w", p.downstreamKey, err)
+			return outcome{}, fmt.Errorf("find %s: %w", key, err)
 		case found:
 			return outcome{Outcome: out}, nil
-		case p.pastDeadline:
-			return o.giveUp(ctx, op, p)
+		case p.PastDeadline:
+			return o.giveUp(ctx, k, key)
 		}
 	}
-	out, err := p.attempt(ctx)
+	out, err := p.Make(ctx)
 	if errors.Is(err, ErrKeyClosed) {
 		// Another runner gave up first: closing again answers what it learned.
 		trace.SpanFromContext(ctx).AddEvent("downstream key closed by another runner", trace.WithAttributes(
-			attribute.String("downstream_key", p.downstreamKey)))
-		return o.giveUp(ctx, op, p)
+			attribute.String("downstream_key", key)))
+		return o.giveUp(ctx, k, key)
 	}
 	if err != nil {
-		return outcome{}, err
+		return outcome{}, fmt.Errorf("%s %s: %w", n.Object, id, err)
 	}
-	crash.At(op.resourceType() + "_" + CrashAfterProcessorResponse)
+	crash.At(n.CrashPoint())
 	return outcome{Outcome: out}, nil
 }
 
 // giveUp closes the operation's downstream key at the processor, the fence,
 // and returns what the close reports: the operation, if one was made before
 // the close (the close waits for one in flight), else the given-up outcome.
-func (o *Operations) giveUp(ctx context.Context, op operation, p pending) (outcome, error) {
+func (o *Runner) giveUp(ctx context.Context, k Kind, key string) (outcome, error) {
 	span := trace.SpanFromContext(ctx)
-	span.AddEvent("fence: closing the downstream key", trace.WithAttributes(attribute.String("downstream_key", p.downstreamKey)))
-	out, made, err := op.close(ctx, p.downstreamKey)
+	span.AddEvent("fence: closing the downstream key", trace.WithAttributes(attribute.String("downstream_key", key)))
+	out, made, err := k.Close(ctx, key)
 	switch {
 	case err != nil:
-		return outcome{}, fmt.Errorf("close %s: %w", p.downstreamKey, err)
+		return outcome{}, fmt.Errorf("close %s: %w", key, err)
 	case made:
 		span.AddEvent("fence closed: the operation was made first", trace.WithAttributes(attribute.String("processor_id", out.ID)))
 		return outcome{Outcome: out}, nil
 	}
 	span.AddEvent("fence closed: nothing was made, giving up")
-	return outcome{Outcome: op.gaveUp(), gaveUp: true}, nil
+	return outcome{Outcome: k.Names().GaveUp(), gaveUp: true}, nil
 }
 
 // finishPhase stores the final response, stages the event that follows it,
 // clears the reconciliation mark and completes the job.
-func (o *Operations) finishPhase(op operation, id string, complete CompleteFunc) idempotency.Phase {
+func (o *Runner) finishPhase(k Kind, id string, complete CompleteFunc) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		resp, err := op.finish(ctx, tx, id)
+		n := k.Names()
+		final, err := k.Final(ctx, tx, id)
 		if err != nil {
+			return idempotency.Next{}, fmt.Errorf("read %s %s: %w", n.Type, id, err)
+		}
+		if final.Status != StatusSucceeded && final.Status != StatusFailed {
+			return idempotency.Next{}, fmt.Errorf("%s %s has no outcome to finish with", n.Type, id)
+		}
+		if err := o.settle(ctx, tx, n.Type, final.TenantID, n.Type+"."+final.Status, id, final.Object); err != nil {
 			return idempotency.Next{}, err
 		}
 		if complete != nil {
@@ -365,7 +323,7 @@ func (o *Operations) finishPhase(op operation, id string, complete CompleteFunc)
 				return idempotency.Next{}, fmt.Errorf("complete job: %w", err)
 			}
 		}
-		return idempotency.Finish(resp), nil
+		return idempotency.Finish(final.Response), nil
 	}}
 }
 
@@ -379,7 +337,7 @@ VALUES ($1, $2, $3, $4, $5, now())`
 // settle writes, in the finishing transaction tx, the immutable event about
 // object, an operation of resourceType that finished, clears the
 // operation's reconciliation mark, and tells the Subscribers.
-func (o *Operations) settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
+func (o *Runner) settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
 	data, err := json.Marshal(object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
@@ -413,24 +371,4 @@ func MarkForReconciliation(ctx context.Context, db database.DBTX, resourceType, 
 		return fmt.Errorf("mark %s %s for reconciliation: %w", resourceType, id, err)
 	}
 	return nil
-}
-
-// CrashAfterProcessorResponse is the worker's crash point, for the crash
-// tests (see package crash), prefixed with the resource type:
-// "payment_after_processor_response", "refund_after_processor_response". It
-// is reached when the processor has answered and the transaction that
-// records the answer and finishes the key has not committed: the only
-// moment a worker's death can lose what the processor did.
-const CrashAfterProcessorResponse = "after_processor_response"
-
-// CrashPoints lists every crash point of the worker.
-func CrashPoints() []string {
-	return []string{PaymentResourceType + "_" + CrashAfterProcessorResponse, RefundResourceType + "_" + CrashAfterProcessorResponse}
-}
-
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

@@ -1,4 +1,4 @@
-package payments
+package operation
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // ErrEventNotFound reports an event that does not exist for the tenant.
-var ErrEventNotFound = errors.New("event not found")
+var ErrEventNotFound = NotFound("event")
 
 // Event is an immutable record of something that happened to a resource,
 // staged by the phase that finished it.
@@ -78,7 +78,7 @@ func (s *Service) ListEvents(ctx context.Context, tenantID string, limit int, st
 			return nil, false, fmt.Errorf("get event: %w", err)
 		}
 	}
-	return listPage(ctx, s.DB, listEvents, tenantID, startingAfter, limit, func(row pgx.CollectableRow) (Event, error) {
+	return ListPage(ctx, s.DB, listEvents, tenantID, startingAfter, limit, func(row pgx.CollectableRow) (Event, error) {
 		return scanEvent(row)
 	})
 }

@@ -1,13 +1,13 @@
-package payments_test
+package operation_test
 
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +17,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
+	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/tools/testdb"
 )
@@ -31,13 +35,13 @@ func TestMain(m *testing.M) {
 // operation per downstream key, lookups by key, and a fence that closes a key.
 // The processor's own tests (internal/processor, internal/gateway) are real HTTP.
 
-// fakeProcessor implements payments.Processor in memory.
+// fakeProcessor implements operations.Processor in memory.
 type fakeProcessor struct {
 	mu      sync.Mutex
-	ops     map[string]payments.Outcome // made, by downstream key
+	ops     map[string]operation.Outcome // made, by downstream key
 	closed  map[string]bool
-	charges []payments.LedgerEntry
-	refunds []payments.LedgerEntry
+	charges []operation.LedgerEntry
+	refunds []operation.LedgerEntry
 	// unknown keys answer every Charge or Refund with an unknown outcome,
 	// without making anything (a processor outage for that key).
 	unknown map[string]bool
@@ -58,26 +62,26 @@ type fakeProcessor struct {
 }
 
 func newFakeProcessor() *fakeProcessor {
-	return &fakeProcessor{ops: map[string]payments.Outcome{}, closed: map[string]bool{}, unknown: map[string]bool{},
+	return &fakeProcessor{ops: map[string]operation.Outcome{}, closed: map[string]bool{}, unknown: map[string]bool{},
 		dropped: map[string]bool{}, hidden: map[string]bool{}, findFails: map[string]bool{}, refuse: map[string]string{},
 		held: map[string]chan struct{}{}, pageSize: 1000}
 }
 
-var errUnknown = fmt.Errorf("fake: %w", payments.ErrProcessorUnknown)
+var errUnknown = fmt.Errorf("fake: %w", operation.ErrProcessorUnknown)
 
 // make makes the operation under key once, as decided by decide.
-func (f *fakeProcessor) make(key string, ledger *[]payments.LedgerEntry, entry payments.LedgerEntry, out payments.Outcome) (payments.Outcome, error) {
+func (f *fakeProcessor) make(key string, ledger *[]operation.LedgerEntry, entry operation.LedgerEntry, out operation.Outcome) (operation.Outcome, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case f.closed[key]:
-		return payments.Outcome{}, payments.ErrKeyClosed
+		return operation.Outcome{}, operation.ErrKeyClosed
 	case f.unknown[key]:
-		return payments.Outcome{}, errUnknown
+		return operation.Outcome{}, errUnknown
 	}
 	if code, ok := f.refuse[key]; ok {
-		return payments.Outcome{FailureCode: code, FailureMessage: "refused"}, nil
+		return operation.Outcome{FailureCode: code, FailureMessage: "refused"}, nil
 	}
 	made, ok := f.ops[key]
 	if !ok {
@@ -87,76 +91,77 @@ func (f *fakeProcessor) make(key string, ledger *[]payments.LedgerEntry, entry p
 		*ledger = append(*ledger, entry)
 	}
 	if f.dropped[key] {
-		return payments.Outcome{}, errUnknown
+		return operation.Outcome{}, errUnknown
 	}
 	return made, nil
 }
 
-func (f *fakeProcessor) Charge(_ context.Context, req payments.ChargeRequest) (payments.Outcome, error) {
-	out := payments.Outcome{ID: "ch_" + req.PaymentID, Succeeded: true}
+func (f *fakeProcessor) Charge(_ context.Context, req payments.ChargeRequest) (operation.Outcome, error) {
+	out := operation.Outcome{ID: "ch_" + req.PaymentID, Succeeded: true}
 	if req.PaymentMethod == "pm_card_declined" {
-		out = payments.Outcome{ID: out.ID, FailureCode: "card_declined", FailureMessage: "Your card was declined."}
+		out = operation.Outcome{ID: out.ID, FailureCode: "card_declined", FailureMessage: "Your card was declined."}
 	}
-	out, err := f.make(req.IdempotencyKey, &f.charges, payments.LedgerEntry{PaymentID: req.PaymentID, Amount: req.Amount, Currency: req.Currency}, out)
+	out, err := f.make(req.IdempotencyKey, &f.charges, operation.LedgerEntry{Reference: req.PaymentID, Amount: req.Amount, Currency: req.Currency}, out)
 	f.mu.Lock()
 	held := f.held[req.IdempotencyKey]
 	f.mu.Unlock()
 	if held != nil && err == nil {
 		<-held
-		return payments.Outcome{}, errUnknown
+		return operation.Outcome{}, errUnknown
 	}
 	return out, err
 }
 
-func (f *fakeProcessor) Refund(_ context.Context, req payments.RefundRequest) (payments.Outcome, error) {
-	out := payments.Outcome{ID: "re_" + req.IdempotencyKey, Succeeded: true}
-	return f.make(req.IdempotencyKey, &f.refunds, payments.LedgerEntry{Amount: req.Amount}, out)
+func (f *fakeProcessor) Refund(_ context.Context, req refunds.Request) (operation.Outcome, error) {
+	out := operation.Outcome{ID: "re_" + req.IdempotencyKey, Succeeded: true}
+	return f.make(req.IdempotencyKey, &f.refunds, operation.LedgerEntry{
+		Reference: strings.TrimPrefix(req.IdempotencyKey, refunds.Names.DownstreamKey("")), Amount: req.Amount}, out)
 }
 
-func (f *fakeProcessor) find(key string) (payments.Outcome, bool, error) {
+func (f *fakeProcessor) find(key string) (operation.Outcome, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.findFails[key] {
-		return payments.Outcome{}, false, errUnknown
+		return operation.Outcome{}, false, errUnknown
 	}
 	out, ok := f.ops[key]
 	return out, ok && !f.hidden[key], nil
 }
 
-func (f *fakeProcessor) FindCharge(_ context.Context, key string) (payments.Outcome, bool, error) {
+func (f *fakeProcessor) FindCharge(_ context.Context, key string) (operation.Outcome, bool, error) {
 	return f.find(key)
 }
 
-func (f *fakeProcessor) FindRefund(_ context.Context, key string) (payments.Outcome, bool, error) {
+func (f *fakeProcessor) FindRefund(_ context.Context, key string) (operation.Outcome, bool, error) {
 	return f.find(key)
 }
 
 // close is the fence: whatever was made stands, and nothing more can be.
-func (f *fakeProcessor) close(key string) (payments.Outcome, bool, error) {
+func (f *fakeProcessor) close(key string) (operation.Outcome, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if out, ok := f.ops[key]; ok {
 		return out, true, nil
 	}
 	f.closed[key] = true
-	return payments.Outcome{}, false, nil
+	return operation.Outcome{}, false, nil
 }
 
-func (f *fakeProcessor) CloseCharge(_ context.Context, key string) (payments.Outcome, bool, error) {
+func (f *fakeProcessor) CloseCharge(_ context.Context, key string) (operation.Outcome, bool, error) {
 	return f.close(key)
 }
 
-func (f *fakeProcessor) CloseRefund(_ context.Context, key string) (payments.Outcome, bool, error) {
+func (f *fakeProcessor) CloseRefund(_ context.Context, key string) (operation.Outcome, bool, error) {
 	return f.close(key)
 }
 
 // page returns a page of ledger after since, oldest first; the cursor is an
 // index into it.
-func (f *fakeProcessor) page(ledger []payments.LedgerEntry, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
+func (f *fakeProcessor) page(ledger []operation.LedgerEntry, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	start, _ := strconv.Atoi(cursor)
-	var page []payments.LedgerEntry
+	var page []operation.LedgerEntry
 	i := start
 	for ; i < len(ledger) && len(page) < f.pageSize; i++ {
 		if ledger[i].CreatedAt.After(since) {
@@ -169,11 +174,11 @@ func (f *fakeProcessor) page(ledger []payments.LedgerEntry, since time.Time, cur
 	return page, "", nil
 }
 
-func (f *fakeProcessor) LedgerCharges(_ context.Context, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
+func (f *fakeProcessor) LedgerCharges(_ context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
 	return f.page(f.charges, since, cursor)
 }
 
-func (f *fakeProcessor) LedgerRefunds(_ context.Context, since time.Time, cursor string) ([]payments.LedgerEntry, string, error) {
+func (f *fakeProcessor) LedgerRefunds(_ context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
 	return f.page(f.refunds, since, cursor)
 }
 
@@ -182,7 +187,7 @@ func (f *fakeProcessor) made(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for _, e := range append(append([]payments.LedgerEntry{}, f.charges...), f.refunds...) {
+	for _, e := range append(append([]operation.LedgerEntry{}, f.charges...), f.refunds...) {
 		if e.IdempotencyKey == key {
 			n++
 		}
@@ -197,33 +202,6 @@ func (f *fakeProcessor) set(knob map[string]bool, key string, on bool) {
 	knob[key] = on
 }
 
-// renderer renders final responses as status and JSON, as the HTTP one does.
-type renderer struct{}
-
-func (renderer) Payment(p payments.Payment) idempotency.Response {
-	return response(p.Status, p.FailureCode, p)
-}
-
-func (renderer) Refund(r payments.Refund) idempotency.Response {
-	return response(r.Status, r.FailureCode, r)
-}
-
-func (renderer) Error(err error) idempotency.Response {
-	return idempotency.Response{Status: http.StatusConflict, Body: []byte(err.Error())}
-}
-
-func response(status string, failure *string, v any) idempotency.Response {
-	code := http.StatusCreated
-	switch {
-	case failure != nil && *failure == payments.FailureProcessorError:
-		code = http.StatusBadGateway
-	case status == payments.StatusFailed:
-		code = http.StatusPaymentRequired
-	}
-	b, _ := json.Marshal(v)
-	return idempotency.Response{Status: code, Header: map[string]string{"Content-Type": "application/json"}, Body: b}
-}
-
 // jobs stands for the job queue: the tests drive operations themselves. It
 // numbers the jobs it is asked to stage, one per operation.
 type jobs struct {
@@ -232,13 +210,19 @@ type jobs struct {
 	of   map[string]int64
 }
 
-// Enqueue implements payments.JobQueue.
-func (j *jobs) Enqueue(_ context.Context, _ pgx.Tx, _, id string) (int64, error) {
+// EnqueueOperation implements operation.JobQueue.
+func (j *jobs) EnqueueOperation(_ context.Context, _ pgx.Tx, _, id string) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.next++
 	j.of[id] = j.next
 	return j.next, nil
+}
+
+// EnqueueProcessorEvent implements operation.JobQueue.
+func (j *jobs) EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID string) error {
+	_, err := j.EnqueueOperation(ctx, tx, "", eventID)
+	return err
 }
 
 // job is the id of the job staged for operation id.
@@ -254,9 +238,9 @@ type harness struct {
 	db   *testdb.DB
 	proc *fakeProcessor
 	jobs *jobs
-	svc  *payments.Service
-	ops  *payments.Operations
-	rec  *payments.Reconciler
+	svc  *operation.Service
+	ops  *operation.Runner
+	rec  *operation.Reconciler
 	keys atomic.Int64
 }
 
@@ -270,12 +254,13 @@ func newHarness(t *testing.T) *harness {
 	}
 	keys := &idempotency.Store{DB: db.Pool, LockTimeout: time.Minute, Retention: 24 * time.Hour}
 	proc := newFakeProcessor()
-	ops := &payments.Operations{DB: db.Pool, Keys: keys, Processor: proc, Render: renderer{}, MaxAttempts: 3, Deadline: time.Hour}
+	kinds := operations.Kinds(proc)
+	ops := &operation.Runner{DB: db.Pool, Keys: keys, Kinds: kinds, MaxAttempts: 3, Deadline: time.Hour}
 	jobs := &jobs{of: map[string]int64{}}
 	return &harness{
 		t: t, db: db, proc: proc, ops: ops, jobs: jobs,
-		svc: &payments.Service{DB: db.Pool, Keys: keys, Jobs: jobs, Render: renderer{}},
-		rec: &payments.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100},
+		svc: &operation.Service{DB: db.Pool, Keys: keys, Jobs: jobs, Kinds: kinds, Render: render.New(kinds, nil, nil)},
+		rec: &operation.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100},
 	}
 }
 
@@ -294,7 +279,7 @@ func (h *harness) request(path string) idempotency.Request {
 func (h *harness) pay(method string) payments.Payment {
 	h.t.Helper()
 	amount := int64(1000)
-	lease, _, err := h.svc.Create(context.Background(), h.request("/v1/payments"),
+	lease, _, err := payments.Create(context.Background(), h.svc, h.request("/v1/payments"),
 		payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: method})
 	if err != nil {
 		h.t.Fatal(err)
@@ -302,7 +287,7 @@ func (h *harness) pay(method string) payments.Payment {
 	if err := h.svc.Keys.Release(context.Background(), lease); err != nil {
 		h.t.Fatal(err)
 	}
-	p, err := h.svc.Get(context.Background(), tenant, lease.Key.Resource.ID)
+	p, err := payments.Get(context.Background(), h.db.Pool, tenant, lease.Key.Resource.ID)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -313,17 +298,17 @@ func (h *harness) pay(method string) payments.Payment {
 func (h *harness) paid() payments.Payment {
 	h.t.Helper()
 	p := h.pay("pm_card_visa")
-	if err := h.ops.Charge(context.Background(), p.ID, 1, nil); err != nil {
+	if err := h.ops.Run(context.Background(), payments.Names.Type, p.ID, 1, nil); err != nil {
 		h.t.Fatal(err)
 	}
 	return h.payment(p.ID)
 }
 
 // refund creates a refund of amount of payment p.
-func (h *harness) refund(p payments.Payment, amount int64) payments.Refund {
+func (h *harness) refund(p payments.Payment, amount int64) refunds.Refund {
 	h.t.Helper()
-	lease, err := h.svc.CreateRefund(context.Background(), h.request("/v1/payments/"+p.ID+"/refunds"), p.ID,
-		payments.NewRefund{Amount: &amount})
+	lease, err := refunds.Create(context.Background(), h.svc, h.request("/v1/payments/"+p.ID+"/refunds"), p.ID,
+		refunds.NewRefund{Amount: &amount})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -335,16 +320,16 @@ func (h *harness) refund(p payments.Payment, amount int64) payments.Refund {
 
 func (h *harness) payment(id string) payments.Payment {
 	h.t.Helper()
-	p, err := h.svc.Get(context.Background(), tenant, id)
+	p, err := payments.Get(context.Background(), h.db.Pool, tenant, id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	return p
 }
 
-func (h *harness) refundOf(id string) payments.Refund {
+func (h *harness) refundOf(id string) refunds.Refund {
 	h.t.Helper()
-	r, err := h.svc.GetRefund(context.Background(), tenant, id)
+	r, err := refunds.Get(context.Background(), h.db.Pool, tenant, id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -381,19 +366,19 @@ func (h *harness) point(id string) string {
 
 // unknownRefund makes a refund of a whole paid payment whose processor calls
 // have unknown outcomes until the test says otherwise.
-func (h *harness) unknownRefund() (payments.Payment, payments.Refund, string) {
+func (h *harness) unknownRefund() (payments.Payment, refunds.Refund, string) {
 	h.t.Helper()
 	p := h.paid()
 	r := h.refund(p, p.Amount)
-	key := payments.RefundDownstreamKey(r.ID)
+	key := refunds.Names.DownstreamKey(r.ID)
 	h.proc.set(h.proc.unknown, key, true)
 	return p, r, key
 }
 
 // reconciled marks the operation id and runs the reconciler once.
-func (h *harness) reconciled(kind, id string) payments.Report {
+func (h *harness) reconciled(kind, id string) operation.Report {
 	h.t.Helper()
-	if err := payments.MarkForReconciliation(context.Background(), h.db.Pool, kind, id); err != nil {
+	if err := operation.MarkForReconciliation(context.Background(), h.db.Pool, kind, id); err != nil {
 		h.t.Fatal(err)
 	}
 	report, err := h.rec.Run(context.Background())

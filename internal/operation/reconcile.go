@@ -1,10 +1,9 @@
-package payments
+package operation
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,12 +12,12 @@ import (
 )
 
 // Reconciler settles what the worker could not know: operations marked for
-// reconciliation, and charges and refunds in the processor's ledger that our
-// records do not account for. Runs may overlap (the outbox keeps them to one
+// reconciliation, and entries of the processor's ledgers, one per kind, that
+// our records do not account for. Runs may overlap (the outbox keeps them to one
 // at a time, but nothing here relies on it): each claims its own batch, and
 // each operation is settled by whichever runner's phase commits first.
 type Reconciler struct {
-	Ops    *Operations
+	Ops    *Runner
 	Logger *slog.Logger
 	// Window is how far back the processor's ledger is compared.
 	Window time.Duration
@@ -102,10 +101,10 @@ func (r *Reconciler) settleOne(ctx context.Context, kind, id string, report *Rep
 	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, "reconcile "+kind,
 		trace.WithAttributes(attribute.String("payments.resource_type", kind), attribute.String("payments.resource_id", id)))
 	defer span.End()
-	op, err := r.Ops.operation(kind)
+	k, err := r.Ops.Kinds.Kind(kind)
 	won := false
 	if err == nil {
-		won, err = r.Ops.reconcile(ctx, op, id)
+		won, err = r.Ops.drive(ctx, k, id, PathReconciler, nil)
 	}
 	switch {
 	case err != nil:
@@ -132,15 +131,15 @@ func (r *Reconciler) settleOne(ctx context.Context, kind, id string, report *Rep
 }
 
 // tracerName names the spans this package makes.
-const tracerName = "github.com/example/payments/internal/payments"
+const tracerName = "github.com/example/payments/internal/operation"
 
 // CompareLedger walks both sides of the processor's ledger over the window:
 // it marks operations the ledger shows stuck (Repaired) and adds anything
 // else unaccounted for to the needs-review queue (Flagged).
 func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
 	var report Report
-	for _, l := range r.ledgers() {
-		repaired, flagged, err := r.compare(ctx, l)
+	for _, k := range r.Ops.Kinds.Kinds() {
+		repaired, flagged, err := r.compare(ctx, k)
 		report.Repaired += repaired
 		report.Flagged += flagged
 		if err != nil {
@@ -150,70 +149,13 @@ func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
 	return report, nil
 }
 
-// operation returns the operation of a resource type: the one place that
-// maps the resource types of keys to their operations.
-func (o *Operations) operation(resourceType string) (operation, error) {
-	switch resourceType {
-	case PaymentResourceType:
-		return chargeOp{o}, nil
-	case RefundResourceType:
-		return refundOp{o}, nil
-	}
-	return nil, fmt.Errorf("no operation drives a %q", resourceType)
-}
-
-// ledger is one side of the processor's ledger, charges or refunds, and how
-// our records account for its entries.
-type ledger struct {
-	// name is what an entry is: "charge" or "refund".
-	name string
-	// resourceType is the operation an entry belongs to.
-	resourceType string
-	page         func(ctx context.Context, since time.Time, cursor string) ([]LedgerEntry, string, error)
-	// ours is the id of the operation an entry should belong to.
-	ours func(LedgerEntry) string
-	// lookup reads (id, status, processor id, amount, currency) of the
-	// operations with ids $1.
-	lookup string
-	// The kinds of discrepancy: no such operation, a second entry for one,
-	// an entry for one recorded as failed, the entry recorded for one but for
-	// another amount or currency.
-	unknown, duplicate, afterFailure, mismatch string
-}
-
-const (
-	lookupPayments = `SELECT id, status, processor_charge_id, amount, currency FROM payments WHERE id = ANY($1)`
-	// lookupRefunds reads the currency of a refund's payment.
-	lookupRefunds = `
-SELECT r.id, r.status, r.processor_refund_id, r.amount, p.currency
-FROM refunds r JOIN payments p ON p.id = r.payment_id
-WHERE r.id = ANY($1)`
-)
-
-// ledgers are both sides of the processor's ledger. A processor charge names
-// its payment; a refund names ours only through its downstream key.
-func (r *Reconciler) ledgers() []ledger {
-	p := r.Ops.Processor
-	return []ledger{{
-		name: "charge", resourceType: PaymentResourceType, page: p.LedgerCharges,
-		ours:    func(e LedgerEntry) string { return e.PaymentID },
-		lookup:  lookupPayments,
-		unknown: ReviewUnknownCharge, duplicate: ReviewDuplicateCharge, afterFailure: ReviewChargedAfterFailure,
-		mismatch: ReviewChargeAmountMismatch,
-	}, {
-		name: "refund", resourceType: RefundResourceType, page: p.LedgerRefunds,
-		ours:    func(e LedgerEntry) string { return strings.TrimPrefix(e.IdempotencyKey, RefundDownstreamKey("")) },
-		lookup:  lookupRefunds,
-		unknown: ReviewUnknownRefund, duplicate: ReviewDuplicateRefund, afterFailure: ReviewRefundedAfterFailure,
-		mismatch: ReviewRefundAmountMismatch,
-	}}
-}
-
 // compare walks one side of the processor's ledger over the window, page by
 // page, at any volume. An entry for an operation still processing is a
 // repair: the operation is marked, and a run records the entry. Anything else
 // unaccounted for goes to the needs-review queue, once per entry.
-func (r *Reconciler) compare(ctx context.Context, l ledger) (repaired, flagged int, err error) {
+func (r *Reconciler) compare(ctx context.Context, k Kind) (repaired, flagged int, err error) {
+	n := k.Names()
+	cases := n.Reviews()
 	var now time.Time
 	if err := r.Ops.DB.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 		return 0, 0, fmt.Errorf("read the database clock: %w", err)
@@ -221,9 +163,9 @@ func (r *Reconciler) compare(ctx context.Context, l ledger) (repaired, flagged i
 	since, cutoff := now.Add(-r.Window), now.Add(-r.Grace)
 	cursor := ""
 	for {
-		page, next, err := l.page(ctx, since, cursor)
+		page, next, err := k.Ledger(ctx, since, cursor)
 		if err != nil {
-			return repaired, flagged, fmt.Errorf("list processor %ss: %w", l.name, err)
+			return repaired, flagged, fmt.Errorf("list processor %ss: %w", n.Object, err)
 		}
 		// Oldest first: past the cutoff, the rest are newer still.
 		old := len(page)
@@ -235,22 +177,22 @@ func (r *Reconciler) compare(ctx context.Context, l ledger) (repaired, flagged i
 		}
 		ids := make([]string, old)
 		for i, e := range page[:old] {
-			ids[i] = l.ours(e)
+			ids[i] = e.Reference
 		}
-		found, err := r.lookup(ctx, l.lookup, ids)
+		found, err := k.Accounted(ctx, r.Ops.DB, ids)
 		if err != nil {
-			return repaired, flagged, err
+			return repaired, flagged, fmt.Errorf("look up ledger entries: %w", err)
 		}
 		for i, e := range page[:old] {
-			kind, repair := classify(e, found, ids[i], l)
+			kind, repair := classify(e, found, ids[i], cases)
 			switch {
 			case repair:
-				if err := MarkForReconciliation(ctx, r.Ops.DB, l.resourceType, ids[i]); err != nil {
+				if err := MarkForReconciliation(ctx, r.Ops.DB, n.Type, ids[i]); err != nil {
 					return repaired, flagged, err
 				}
 				repaired++
 			case kind != "":
-				added, err := r.flag(ctx, kind, e, l.name)
+				added, err := r.flag(ctx, kind, e, n.Object)
 				if err != nil {
 					return repaired, flagged, err
 				}
@@ -266,67 +208,54 @@ func (r *Reconciler) compare(ctx context.Context, l ledger) (repaired, flagged i
 	}
 }
 
-// accounted is how our records stand for one ledger entry.
-type accounted struct {
-	status      string
-	processorID *string
-	amount      int64
-	currency    string
-}
-
-// lookup reads the status, processor id, amount and currency of the
-// operations named by ids in one query, so that a page costs one round trip
-// whatever its size.
-func (r *Reconciler) lookup(ctx context.Context, sql string, ids []string) (map[string]accounted, error) {
-	rows, err := r.Ops.DB.Query(ctx, sql, ids)
-	if err != nil {
-		return nil, fmt.Errorf("look up ledger entries: %w", err)
-	}
-	found := map[string]accounted{}
-	var (
-		id string
-		a  accounted
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &a.status, &a.processorID, &a.amount, &a.currency}, func() error {
-		found[id] = a
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("look up ledger entries: %w", err)
-	}
-	return found, nil
-}
-
 // classify decides what one ledger entry means, given our operation ours: a
 // kind of discrepancy, a repair, or neither when it is accounted for.
-func classify(e LedgerEntry, found map[string]accounted, ours string, l ledger) (kind string, repair bool) {
+func classify(e LedgerEntry, found map[string]Accounted, ours string, cases Reviews) (kind string, repair bool) {
 	a, ok := found[ours]
 	switch {
-	case !ok:
-		return l.unknown, false
-	case a.processorID != nil && *a.processorID == e.ID:
-		// Ours, but it must also move what we recorded. A refund entry names
-		// no currency; its amount is compared alone.
-		if e.Amount != a.amount || e.Currency != "" && e.Currency != a.currency {
-			return l.mismatch, false
+	case ours == "" || !ok:
+		return cases.Unknown, false
+	case a.ProcessorID != nil && *a.ProcessorID == e.ID:
+		// Ours, but it must also move what we recorded. An entry that names
+		// no currency is compared on its amount alone.
+		if e.Amount != a.Amount || e.Currency != "" && e.Currency != a.Currency {
+			return cases.Mismatch, false
 		}
 		return "", false
-	case a.processorID != nil:
-		return l.duplicate, false
-	case a.status == StatusProcessing:
+	case a.ProcessorID != nil:
+		return cases.Duplicate, false
+	case a.Status == StatusProcessing:
 		return "", true
 	}
-	return l.afterFailure, false
+	return cases.AfterFailure, false
 }
 
 // flag adds a discrepancy to the needs-review queue, once per ledger entry.
 func (r *Reconciler) flag(ctx context.Context, kind string, e LedgerEntry, name string) (bool, error) {
-	detail := fmt.Sprintf("processor %s %s under key %s (payment %q, amount %d %s, succeeded %t) is not accounted for",
-		name, e.ID, e.IdempotencyKey, e.PaymentID, e.Amount, e.Currency, e.Succeeded)
+	detail := fmt.Sprintf("processor %s %s under key %s (reference %q, amount %d %s, succeeded %t) is not accounted for",
+		name, e.ID, e.IdempotencyKey, e.Reference, e.Amount, e.Currency, e.Succeeded)
 	added, err := flagForReview(ctx, r.Ops.DB, kind, e.ID, detail)
 	if err != nil || !added {
 		return false, err
 	}
 	r.Logger.ErrorContext(ctx, "needs review", "kind", kind, "reference", e.ID, "detail", detail)
 	return true, nil
+}
+
+// CollectAccounted reads the rows of a kind's Accounted query, (id, status,
+// processor id, amount, currency) each, keyed by id.
+func CollectAccounted(rows pgx.Rows) (map[string]Accounted, error) {
+	found := map[string]Accounted{}
+	var (
+		id string
+		a  Accounted
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &a.Status, &a.ProcessorID, &a.Amount, &a.Currency}, func() error {
+		found[id] = a
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read accounted operations: %w", err)
+	}
+	return found, nil
 }

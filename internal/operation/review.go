@@ -1,4 +1,4 @@
-package payments
+package operation
 
 import (
 	"context"
@@ -11,36 +11,10 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// Kinds of case in the needs-review queue. The discrepancies are found by
-// comparing the processor's ledger with ours; the given-up kinds are
-// operations the service gave up on through the fence.
+// Kinds of case in the needs-review queue that are not a kind's own. Each
+// kind has its own too, derived from its names (see Names.Reviews): its give-up
+// and the discrepancies between the processor's ledger and ours.
 const (
-	// ReviewUnknownCharge is a processor charge for a payment we do not have.
-	ReviewUnknownCharge = "unknown_charge"
-	// ReviewDuplicateCharge is a second charge for a payment already charged.
-	ReviewDuplicateCharge = "duplicate_charge"
-	// ReviewChargedAfterFailure is a charge for a payment recorded as failed
-	// without it.
-	ReviewChargedAfterFailure = "charged_after_failure"
-	// ReviewChargeAmountMismatch is the charge recorded for a payment, for
-	// another amount or currency than the payment's.
-	ReviewChargeAmountMismatch = "charge_amount_mismatch"
-	// ReviewUnknownRefund is a processor refund for a refund we do not have.
-	ReviewUnknownRefund = "unknown_refund"
-	// ReviewDuplicateRefund is a second processor refund for one refund.
-	ReviewDuplicateRefund = "duplicate_refund"
-	// ReviewRefundedAfterFailure is a processor refund for a refund recorded
-	// as failed without it.
-	ReviewRefundedAfterFailure = "refunded_after_failure"
-	// ReviewRefundAmountMismatch is the processor refund recorded for a
-	// refund, for another amount than the refund's (or another currency than
-	// its payment's, when the processor names one).
-	ReviewRefundAmountMismatch = "refund_amount_mismatch"
-	// ReviewPaymentGivenUp is a payment given up on: failed with
-	// processor_error once the processor confirmed that nothing was charged.
-	ReviewPaymentGivenUp = PaymentResourceType + "_given_up"
-	// ReviewRefundGivenUp is a refund given up on, likewise.
-	ReviewRefundGivenUp = RefundResourceType + "_given_up"
 	// ReviewEventContradiction is a processor event that contradicts the
 	// operation it names: another outcome than the one recorded, or another
 	// amount or currency than the operation's. Its reference is the event.
@@ -50,11 +24,34 @@ const (
 	ReviewEventUnknownOperation = "processor_event_unknown_operation"
 )
 
-// ReviewKinds lists every kind of case, for metrics that start at zero.
-var ReviewKinds = []string{
-	ReviewUnknownCharge, ReviewDuplicateCharge, ReviewChargedAfterFailure, ReviewChargeAmountMismatch,
-	ReviewUnknownRefund, ReviewDuplicateRefund, ReviewRefundedAfterFailure, ReviewRefundAmountMismatch,
-	ReviewPaymentGivenUp, ReviewRefundGivenUp, ReviewEventContradiction, ReviewEventUnknownOperation,
+// Reviews are a kind's cases, derived from its names: for a payment (whose
+// processor object is a charge), payment_given_up, unknown_charge,
+// duplicate_charge, charged_after_failure and charge_amount_mismatch.
+type Reviews struct {
+	// GivenUp is an operation given up on: failed with processor_error once
+	// the processor confirmed, through the fence, that nothing was made.
+	GivenUp string
+	// Unknown is a processor object for an operation we do not have.
+	Unknown string
+	// Duplicate is a second processor object for one operation.
+	Duplicate string
+	// AfterFailure is a processor object for an operation recorded as
+	// failed without it.
+	AfterFailure string
+	// Mismatch is the processor object recorded for an operation, for
+	// another amount or currency than the operation's.
+	Mismatch string
+}
+
+// Reviews are the kind's cases in the needs-review queue.
+func (n Names) Reviews() Reviews {
+	return Reviews{GivenUp: n.Type + "_given_up", Unknown: "unknown_" + n.Object, Duplicate: "duplicate_" + n.Object,
+		AfterFailure: n.Done + "_after_failure", Mismatch: n.Object + "_amount_mismatch"}
+}
+
+// All lists the cases.
+func (r Reviews) All() []string {
+	return []string{r.Unknown, r.Duplicate, r.AfterFailure, r.Mismatch, r.GivenUp}
 }
 
 // ErrReviewNotFound reports a case that does not exist or is already resolved.

@@ -1,4 +1,4 @@
-package payments
+package operation
 
 import (
 	"context"
@@ -19,8 +19,8 @@ type LiveJobs interface {
 
 // Sweeper finds operations that nothing is driving any more: their key is
 // unfinished and has been quiet for StuckAfter (database clock), and their
-// job will not run again. It hands them to the reconciler, so no payment or
-// refund waits for a client's retry to make progress.
+// job will not run again. It hands them to the reconciler, so no operation
+// waits for a client's retry to make progress.
 type Sweeper struct {
 	DB   database.DBTX
 	Jobs LiveJobs
@@ -32,15 +32,13 @@ type Sweeper struct {
 }
 
 // quietKeys lists operations whose key is unfinished and quiet, and not yet
-// marked, oldest first, with the job that drives each (none for an operation
-// from before jobs were recorded).
+// marked, oldest first, with the job that drives each: every key whose first
+// phase staged a job names it.
 const quietKeys = `
-SELECT k.resource_type, k.resource_id, coalesce(p.job_id, r.job_id) FROM idempotency_keys k
-LEFT JOIN payments p ON k.resource_type = 'payment' AND p.id = k.resource_id
-LEFT JOIN refunds r ON k.resource_type = 'refund' AND r.id = k.resource_id
+SELECT k.resource_type, k.resource_id, k.job_id FROM idempotency_keys k
 WHERE k.recovery_point NOT IN ('finished', 'expired')
 	AND k.updated_at < now() - $1::interval
-	AND k.resource_type IN ('payment', 'refund')
+	AND k.job_id IS NOT NULL
 	AND NOT EXISTS (SELECT 1 FROM reconciliations m
 		WHERE m.resource_type = k.resource_type AND m.resource_id = k.resource_id)
 ORDER BY k.updated_at
@@ -49,7 +47,7 @@ LIMIT $2`
 // quiet is an operation whose key is quiet, and its job.
 type quiet struct {
 	kind, id string
-	jobID    *int64
+	jobID    int64
 }
 
 // Sweep marks stuck operations for reconciliation and returns how many.
@@ -65,11 +63,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sweep quiet keys: %w", err)
 	}
-	var jobIDs []int64
-	for _, op := range ops {
-		if op.jobID != nil {
-			jobIDs = append(jobIDs, *op.jobID)
-		}
+	jobIDs := make([]int64, len(ops))
+	for i, op := range ops {
+		jobIDs[i] = op.jobID
 	}
 	live, err := s.Jobs.Live(ctx, jobIDs)
 	if err != nil {
@@ -77,7 +73,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	}
 	marked := 0
 	for _, op := range ops {
-		if op.jobID != nil && live[*op.jobID] {
+		if live[op.jobID] {
 			continue
 		}
 		if err := MarkForReconciliation(ctx, s.DB, op.kind, op.id); err != nil {
@@ -88,11 +84,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	return marked, nil
 }
 
+// backlog reads the oldest operation whose key is not finished: one that is
+// still processing, since an operation's outcome and its key's end commit
+// together.
 const backlog = `
 SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0),
 	(SELECT count(*) FROM reconciliations)
-FROM (SELECT created_at FROM payments WHERE status = 'processing'
-	UNION ALL SELECT created_at FROM refunds WHERE status = 'processing') unsettled`
+FROM idempotency_keys
+WHERE recovery_point NOT IN ('finished', 'expired') AND job_id IS NOT NULL`
 
 // Backlog reads what is not settled yet: the age of the oldest operation
 // still processing (zero when none), by the database's clock, and how many

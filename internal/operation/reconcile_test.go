@@ -1,4 +1,4 @@
-package payments_test
+package operation_test
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 )
 
 // TestReconcilerFairOrder: more marked payments that cannot be settled than a
@@ -19,13 +21,13 @@ func TestReconcilerFairOrder(t *testing.T) {
 	h.rec.BatchSize = 2
 	for range 3 {
 		p := h.pay("pm_card_visa")
-		h.proc.set(h.proc.findFails, payments.DownstreamKey(p.ID), true)
-		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
+		h.proc.set(h.proc.findFails, payments.Names.DownstreamKey(p.ID), true)
+		if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	settleable := h.pay("pm_card_visa")
-	if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, settleable.ID); err != nil {
+	if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, settleable.ID); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := h.rec.Run(ctx); err != nil || r.Unsettled != 2 || r.Settled != 0 {
@@ -34,7 +36,7 @@ func TestReconcilerFairOrder(t *testing.T) {
 	if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
 		t.Fatalf("second run: %+v, %v", r, err)
 	}
-	if got := h.payment(settleable.ID); got.Status != payments.StatusSucceeded {
+	if got := h.payment(settleable.ID); got.Status != operation.StatusSucceeded {
 		t.Fatalf("settleable payment %+v", got)
 	}
 	if n := h.count(`SELECT count(*) FROM reconciliations WHERE last_error IS NOT NULL`); n != 3 {
@@ -52,11 +54,11 @@ func TestReconcilerConcurrentRuns(t *testing.T) {
 	for range n {
 		p := h.pay("pm_card_visa")
 		ids = append(ids, p.ID)
-		if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
+		if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reports := make([]payments.Report, 2)
+	reports := make([]operation.Report, 2)
 	var wg sync.WaitGroup
 	for i := range reports {
 		wg.Go(func() {
@@ -72,8 +74,8 @@ func TestReconcilerConcurrentRuns(t *testing.T) {
 		t.Fatalf("settled %d, want each of %d once: %+v", settled, n, reports)
 	}
 	for _, id := range ids {
-		if got := h.payment(id); got.Status != payments.StatusSucceeded || h.proc.made(payments.DownstreamKey(id)) != 1 {
-			t.Fatalf("payment %+v, %d charges", got, h.proc.made(payments.DownstreamKey(id)))
+		if got := h.payment(id); got.Status != operation.StatusSucceeded || h.proc.made(payments.Names.DownstreamKey(id)) != 1 {
+			t.Fatalf("payment %+v, %d charges", got, h.proc.made(payments.Names.DownstreamKey(id)))
 		}
 	}
 	if e := h.count(`SELECT count(*) FROM events`); e != n {
@@ -100,11 +102,11 @@ func TestLedgerComparison(t *testing.T) {
 		old := time.Now().Add(-10 * time.Minute)
 		h.proc.mu.Lock()
 		for i := 1; i <= n; i++ {
-			h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: fmt.Sprintf("ch_%d", i), PaymentID: fmt.Sprintf("pay_%d", i),
+			h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: fmt.Sprintf("ch_%d", i), Reference: fmt.Sprintf("pay_%d", i),
 				IdempotencyKey: fmt.Sprintf("charge_pay_%d", i), Succeeded: true, Amount: 100, CreatedAt: old})
 		}
 		// The newest charge is one the service knows nothing of.
-		h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: "ch_stranger", PaymentID: "pay_stranger",
+		h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: "ch_stranger", Reference: "pay_stranger",
 			IdempotencyKey: "charge_pay_stranger", Succeeded: true, Amount: 42, CreatedAt: old.Add(time.Second)})
 		h.proc.mu.Unlock()
 
@@ -123,12 +125,12 @@ func TestLedgerComparison(t *testing.T) {
 		if c := h.count(`SELECT count(*) FROM needs_review`); c != 1 {
 			t.Fatalf("review cases = %d, want exactly one", c)
 		}
-		counts, open, err := payments.CountReviewCases(ctx, h.db.Pool)
-		if err != nil || counts[payments.ReviewUnknownCharge] != 1 || open[payments.ReviewUnknownCharge] != 1 {
+		counts, open, err := operation.CountReviewCases(ctx, h.db.Pool)
+		if err != nil || counts[payments.Names.Reviews().Unknown] != 1 || open[payments.Names.Reviews().Unknown] != 1 {
 			t.Fatalf("counts %v, open %v, %v", counts, open, err)
 		}
 		h.exec(`UPDATE needs_review SET resolved_at = now()`)
-		if counts, open, err = payments.CountReviewCases(ctx, h.db.Pool); err != nil || counts[payments.ReviewUnknownCharge] != 1 || open[payments.ReviewUnknownCharge] != 0 {
+		if counts, open, err = operation.CountReviewCases(ctx, h.db.Pool); err != nil || counts[payments.Names.Reviews().Unknown] != 1 || open[payments.Names.Reviews().Unknown] != 0 {
 			t.Fatalf("after resolving: counts %v, open %v, %v", counts, open, err)
 		}
 	})
@@ -138,17 +140,17 @@ func TestLedgerComparison(t *testing.T) {
 		h := newHarness(t)
 		// A charge for a payment still processing: repaired, then settled.
 		stuck := h.pay("pm_card_visa")
-		key := payments.DownstreamKey(stuck.ID)
+		key := payments.Names.DownstreamKey(stuck.ID)
 		h.proc.set(h.proc.dropped, key, true)
-		_ = h.ops.Charge(ctx, stuck.ID, 1, nil)
+		_ = h.ops.Run(ctx, payments.Names.Type, stuck.ID, 1, nil)
 		h.proc.set(h.proc.dropped, key, false)
 		// A second charge for a payment already charged: flagged.
 		done := h.paid()
 		// A refund the service has no record of: flagged.
 		h.proc.mu.Lock()
-		h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: "ch_second", PaymentID: done.ID,
+		h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: "ch_second", Reference: done.ID,
 			IdempotencyKey: "other", Succeeded: true, Amount: 1000, CreatedAt: time.Now()})
-		h.proc.refunds = append(h.proc.refunds, payments.LedgerEntry{ID: "re_stranger", IdempotencyKey: "refund_re_stranger",
+		h.proc.refunds = append(h.proc.refunds, operation.LedgerEntry{ID: "re_stranger", IdempotencyKey: "refund_re_stranger", Reference: "re_stranger",
 			Succeeded: true, Amount: 5, CreatedAt: time.Now()})
 		h.proc.mu.Unlock()
 
@@ -156,7 +158,7 @@ func TestLedgerComparison(t *testing.T) {
 		if err != nil || r.Repaired != 1 || r.Flagged != 2 {
 			t.Fatalf("report %+v, %v", r, err)
 		}
-		for _, kind := range []string{payments.ReviewDuplicateCharge, payments.ReviewUnknownRefund} {
+		for _, kind := range []string{payments.Names.Reviews().Duplicate, refunds.Names.Reviews().Unknown} {
 			if c := h.count(`SELECT count(*) FROM needs_review WHERE kind = $1`, kind); c != 1 {
 				t.Fatalf("%s cases = %d", kind, c)
 			}
@@ -164,7 +166,7 @@ func TestLedgerComparison(t *testing.T) {
 		if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
 			t.Fatalf("next run %+v, %v", r, err)
 		}
-		if got := h.payment(stuck.ID); got.Status != payments.StatusSucceeded || h.proc.made(key) != 1 {
+		if got := h.payment(stuck.ID); got.Status != operation.StatusSucceeded || h.proc.made(key) != 1 {
 			t.Fatalf("repaired payment %+v", got)
 		}
 	})
@@ -174,7 +176,7 @@ func TestLedgerComparison(t *testing.T) {
 		h := newHarness(t)
 		h.rec.Grace = time.Minute
 		h.proc.mu.Lock()
-		h.proc.charges = append(h.proc.charges, payments.LedgerEntry{ID: "ch_young", PaymentID: "pay_young",
+		h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: "ch_young", Reference: "pay_young",
 			IdempotencyKey: "charge_pay_young", Succeeded: true, Amount: 42, CreatedAt: time.Now()})
 		h.proc.mu.Unlock()
 		if r, err := h.rec.Run(ctx); err != nil || r.Flagged != 0 {
@@ -206,7 +208,7 @@ func TestSweep(t *testing.T) {
 	withJob := h.pay("pm_card_visa")
 	young := h.pay("pm_card_visa")
 	quiet := h.pay("pm_card_visa")
-	s := &payments.Sweeper{DB: h.db.Pool, Jobs: liveJobs{h.jobs.job(withJob.ID): true}, StuckAfter: time.Minute, BatchSize: 10}
+	s := &operation.Sweeper{DB: h.db.Pool, Jobs: liveJobs{h.jobs.job(withJob.ID): true}, StuckAfter: time.Minute, BatchSize: 10}
 
 	h.exec(`UPDATE idempotency_keys SET updated_at = updated_at - interval '2 minutes' WHERE resource_id = ANY($1)`,
 		[]string{refund.ID, withJob.ID, quiet.ID})
@@ -224,7 +226,7 @@ func TestSweep(t *testing.T) {
 	if r, err := h.rec.Run(ctx); err != nil || r.Settled != 2 {
 		t.Fatalf("report %+v, %v", r, err)
 	}
-	if got := h.refundOf(refund.ID); got.Status != payments.StatusSucceeded {
+	if got := h.refundOf(refund.ID); got.Status != operation.StatusSucceeded {
 		t.Fatalf("swept refund %+v", got)
 	}
 }
@@ -238,7 +240,7 @@ func TestReconcilerClearsLateMarks(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t)
 	p := h.paid()
-	if err := payments.MarkForReconciliation(ctx, h.db.Pool, payments.PaymentResourceType, p.ID); err != nil {
+	if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := h.rec.Settle(ctx); err != nil || r.Lost != 1 || r.Settled != 0 {
@@ -247,7 +249,7 @@ func TestReconcilerClearsLateMarks(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM reconciliations`); n != 0 {
 		t.Fatalf("marks left = %d, want 0", n)
 	}
-	if got := h.payment(p.ID); got.Status != payments.StatusSucceeded || len(h.proc.charges) != 1 {
+	if got := h.payment(p.ID); got.Status != operation.StatusSucceeded || len(h.proc.charges) != 1 {
 		t.Fatalf("payment %+v, processor charges %d", got, len(h.proc.charges))
 	}
 }
@@ -260,15 +262,15 @@ func TestLedgerAmountMismatch(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
-		refund bool                        // the refund of a paid payment, else its charge
-		change func(*payments.LedgerEntry) // alters the processor's entry for it
-		kind   string                      // the one case flagged, if any
+		refund bool                         // the refund of a paid payment, else its charge
+		change func(*operation.LedgerEntry) // alters the processor's entry for it
+		kind   string                       // the one case flagged, if any
 	}{
-		{"Match", false, func(*payments.LedgerEntry) {}, ""},
-		{"ChargeAmount", false, func(e *payments.LedgerEntry) { e.Amount++ }, payments.ReviewChargeAmountMismatch},
-		{"ChargeCurrency", false, func(e *payments.LedgerEntry) { e.Currency = "EUR" }, payments.ReviewChargeAmountMismatch},
-		{"RefundMatch", true, func(*payments.LedgerEntry) {}, ""},
-		{"RefundAmount", true, func(e *payments.LedgerEntry) { e.Amount-- }, payments.ReviewRefundAmountMismatch},
+		{"Match", false, func(*operation.LedgerEntry) {}, ""},
+		{"ChargeAmount", false, func(e *operation.LedgerEntry) { e.Amount++ }, payments.Names.Reviews().Mismatch},
+		{"ChargeCurrency", false, func(e *operation.LedgerEntry) { e.Currency = "EUR" }, payments.Names.Reviews().Mismatch},
+		{"RefundMatch", true, func(*operation.LedgerEntry) {}, ""},
+		{"RefundAmount", true, func(e *operation.LedgerEntry) { e.Amount-- }, refunds.Names.Reviews().Mismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -277,7 +279,7 @@ func TestLedgerAmountMismatch(t *testing.T) {
 			ledger, id := &h.proc.charges, *h.payment(p.ID).ProcessorChargeID
 			if tc.refund {
 				r := h.refund(p, 400)
-				if err := h.ops.Refund(ctx, r.ID, 1, nil); err != nil {
+				if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1, nil); err != nil {
 					t.Fatal(err)
 				}
 				ledger, id = &h.proc.refunds, *h.refundOf(r.ID).ProcessorRefundID

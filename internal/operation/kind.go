@@ -1,0 +1,317 @@
+// Package operation is the machinery every idempotent operation of the
+// service runs on. An operation (a payment, say) is declared once, as a
+// Kind, in its own package; the list of the service's kinds (package
+// operations) is read by everything here:
+//
+//   - the first phase (Service.Start): one read of the key answers a retry;
+//     a new key is one transaction that stages the operation's job with
+//     River's InsertTx, reserves the key and writes the operation's rows;
+//   - the later phases (Runner): one processor call, whose definite answer
+//     is recorded as the key moves to the kind's created point, then the
+//     final response, the event and the job's completion in one commit;
+//   - what settles operations the worker could not: the reconciler (a lookup
+//     by downstream key, a call made again, or the fence), the sweep, the
+//     processor's webhooks, and the comparison of the processor's ledger;
+//   - the needs-review queue, the events and their subscribers.
+//
+// It knows nothing of HTTP, River or the processor's wire format: those are
+// behind the JobQueue interface, the kinds' own processor calls and the
+// responses the kinds render.
+package operation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+)
+
+// Kind declares one kind of operation to the machinery. Everything a kind
+// does that is its own is here: its names, its rows (each method runs the
+// kind's own SQL), its processor calls and how it renders. Everything else
+// (keys, jobs, retries, reconciliation, the fence, events, review, metrics,
+// traces) is derived from its Names and is the same for every kind.
+type Kind interface {
+	// Names are the kind's names, from which the machinery derives the rest.
+	Names() Names
+
+	// Load reads operation id, and its key's recovery point, as its phases
+	// need it; an error wrapping ErrNotFound when there is none. Whether
+	// deadline has passed since the operation was created is decided by the
+	// database's clock.
+	Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (Pending, error)
+	// Record writes a definite outcome on the operation's rows in tx, with
+	// its status (StatusSucceeded or StatusFailed) and the path that learned
+	// it (PathWorker, PathWebhook, PathReconciler).
+	Record(ctx context.Context, tx pgx.Tx, id, status string, out Outcome, path string) error
+	// Final reads, in tx, the operation whose outcome is recorded: its
+	// tenant and status, the object its event carries, and the final
+	// response stored on its key and replayed to every retry.
+	Final(ctx context.Context, tx pgx.Tx, id string) (Final, error)
+
+	// Find asks the processor what was made under the downstream key: found
+	// is false only when the processor confirms that nothing was (yet).
+	Find(ctx context.Context, key string) (out Outcome, found bool, err error)
+	// Close is the processor's fence: once it returns, nothing can ever be
+	// made under key; made reports what was made before (the close waits
+	// for what is in flight).
+	Close(ctx context.Context, key string) (out Outcome, made bool, err error)
+	// Ledger is one page of the processor's ledger of this kind, created
+	// after since, oldest first, after cursor ("" first); next is "" after
+	// the last page.
+	Ledger(ctx context.Context, since time.Time, cursor string) (page []LedgerEntry, next string, err error)
+	// Accounted reads how our records stand for the operations ids, for the
+	// ledger comparison: one query for a whole page.
+	Accounted(ctx context.Context, db database.DBTX, ids []string) (map[string]Accounted, error)
+
+	// Errors are the refusals the kind's first phase decides, with how they
+	// are answered (see ErrorRule).
+	Errors() []ErrorRule
+	// Object and Request are zero values of the resource the API shows and
+	// of the request that creates it, for the drift tests of the API
+	// document: their schemas are named for the type (Payment, NewPayment).
+	Object() any
+	Request() any
+}
+
+// Names are what a kind is called. Every other name of the kind is derived
+// from them, the same way for every kind.
+type Names struct {
+	// Type names the resource: on its idempotency key, in its events
+	// ("payment.succeeded"), its job, metrics, traces and the review queue
+	// ("payment_given_up").
+	Type string
+	// Prefix starts the resource's ids ("pay_").
+	Prefix string
+	// Path is where the API serves one resource: Path + "/" + id.
+	Path string
+	// Object is what the processor makes for it ("charge"). It names the
+	// downstream key (charge_<id>), the recovery point once the processor's
+	// answer is recorded (charge_created) and the ledger's review cases
+	// (unknown_charge, duplicate_charge, charge_amount_mismatch).
+	Object string
+	// Done is what the processor does to the money, in the past ("charged"):
+	// the review case charged_after_failure, and the words of a give-up.
+	Done string
+}
+
+var (
+	// namePattern is what a type, an object and a deed may be: lower-case
+	// words joined by underscores, so that derived names read as one.
+	namePattern   = regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+	prefixPattern = regexp.MustCompile(`^[a-z]{1,8}_$`)
+	pathPattern   = regexp.MustCompile(`^/v1(/[a-z_]+)+$`)
+)
+
+// check refuses names the machinery cannot derive from.
+func (n Names) check() error {
+	switch {
+	case !namePattern.MatchString(n.Type):
+		return fmt.Errorf("type %q must be lower-case words joined by underscores", n.Type)
+	case !namePattern.MatchString(n.Object):
+		return fmt.Errorf("%s: processor object %q must be lower-case words joined by underscores", n.Type, n.Object)
+	case !namePattern.MatchString(n.Done):
+		return fmt.Errorf("%s: deed %q must be lower-case words joined by underscores", n.Type, n.Done)
+	case !prefixPattern.MatchString(n.Prefix):
+		return fmt.Errorf("%s: id prefix %q must be a few lower-case letters and an underscore", n.Type, n.Prefix)
+	case !pathPattern.MatchString(n.Path):
+		return fmt.Errorf("%s: path %q must be under /v1", n.Type, n.Path)
+	}
+	return nil
+}
+
+// DownstreamKey is the processor idempotency key of operation id: stable for
+// the operation and unique across tenants, since ids are; never the client's
+// key.
+func (n Names) DownstreamKey(id string) string { return n.Object + "_" + id }
+
+// CreatedPoint is the recovery point once the processor's answer is
+// recorded on the operation.
+func (n Names) CreatedPoint() string { return n.Object + "_created" }
+
+// Location is the URL of operation id.
+func (n Names) Location(id string) string { return n.Path + "/" + id }
+
+// EventTypes are the events a finished operation stages: <type>.succeeded
+// and <type>.failed.
+func (n Names) EventTypes() []string {
+	return []string{n.Type + "." + StatusSucceeded, n.Type + "." + StatusFailed}
+}
+
+// CrashPoint is the worker's crash point once the processor has answered
+// and nothing is recorded yet (see CrashAfterProcessorResponse).
+func (n Names) CrashPoint() string { return n.Type + "_" + CrashAfterProcessorResponse }
+
+// GaveUp is the outcome recorded for an operation given up on through the
+// fence: nothing was, or ever will be, made.
+func (n Names) GaveUp() Outcome {
+	return Outcome{FailureCode: FailureProcessorError, FailureMessage: fmt.Sprintf(
+		"The processor could not confirm the %s before the deadline. Nothing was %s, and nothing will be.",
+		n.Object, words(n.Done))}
+}
+
+// The statuses of every operation.
+const (
+	StatusProcessing = "processing"
+	StatusSucceeded  = "succeeded"
+	StatusFailed     = "failed"
+)
+
+// FailureProcessorError is the failure code of an operation the service gave
+// up on: the processor confirmed, through the fence, that nothing was or
+// ever will be made under its downstream key.
+const FailureProcessorError = "processor_error"
+
+var (
+	// ErrProcessorUnknown reports a processor call whose outcome is not known:
+	// a timeout, a connection error or a 5xx. The operation may or may not
+	// exist, so the call is retried with the same downstream key, never a new
+	// one, or the processor is asked what happened.
+	ErrProcessorUnknown = errors.New("processor outcome unknown")
+	// ErrKeyClosed reports an operation refused because its downstream key
+	// was closed (Kind.Close): the service gave up on it, and nothing was or
+	// ever will be made with that key.
+	ErrKeyClosed = errors.New("processor: downstream key closed")
+)
+
+// Pending is an operation as its outcome phase needs it.
+type Pending struct {
+	// TenantID owns the operation.
+	TenantID string
+	// KeyID is the operation's idempotency key, and RecoveryPoint where it
+	// stood when read; nil once reaped, which only happens to finished keys.
+	KeyID         *int64
+	RecoveryPoint *string
+	// PastDeadline is whether the deadline has passed, by the database clock.
+	PastDeadline bool
+	// Amount and Currency are what the operation asks of the processor; an
+	// operation on another may ask in that one's currency.
+	Amount   int64
+	Currency string
+	// Recorded is the outcome recorded on the operation; nil while it is
+	// processing (see Recorded).
+	Recorded *Outcome
+	// Make is the one processor call, made with the operation's downstream
+	// key: a definite Outcome, or an error wrapping ErrProcessorUnknown or
+	// ErrKeyClosed.
+	Make func(ctx context.Context) (Outcome, error)
+}
+
+// Recorded is the outcome recorded on an operation of status, with the
+// processor's id and its failure code; nil while it is processing.
+func Recorded(status string, processorID, failureCode *string) *Outcome {
+	if status == StatusProcessing {
+		return nil
+	}
+	return &Outcome{ID: deref(processorID), Succeeded: status == StatusSucceeded, FailureCode: deref(failureCode)}
+}
+
+// Final is a finished operation, as its last phase stores it.
+type Final struct {
+	TenantID string
+	// Status is StatusSucceeded or StatusFailed.
+	Status string
+	// Object is the operation as its event carries it.
+	Object any
+	// Response is the final response, stored on the key and replayed.
+	Response idempotency.Response
+}
+
+// Outcome is a definite answer about one processor operation: made and
+// succeeded, made and declined, or refused without being made (ID empty).
+type Outcome struct {
+	// ID is the processor's id of what it made; empty when nothing was.
+	ID             string
+	Succeeded      bool
+	FailureCode    string
+	FailureMessage string
+}
+
+// LedgerEntry is one operation as the processor's ledger holds it.
+type LedgerEntry struct {
+	ID             string
+	IdempotencyKey string
+	// Reference is the id of our operation the entry belongs to, as the
+	// processor echoes it (a charge's payment id, or the downstream key
+	// without its prefix); empty when it names none.
+	Reference string
+	Succeeded bool
+	Amount    int64
+	// Currency is empty when the processor names none, and only the amount
+	// is then compared.
+	Currency  string
+	CreatedAt time.Time
+}
+
+// Accounted is how our records stand for one operation of the ledger.
+type Accounted struct {
+	Status      string
+	ProcessorID *string
+	Amount      int64
+	Currency    string
+}
+
+// ErrorRule is one refusal of a kind's first phase and how it is answered:
+// the one table of package render maps every error to its status and code,
+// and takes these from each kind.
+type ErrorRule struct {
+	Err    error
+	Status int
+	Code   string
+	Title  string
+	// Detail, when set, replaces the error's own text.
+	Detail string
+}
+
+// The paths that settle operations. Exactly one records each operation's
+// outcome: the one whose conditional commit moves its key past started. It
+// is stored on the operation, as settled_by.
+const (
+	// PathWorker is the operation's job, which makes the processor call.
+	PathWorker = "worker"
+	// PathWebhook is the processor's webhook about the operation.
+	PathWebhook = "webhook"
+	// PathReconciler is the reconciler: a lookup by key, or the fence.
+	PathReconciler = "reconciler"
+)
+
+// Paths lists every path, for metrics that start at zero.
+var Paths = []string{PathWorker, PathWebhook, PathReconciler}
+
+// CrashAfterProcessorResponse ends the worker's crash points (see package
+// crash), each prefixed with its kind's type: "payment_after_processor_
+// response". It is reached when the processor has answered and the
+// transaction that records the answer and finishes the key has not
+// committed: the only moment a worker's death can lose what the processor
+// did.
+const CrashAfterProcessorResponse = "after_processor_response"
+
+// CrashAfterFirstPhase is the API's crash point, reached when an
+// operation's first phase has committed and the request has not started
+// waiting.
+const CrashAfterFirstPhase = "after_first_phase"
+
+// words is a name with its underscores as spaces: "paid_out" reads "paid out".
+func words(name string) string { return strings.ReplaceAll(name, "_", " ") }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// Nullable is s, or nil when it is empty: SQL NULL.
+func Nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,124 @@
+package operation
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+)
+
+// Resource is a kind of thing an idempotency key creates, and where the API
+// serves it: every Kind (its Names), and the webhook endpoints.
+type Resource struct {
+	Type, Prefix, Path string
+}
+
+// Resource is the kind's resource.
+func (n Names) Resource() Resource { return Resource{Type: n.Type, Prefix: n.Prefix, Path: n.Path} }
+
+// ErrNotFound is what every NotFoundError is: errors.Is(err, ErrNotFound)
+// holds for any resource that does not exist for the tenant.
+var ErrNotFound = errors.New("not found")
+
+// NotFoundError reports a resource that does not exist for the tenant.
+type NotFoundError struct {
+	// What is what was looked for, in words: "payment", "webhook endpoint".
+	What string
+}
+
+func (e *NotFoundError) Error() string { return e.What + " not found" }
+
+// Is makes errors.Is(err, ErrNotFound) true.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// NotFound is the error of a resource, named in words, that does not exist.
+func NotFound(what string) error { return &NotFoundError{What: what} }
+
+// FieldError is one invalid field of a request.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists every invalid field of a request.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("invalid request: %d invalid field(s)", len(e.Fields))
+}
+
+// Invalid is a ValidationError of fields, or nil when there are none.
+func Invalid(fields []FieldError) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	return &ValidationError{Fields: fields}
+}
+
+// Storable reports whether s can be stored as Postgres text: valid UTF-8
+// with no NUL character. Text from a client is checked before any query, so
+// the database never refuses it.
+func Storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
+
+const (
+	idAlphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	idLength   = 24
+)
+
+// ValidID reports whether id has the shape of an id NewID made with prefix.
+// Anything else names nothing, and is answered as not found without a query,
+// so that no client text reaches the database as an id.
+func ValidID(prefix, id string) bool {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok || len(rest) != idLength {
+		return false
+	}
+	for i := range len(rest) {
+		if strings.IndexByte(idAlphabet, rest[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// NewID returns prefix followed by 24 random base62 characters.
+func NewID(prefix string) string {
+	b := make([]byte, idLength)
+	_, _ = rand.Read(b)
+	for i := range b {
+		// The slight modulo bias does not matter for identifiers.
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return prefix + string(b)
+}
+
+// ListPage runs a list query that takes (tenant, starting after, limit) and
+// reads one row more than limit to tell whether more follow.
+func ListPage[T any](ctx context.Context, db database.DBTX, sql, tenantID, startingAfter string, limit int, scan pgx.RowToFunc[T]) ([]T, bool, error) {
+	var after *string
+	if startingAfter != "" {
+		after = &startingAfter
+	}
+	rows, err := db.Query(ctx, sql, tenantID, after, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list: %w", err)
+	}
+	page, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, false, fmt.Errorf("list: %w", err)
+	}
+	if len(page) > limit {
+		return page[:limit], true, nil
+	}
+	return page, false, nil
+}

@@ -1,0 +1,118 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
+)
+
+// insertPayment writes the payment of a first phase after its key, which it
+// refers to: only when the key was reserved for this payment.
+const insertPayment = `
+INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
+	metadata, status, created_at, updated_at)
+SELECT $1, $2, k.id, $4, $5, $6, $7, $8, 'processing', now(), now()
+FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
+
+// Create validates np and starts a payment under req's key (see
+// operation.Service.Start). The payment is returned as it was created; it is
+// nil when the lease answers for an existing key. When the lease is held,
+// the caller must release it.
+func Create(ctx context.Context, s *operation.Service, req idempotency.Request, np NewPayment) (idempotency.Lease, *Payment, error) {
+	if err := np.Validate(); err != nil {
+		return idempotency.Lease{}, nil, err
+	}
+	p := Payment{ID: operation.NewID(Names.Prefix), Object: Names.Type, TenantID: req.TenantID, Amount: *np.Amount,
+		Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
+		Metadata: np.metadata(), Status: operation.StatusProcessing}
+	lease, err := s.Start(ctx, req, operation.Steps{Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
+		return operation.Plan{
+			Resource: idempotency.Resource{Type: Names.Type, ID: p.ID},
+			Rows: func(b *pgx.Batch) {
+				b.Queue(insertPayment, p.ID, p.TenantID, req.Key, p.Amount, p.Currency, p.PaymentMethod, p.Description, p.Metadata)
+			},
+		}, nil
+	}})
+	if err != nil || !lease.Created {
+		return lease, nil, err
+	}
+	// The key and the payment were written in one transaction: one now().
+	p.KeyID = &lease.Key.ID
+	p.CreatedAt, p.UpdatedAt = lease.Key.CreatedAt, lease.Key.CreatedAt
+	return lease, &p, nil
+}
+
+const columns = `id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
+	metadata, status, failure_code, failure_message, processor_charge_id, amount_refunded, created_at, updated_at`
+
+const getPayment = `SELECT ` + columns + ` FROM payments WHERE tenant_id = $1 AND id = $2`
+
+// Get returns the tenant's payment, or ErrNotFound.
+func Get(ctx context.Context, db database.DBTX, tenantID, id string) (Payment, error) {
+	if !operation.ValidID(Names.Prefix, id) {
+		return Payment{}, ErrNotFound
+	}
+	return scan(db.QueryRow(ctx, getPayment, tenantID, id))
+}
+
+const lockPayment = getPayment + ` FOR UPDATE`
+
+// Lock reads and locks the tenant's payment in tx, or returns ErrNotFound,
+// so that the operations that take from it are decided one at a time.
+func Lock(ctx context.Context, tx pgx.Tx, tenantID, id string) (Payment, error) {
+	if !operation.ValidID(Names.Prefix, id) {
+		return Payment{}, ErrNotFound
+	}
+	return scan(tx.QueryRow(ctx, lockPayment, tenantID, id))
+}
+
+const listPayments = `
+SELECT ` + columns + ` FROM payments
+WHERE tenant_id = $1
+	AND ($2::text IS NULL OR (created_at, id) < (SELECT created_at, id FROM payments WHERE tenant_id = $1 AND id = $2))
+ORDER BY created_at DESC, id DESC
+LIMIT $3`
+
+// List returns up to limit of the tenant's payments, newest first, starting
+// after the payment startingAfter when it is not empty, and whether more follow.
+func List(ctx context.Context, db database.DBTX, tenantID string, limit int, startingAfter string) ([]Payment, bool, error) {
+	if startingAfter != "" {
+		if _, err := Get(ctx, db, tenantID, startingAfter); err != nil {
+			return nil, false, err
+		}
+	}
+	return operation.ListPage(ctx, db, listPayments, tenantID, startingAfter, limit, func(row pgx.CollectableRow) (Payment, error) {
+		return scan(row)
+	})
+}
+
+// scan reads the payment columns, then any extra columns into extra.
+func scan(row pgx.Row, extra ...any) (Payment, error) {
+	var (
+		p        Payment
+		metadata []byte
+	)
+	err := row.Scan(append([]any{&p.ID, &p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Description,
+		&metadata, &p.Status, &p.FailureCode, &p.FailureMessage, &p.ProcessorChargeID, &p.AmountRefunded,
+		&p.CreatedAt, &p.UpdatedAt}, extra...)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, ErrNotFound
+	}
+	if err != nil {
+		return Payment{}, fmt.Errorf("scan payment: %w", err)
+	}
+	if err := json.Unmarshal(metadata, &p.Metadata); err != nil {
+		return Payment{}, fmt.Errorf("decode metadata: %w", err)
+	}
+	p.Object = Names.Type
+	p.CreatedAt, p.UpdatedAt = p.CreatedAt.UTC(), p.UpdatedAt.UTC()
+	return p, nil
+}
