@@ -62,3 +62,28 @@ func TestParseEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestParseEventOfAnyKind: an event about an object of any name settles like
+// a charge's, named by its downstream key; nothing reads one object as
+// another kind's, and no table of types stands between a new kind and its
+// events.
+func TestParseEventOfAnyKind(t *testing.T) {
+	t.Parallel()
+	body := `{"id":"evt_9","type":"payout.succeeded","created":1,"data":{"object":{"id":"po_1","object":"payout",` +
+		`"amount":700,"currency":"EUR","status":"succeeded","idempotency_key":"payout_po_2"}}}`
+	got, err := gateway.ParseEvent([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := operation.ProcessorEvent{ID: "evt_9", Type: "payout.succeeded", DownstreamKey: "payout_po_2",
+		Outcome: operation.Outcome{ID: "po_1", Succeeded: true}, Amount: 700, Currency: "EUR", Payload: []byte(body)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseEvent = %+v, want %+v", got, want)
+	}
+	// The object must be what the type says it is.
+	mismatch := `{"id":"evt_9","type":"payout.failed","data":{"object":{"id":"re_1","object":"refund","status":"failed",` +
+		`"idempotency_key":"payout_po_2"}}}`
+	if _, err := gateway.ParseEvent([]byte(mismatch)); !errors.Is(err, operation.ErrEventMalformed) {
+		t.Errorf("a payout event about a refund: %v, want malformed", err)
+	}
+}

@@ -140,6 +140,13 @@ func TestOpenAPIRoutes(t *testing.T) {
 			t.Errorf("%s is in openapi.yaml but not routed", op)
 		}
 	}
+	// Every kind's URL, which a key's resource and a 202's Location name, is
+	// served.
+	for _, k := range operations.Kinds(nil).Kinds() {
+		if op := "GET " + k.Names().Path + "/{id}"; !slices.Contains(routed, op) {
+			t.Errorf("%s, the URL of a %s, is not routed", op, k.Names().Type)
+		}
+	}
 }
 
 // The codes the server emits: every rule of the renderer's table (the

@@ -248,13 +248,20 @@ const tenant = "ten_acme"
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessOf(t, operations.Kinds)
+}
+
+// newHarnessOf is newHarness with the kinds list makes, their processor calls
+// made by the in-memory processor.
+func newHarnessOf(t *testing.T, list func(operations.Processor) *operation.Registry) *harness {
+	t.Helper()
 	db := testdb.New(t)
 	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	keys := &idempotency.Store{DB: db.Pool, LockTimeout: time.Minute, Retention: 24 * time.Hour}
 	proc := newFakeProcessor()
-	kinds := operations.Kinds(proc)
+	kinds := list(proc)
 	ops := &operation.Runner{DB: db.Pool, Keys: keys, Kinds: kinds, MaxAttempts: 3, Deadline: time.Hour}
 	jobs := &jobs{of: map[string]int64{}}
 	return &harness{

@@ -162,6 +162,29 @@ func TestTraceWork(t *testing.T) {
 	}
 }
 
+// TestTraceWorkNamesAnyKind: a job of any kind of operation names its
+// operation on its span and its log line after its kind, widget or payment
+// alike: no list of kinds stands between a new kind and its traces.
+func TestTraceWorkNamesAnyKind(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	var logs bytes.Buffer
+	mw := outbox.NewTraceWork(tp, process.NewLogger(&logs, "json", slog.LevelInfo))
+	job := &rivertype.JobRow{ID: 7, Kind: "drive_operation", Attempt: 1, MaxAttempts: 10, Queue: "default",
+		EncodedArgs: []byte(`{"resource_type":"widget","id":"wid_1"}`)}
+	if err := mw.Work(context.Background(), job, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if spans := rec.Ended(); len(spans) != 1 || !hasAttr(spans[0].Attributes(), attribute.String("payments.widget_id", "wid_1")) {
+		t.Fatalf("spans %v: want payments.widget_id", spans)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(logs.Bytes(), &line); err != nil || line["widget_id"] != "wid_1" {
+		t.Fatalf("log line %s: want widget_id", logs.String())
+	}
+}
+
 // TestTraceRoundTrip: a job enqueued through River in a traced transaction
 // comes back from River with the trace context in its metadata, and its
 // first attempt continues that trace.

@@ -1,0 +1,223 @@
+package operation_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/operations"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
+	"github.com/example/payments/tools/testkind"
+)
+
+// notified records the events the finishing phases stage.
+type notified struct {
+	mu     sync.Mutex
+	events []string
+}
+
+// Notify implements operation.Subscribers.
+func (n *notified) Notify(_ context.Context, _ pgx.Tx, _, _, eventType string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.events = append(n.events, eventType)
+	return nil
+}
+
+func (n *notified) has(eventType string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.events, eventType)
+}
+
+// widgetHarness is the harness with a third kind, the widget, which only
+// this test declares (package testkind): its table made as a forker's
+// migration would make it, its processor in memory.
+func widgetHarness(t *testing.T) (*harness, *testkind.Processor, *notified) {
+	t.Helper()
+	gadgets := testkind.NewProcessor()
+	h := newHarnessOf(t, func(p operations.Processor) *operation.Registry {
+		return operation.MustRegistry(payments.Kind{Processor: p}, refunds.Kind{Processor: p}, testkind.Kind{Processor: gadgets})
+	})
+	if err := testkind.Migrate(context.Background(), h.db.Pool); err != nil {
+		t.Fatal(err)
+	}
+	subscribers := &notified{}
+	h.ops.Subscribers = subscribers
+	return h, gadgets, subscribers
+}
+
+// widget starts a widget of amount, as its first phase does, and returns
+// its id.
+func (h *harness) widget(amount int64) string {
+	h.t.Helper()
+	lease, err := testkind.Create(context.Background(), h.svc, h.request(testkind.Names.Path), amount)
+	if err != nil || !lease.Created {
+		h.t.Fatalf("create a widget: %+v, %v", lease, err)
+	}
+	return lease.Key.Resource.ID
+}
+
+// TestAKindNoListNames runs the widget, a kind declared in a test alone,
+// through everything generic, as a forker's new kind is run: what each
+// subtest proves was a place that named payments and refunds, or read any
+// other kind as one of them, before an operation was declared once.
+func TestAKindNoListNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("FirstPhaseAndReplay", func(t *testing.T) {
+		t.Parallel()
+		h, _, _ := widgetHarness(t)
+		req := h.request(testkind.Names.Path)
+		lease, err := testkind.Create(ctx, h.svc, req, 100)
+		if err != nil || !lease.Created || lease.Key.Resource.Type != testkind.Names.Type {
+			t.Fatalf("first: %+v, %v", lease, err)
+		}
+		id := lease.Key.Resource.ID
+		if n := h.count(`SELECT count(*) FROM idempotency_keys WHERE resource_id = $1 AND job_id = $2`, id, h.jobs.job(id)); n != 1 {
+			t.Fatal("the key does not name the job staged for the widget")
+		}
+		again, err := testkind.Create(ctx, h.svc, req, 100)
+		if err != nil || again.Created || again.Key.ID != lease.Key.ID {
+			t.Fatalf("retry: %+v, %v", again, err)
+		}
+		if n := h.count(`SELECT count(*) FROM widgets`); n != 1 {
+			t.Fatalf("widgets = %d, want 1", n)
+		}
+	})
+
+	t.Run("RefusalStored", func(t *testing.T) {
+		t.Parallel()
+		h, _, _ := widgetHarness(t)
+		lease, err := testkind.Create(ctx, h.svc, h.request(testkind.Names.Path), 2000)
+		if err != nil || !lease.Key.Finished() || lease.Key.Response.Status != http.StatusBadRequest {
+			t.Fatalf("refusal: %+v, %v", lease, err)
+		}
+		if n := h.count(`SELECT count(*) FROM widgets`); n != 0 {
+			t.Fatalf("widgets = %d after a refusal", n)
+		}
+	})
+
+	t.Run("WorkerSettles", func(t *testing.T) {
+		t.Parallel()
+		h, gadgets, events := widgetHarness(t)
+		id := h.widget(100)
+		if err := h.ops.Run(ctx, testkind.Names.Type, id, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		key, err := h.svc.Keys.GetByID(ctx, h.db.Pool, int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id)))
+		if err != nil || !key.Finished() || key.Response.Status != http.StatusCreated ||
+			key.Response.Header["Location"] != "/v1/widgets/"+id {
+			t.Fatalf("key = %+v, %v", key, err)
+		}
+		if gadgets.Made() != 1 || !events.has("widget.succeeded") {
+			t.Fatalf("gadgets %d, events %v", gadgets.Made(), events.events)
+		}
+		if n := h.count(`SELECT count(*) FROM events WHERE type = 'widget.succeeded' AND resource_id = $1`, id); n != 1 {
+			t.Fatalf("widget.succeeded events = %d", n)
+		}
+	})
+
+	t.Run("UnknownOutcomeReconciled", func(t *testing.T) {
+		t.Parallel()
+		h, gadgets, _ := widgetHarness(t)
+		id := h.widget(100)
+		gadgets.SetUnknown(true)
+		for attempt := 1; attempt < h.ops.MaxAttempts; attempt++ {
+			if err := h.ops.Run(ctx, testkind.Names.Type, id, attempt, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
+				t.Fatalf("attempt %d: %v", attempt, err)
+			}
+		}
+		if err := h.ops.Run(ctx, testkind.Names.Type, id, h.ops.MaxAttempts, nil); !errors.Is(err, operation.ErrHandedToReconciler) {
+			t.Fatalf("last attempt: %v", err)
+		}
+		if !h.marked(id) {
+			t.Fatal("the widget was not handed to the reconciler")
+		}
+		gadgets.SetUnknown(false)
+		if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
+			t.Fatalf("reconcile: %+v, %v", r, err)
+		}
+		if h.marked(id) || gadgets.Made() != 1 || h.point(id) != idempotency.RecoveryFinished {
+			t.Fatalf("marked %t, gadgets %d, point %s", h.marked(id), gadgets.Made(), h.point(id))
+		}
+	})
+
+	t.Run("GivenUpThroughTheFence", func(t *testing.T) {
+		t.Parallel()
+		h, gadgets, events := widgetHarness(t)
+		id := h.widget(100)
+		h.exec(`UPDATE widgets SET created_at = created_at - interval '2 hours' WHERE id = $1`, id)
+		if r := h.reconciled(testkind.Names.Type, id); r.Settled != 1 {
+			t.Fatalf("reconcile: %+v", r)
+		}
+		if gadgets.Made() != 0 || !events.has("widget.failed") {
+			t.Fatalf("gadgets %d, events %v", gadgets.Made(), events.events)
+		}
+		if n := h.count(`SELECT count(*) FROM needs_review WHERE kind = 'widget_given_up' AND reference = $1`, id); n != 1 {
+			t.Fatal("no widget_given_up case")
+		}
+		if !slices.Contains(h.ops.Kinds.ReviewKinds(), "widget_given_up") || !slices.Contains(h.ops.Kinds.ReviewKinds(), "made_after_failure") {
+			t.Fatalf("review kinds %v lack the widget's", h.ops.Kinds.ReviewKinds())
+		}
+	})
+
+	t.Run("SweptAndCountedWhileItsJobIsDead", func(t *testing.T) {
+		t.Parallel()
+		h, _, _ := widgetHarness(t)
+		id := h.widget(100)
+		h.exec(`UPDATE idempotency_keys SET updated_at = now() - interval '1 hour', created_at = now() - interval '1 hour'
+			WHERE resource_id = $1`, id)
+		oldest, _, err := operation.Backlog(ctx, h.db.Pool)
+		if err != nil || oldest < 59*time.Minute {
+			t.Fatalf("oldest unsettled = %s, %v: the widget is not counted", oldest, err)
+		}
+		s := &operation.Sweeper{DB: h.db.Pool, Jobs: liveJobs{}, StuckAfter: time.Minute, BatchSize: 10}
+		if n, err := s.Sweep(ctx); err != nil || n != 1 || !h.marked(id) {
+			t.Fatalf("swept %d, %v; marked %t", n, err, h.marked(id))
+		}
+	})
+
+	t.Run("ProcessorEventSettles", func(t *testing.T) {
+		t.Parallel()
+		h, _, events := widgetHarness(t)
+		id := h.widget(100)
+		ev := operation.ProcessorEvent{ID: "evt_widget", Type: "gadget.succeeded", DownstreamKey: testkind.Names.DownstreamKey(id),
+			Outcome: operation.Outcome{ID: "gad_1", Succeeded: true}, Amount: 100, Currency: "USD", Payload: []byte(`{}`)}
+		if result, err := h.svc.ReceiveProcessorEvent(ctx, ev); err != nil || result != operation.EventAccepted {
+			t.Fatalf("receive: %s, %v: the widget's event was not taken as its own", result, err)
+		}
+		if result, err := h.ops.SettleFromEvent(ctx, ev.ID); err != nil || result != operation.EventSettled {
+			t.Fatalf("settle: %s, %v", result, err)
+		}
+		if !events.has("widget.succeeded") || h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND settled_by = 'webhook'`, id) != 1 {
+			t.Fatal("the event did not settle the widget")
+		}
+	})
+
+	t.Run("UndeclaredIsAnError", func(t *testing.T) {
+		t.Parallel()
+		h := newHarness(t) // payments and refunds only
+		if err := h.ops.Run(ctx, testkind.Names.Type, "wid_000000000000000000000000", 1, nil); err == nil {
+			t.Fatal("a job of an undeclared kind ran")
+		}
+		ev := operation.ProcessorEvent{ID: "evt_gadget", Type: "gadget.succeeded", DownstreamKey: testkind.Names.DownstreamKey(operation.NewID("wid_")),
+			Outcome: operation.Outcome{ID: "gad_1", Succeeded: true}, Amount: 100, Payload: []byte(`{}`)}
+		if result, err := h.svc.ReceiveProcessorEvent(ctx, ev); err != nil || result != operation.EventUnknownOperation {
+			t.Fatalf("an event of an undeclared kind: %s, %v, want unknown_operation", result, err)
+		}
+		if _, err := h.ops.Kinds.Kind(testkind.Names.Type); err == nil {
+			t.Fatal("the registry found an undeclared kind")
+		}
+	})
+}

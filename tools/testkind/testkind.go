@@ -1,0 +1,266 @@
+// Package testkind declares a kind of operation for tests only, the widget,
+// which no list of the service names: the machinery's tests run it to meet
+// what a forker's new kind meets. Its table is made in a test's database by
+// Migrate, as a forker's migration would make theirs; its processor is in
+// memory.
+package testkind
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/render"
+)
+
+// Names are the widget's names: the processor makes a gadget for it, so its
+// downstream keys are gadget_<id> and its recovery point gadget_created.
+var Names = operation.Names{Type: "widget", Prefix: "wid_", Path: "/v1/widgets", Object: "gadget", Done: "made"}
+
+// ErrTooHeavy is the refusal of the widget's first phase.
+var ErrTooHeavy = errors.New("the widget is too heavy")
+
+// Widget is a widget as the API would show it.
+type Widget struct {
+	ID          string    `json:"id"`
+	Object      string    `json:"object"`
+	Amount      int64     `json:"amount"`
+	Currency    string    `json:"currency"`
+	Status      string    `json:"status"`
+	FailureCode *string   `json:"failure_code"`
+	GadgetID    *string   `json:"gadget_id"`
+	CreatedAt   time.Time `json:"created_at"`
+
+	TenantID string `json:"-"`
+	KeyID    *int64 `json:"-"`
+}
+
+// migration makes the widget's table and admits its type and recovery point
+// in the service's checks, as a forker's migration for a new kind does.
+const migration = `
+CREATE TABLE widgets (
+    id                 text PRIMARY KEY,
+    tenant_id          text NOT NULL REFERENCES tenants (id),
+    idempotency_key_id bigint UNIQUE REFERENCES idempotency_keys (id) ON DELETE SET NULL,
+    amount             bigint NOT NULL,
+    currency           text NOT NULL,
+    status             text NOT NULL CHECK (status IN ('processing', 'succeeded', 'failed')),
+    failure_code       text,
+    gadget_id          text,
+    settled_by         text,
+    created_at         timestamptz NOT NULL,
+    updated_at         timestamptz NOT NULL
+);
+ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_recovery_point_check;
+ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_recovery_point_check
+    CHECK (recovery_point IN ('started', 'charge_created', 'refund_created', 'gadget_created', 'finished', 'expired'));
+ALTER TABLE reconciliations DROP CONSTRAINT reconciliations_resource_type_check;
+ALTER TABLE reconciliations ADD CONSTRAINT reconciliations_resource_type_check
+    CHECK (resource_type IN ('payment', 'refund', 'widget'));`
+
+// Migrate makes the widget's table in a test's database.
+func Migrate(ctx context.Context, db database.DBTX) error {
+	if _, err := db.Exec(ctx, migration); err != nil {
+		return fmt.Errorf("migrate widgets: %w", err)
+	}
+	return nil
+}
+
+const insertWidget = `
+INSERT INTO widgets (id, tenant_id, idempotency_key_id, amount, currency, status, created_at, updated_at)
+SELECT $1, $2, k.id, $4, 'USD', 'processing', now(), now()
+FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
+
+// Create starts a widget of amount under req's key; an amount over 1000 is
+// refused for good (ErrTooHeavy).
+func Create(ctx context.Context, s *operation.Service, req idempotency.Request, amount int64) (idempotency.Lease, error) {
+	return s.Start(ctx, req, operation.Steps{Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
+		id := operation.NewID(Names.Prefix)
+		plan := operation.Plan{
+			Resource: idempotency.Resource{Type: Names.Type, ID: id},
+			Rows:     func(b *pgx.Batch) { b.Queue(insertWidget, id, req.TenantID, req.Key, amount) },
+		}
+		if amount > 1000 {
+			plan.Refusal = ErrTooHeavy
+		}
+		return plan, nil
+	}})
+}
+
+// Kind declares the widget, its gadgets made by Processor.
+type Kind struct{ Processor *Processor }
+
+var _ operation.Kind = Kind{}
+
+// Names implements operation.Kind.
+func (Kind) Names() operation.Names { return Names }
+
+// Object implements operation.Kind.
+func (Kind) Object() any { return Widget{} }
+
+// Request implements operation.Kind.
+func (Kind) Request() any { return struct{ Amount int64 }{} }
+
+// Errors implements operation.Kind.
+func (Kind) Errors() []operation.ErrorRule {
+	return []operation.ErrorRule{{Err: ErrTooHeavy, Status: http.StatusBadRequest, Code: "widget_too_heavy", Title: "Widget too heavy"}}
+}
+
+const columns = `id, tenant_id, idempotency_key_id, amount, currency, status, failure_code, gadget_id, created_at`
+
+func scan(row pgx.Row, extra ...any) (Widget, error) {
+	w := Widget{Object: Names.Type}
+	err := row.Scan(append([]any{&w.ID, &w.TenantID, &w.KeyID, &w.Amount, &w.Currency, &w.Status, &w.FailureCode,
+		&w.GadgetID, &w.CreatedAt}, extra...)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Widget{}, operation.NotFound("widget")
+	}
+	return w, err
+}
+
+const loadWidget = `
+SELECT ` + columns + `, now() >= created_at + $2::interval,
+	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = widgets.idempotency_key_id)
+FROM widgets WHERE id = $1`
+
+// Load implements operation.Kind.
+func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (operation.Pending, error) {
+	var (
+		past  bool
+		point *string
+	)
+	w, err := scan(db.QueryRow(ctx, loadWidget, id, deadline), &past, &point)
+	if err != nil {
+		return operation.Pending{}, err
+	}
+	return operation.Pending{TenantID: w.TenantID, KeyID: w.KeyID, RecoveryPoint: point, PastDeadline: past,
+		Amount: w.Amount, Currency: w.Currency, Recorded: operation.Recorded(w.Status, w.GadgetID, w.FailureCode),
+		Make: func(ctx context.Context) (operation.Outcome, error) {
+			return k.Processor.make(Names.DownstreamKey(w.ID), w.ID, w.Amount)
+		}}, nil
+}
+
+const recordWidget = `
+UPDATE widgets SET status = $2, gadget_id = $3, failure_code = $4, settled_by = $5, updated_at = now() WHERE id = $1`
+
+// Record implements operation.Kind.
+func (Kind) Record(ctx context.Context, tx pgx.Tx, id, status string, out operation.Outcome, path string) error {
+	_, err := tx.Exec(ctx, recordWidget, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path)
+	return err
+}
+
+// Final implements operation.Kind.
+func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
+	w, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM widgets WHERE id = $1`, id))
+	if err != nil {
+		return operation.Final{}, err
+	}
+	resp := render.Final(Names, w.ID, w, w.Status, w.FailureCode, render.Declined{Title: "Widget failed", Detail: "No gadget."})
+	return operation.Final{TenantID: w.TenantID, Status: w.Status, Object: w, Response: resp}, nil
+}
+
+// Find implements operation.Kind.
+func (k Kind) Find(_ context.Context, key string) (operation.Outcome, bool, error) { return k.Processor.find(key) }
+
+// Close implements operation.Kind.
+func (k Kind) Close(_ context.Context, key string) (operation.Outcome, bool, error) { return k.Processor.close(key) }
+
+// Ledger implements operation.Kind: the whole ledger, in one page.
+func (k Kind) Ledger(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error) {
+	return k.Processor.ledger(), "", nil
+}
+
+// Accounted implements operation.Kind.
+func (Kind) Accounted(ctx context.Context, db database.DBTX, ids []string) (map[string]operation.Accounted, error) {
+	rows, err := db.Query(ctx, `SELECT id, status, gadget_id, amount, currency FROM widgets WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	return operation.CollectAccounted(rows)
+}
+
+// Processor makes gadgets in memory: one per downstream key, a lookup by
+// key, a fence, a ledger.
+type Processor struct {
+	mu     sync.Mutex
+	made   map[string]operation.LedgerEntry
+	closed map[string]bool
+	// Unknown makes every call's outcome unknown, without making anything.
+	Unknown bool
+}
+
+// NewProcessor returns a processor that has made nothing.
+func NewProcessor() *Processor {
+	return &Processor{made: map[string]operation.LedgerEntry{}, closed: map[string]bool{}}
+}
+
+// SetUnknown turns the outage on or off.
+func (p *Processor) SetUnknown(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.Unknown = on
+}
+
+func (p *Processor) make(key, id string, amount int64) (operation.Outcome, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed[key]:
+		return operation.Outcome{}, operation.ErrKeyClosed
+	case p.Unknown:
+		return operation.Outcome{}, fmt.Errorf("gadget: %w", operation.ErrProcessorUnknown)
+	}
+	e, ok := p.made[key]
+	if !ok {
+		e = operation.LedgerEntry{ID: "gad_" + strings.TrimPrefix(id, Names.Prefix), IdempotencyKey: key, Reference: id,
+			Succeeded: true, Amount: amount, Currency: "USD", CreatedAt: time.Now()}
+		p.made[key] = e
+	}
+	return operation.Outcome{ID: e.ID, Succeeded: true}, nil
+}
+
+func (p *Processor) find(key string) (operation.Outcome, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.Unknown {
+		return operation.Outcome{}, false, fmt.Errorf("gadget: %w", operation.ErrProcessorUnknown)
+	}
+	e, ok := p.made[key]
+	return operation.Outcome{ID: e.ID, Succeeded: ok}, ok, nil
+}
+
+func (p *Processor) close(key string) (operation.Outcome, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.made[key]; ok {
+		return operation.Outcome{ID: e.ID, Succeeded: true}, true, nil
+	}
+	p.closed[key] = true
+	return operation.Outcome{}, false, nil
+}
+
+func (p *Processor) ledger() []operation.LedgerEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var entries []operation.LedgerEntry
+	for _, e := range p.made {
+		entries = append(entries, e)
+	}
+	return entries
+}
+
+// Made counts the gadgets made.
+func (p *Processor) Made() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.made)
+}
