@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/text/currency"
 
 	"github.com/example/payments/internal/database"
 )
@@ -69,6 +70,22 @@ func Invalid(fields []FieldError) error {
 func Storable(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
+
+// currencies are the ISO 4217 codes of money: the tender currencies in use
+// today, as golang.org/x/text's CLDR data knows them. Codes that are not money
+// (XXX, XTS, the precious metals XAU and the like, fund codes such as USN)
+// and withdrawn ones (DEM) are not in it.
+var currencies = func() map[string]bool {
+	set := map[string]bool{}
+	for it := currency.Query(); it.Next(); {
+		set[it.Unit().String()] = true
+	}
+	return set
+}()
+
+// ValidCurrency accepts a three-letter ISO 4217 code of money, in upper
+// case, for any kind that moves money.
+func ValidCurrency(code string) bool { return currencies[code] }
 
 const (
 	idAlphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

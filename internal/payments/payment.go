@@ -14,8 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/text/currency"
-
 	"github.com/example/payments/internal/operation"
 )
 
@@ -98,7 +96,7 @@ func (p NewPayment) Validate() error {
 	}
 	if p.Currency == "" {
 		add("currency", "is required")
-	} else if !validCurrency(strings.ToUpper(p.Currency)) {
+	} else if !operation.ValidCurrency(strings.ToUpper(p.Currency)) {
 		add("currency", "must be an ISO 4217 currency code such as USD")
 	}
 	switch {
@@ -134,18 +132,3 @@ func (p NewPayment) Validate() error {
 	}
 	return operation.Invalid(errs)
 }
-
-// currencies are the ISO 4217 codes of money: the tender currencies in use
-// today, as golang.org/x/text's CLDR data knows them. Codes that are not money
-// (XXX, XTS, the precious metals XAU and the like, fund codes such as USN)
-// and withdrawn ones (DEM) are not in it.
-var currencies = func() map[string]bool {
-	set := map[string]bool{}
-	for it := currency.Query(); it.Next(); {
-		set[it.Unit().String()] = true
-	}
-	return set
-}()
-
-// validCurrency accepts a three-letter ISO 4217 code of money, in upper case.
-func validCurrency(code string) bool { return currencies[code] }
