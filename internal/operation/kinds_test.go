@@ -13,7 +13,6 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/testkind"
@@ -45,7 +44,7 @@ func (n *notified) has(eventType string) bool {
 func widgetHarness(t *testing.T) (*harness, *testkind.Processor, *notified) {
 	t.Helper()
 	gadgets := testkind.NewProcessor()
-	h := newHarnessOf(t, func(p operations.Processor) *operation.Registry {
+	h := newHarnessOf(t, func(p *fakeProcessor) *operation.Registry {
 		return operation.MustRegistry(payments.Kind{Processor: p}, refunds.Kind{Processor: p}, testkind.Kind{Processor: gadgets})
 	})
 	if err := testkind.Migrate(context.Background(), h.db.Pool); err != nil {

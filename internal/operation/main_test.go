@@ -18,7 +18,6 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/internal/render"
@@ -35,7 +34,7 @@ func TestMain(m *testing.M) {
 // operation per downstream key, lookups by key, and a fence that closes a key.
 // The processor's own tests (internal/processor, internal/gateway) are real HTTP.
 
-// fakeProcessor implements operations.Processor in memory.
+// fakeProcessor makes the payments' and the refunds' processor calls in memory.
 type fakeProcessor struct {
 	mu      sync.Mutex
 	ops     map[string]operation.Outcome // made, by downstream key
@@ -246,14 +245,18 @@ type harness struct {
 
 const tenant = "ten_acme"
 
+// newHarness runs the two kinds these tests drive, payments and refunds,
+// whatever else the service's list holds.
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	return newHarnessOf(t, operations.Kinds)
+	return newHarnessOf(t, func(p *fakeProcessor) *operation.Registry {
+		return operation.MustRegistry(payments.Kind{Processor: p}, refunds.Kind{Processor: p})
+	})
 }
 
 // newHarnessOf is newHarness with the kinds list makes, their processor calls
 // made by the in-memory processor.
-func newHarnessOf(t *testing.T, list func(operations.Processor) *operation.Registry) *harness {
+func newHarnessOf(t *testing.T, list func(*fakeProcessor) *operation.Registry) *harness {
 	t.Helper()
 	db := testdb.New(t)
 	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(context.Background()); err != nil {
