@@ -169,10 +169,14 @@ func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, e
 }
 
 // Find implements operation.Kind.
-func (k Kind) Find(_ context.Context, key string) (operation.Outcome, bool, error) { return k.Processor.find(key) }
+func (k Kind) Find(_ context.Context, key string) (operation.Outcome, bool, error) {
+	return k.Processor.find(key)
+}
 
 // Close implements operation.Kind.
-func (k Kind) Close(_ context.Context, key string) (operation.Outcome, bool, error) { return k.Processor.close(key) }
+func (k Kind) Close(_ context.Context, key string) (operation.Outcome, bool, error) {
+	return k.Processor.close(key)
+}
 
 // Ledger implements operation.Kind: the whole ledger, in one page.
 func (k Kind) Ledger(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error) {
