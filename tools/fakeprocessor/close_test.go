@@ -185,6 +185,12 @@ func TestCloseInFlight(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{ExecLatency: 2 * time.Second}})
 			body := tt.body(e)
+			// Only a transaction begun from now on is the operation's: one
+			// that made what its body needs is not.
+			var since time.Time
+			if err := e.db.Pool.QueryRow(context.Background(), `SELECT clock_timestamp()`).Scan(&since); err != nil {
+				t.Fatal(err)
+			}
 
 			done := make(chan response, 1)
 			go func() {
@@ -198,8 +204,8 @@ func TestCloseInFlight(t *testing.T) {
 			// executing: its last statement was the key's insert.
 			testwait.For(t, "the operation to hold its key", func() bool {
 				return e.count(`SELECT count(*) FROM pg_stat_activity
-					WHERE datname = current_database() AND state = 'idle in transaction'
-					  AND query LIKE '%INSERT INTO processor.idempotency_keys%'`) >= 1
+					WHERE datname = current_database() AND state = 'idle in transaction' AND xact_start > $1
+					  AND query LIKE '%INSERT INTO processor.idempotency_keys%'`, since) >= 1
 			})
 			if n := e.keyRows("inflight"); n != 0 {
 				t.Fatalf("key rows = %d before the close, want 0 (uncommitted)", n)
