@@ -47,7 +47,7 @@ cat <<EOF
 [run] API metrics http://localhost${API_INTERNAL_ADDR:-:9090}/metrics   (internal: never on the public port)
 [run] worker     http://localhost${METRICS_ADDR:-:9091}/metrics
 [run] River UI   http://localhost${METRICS_ADDR:-:9091}/riverui/  (user admin, password demo)
-[run] receiver   http://localhost${RECEIVER_ADDR:-:9092}/webhooks   (Acme's webhook endpoint: its [receiver] lines are the events delivered)
+[run] receiver   http://localhost${RECEIVER_ADDR:-:9092}/webhooks   (Acme's webhook endpoint: its [demoreceiver] lines are the events delivered)
 [run] traces     ${OTEL_TRACES_EXPORTER:-none}: every log line carries its trace_id; OTEL_TRACES_EXPORTER=console make run prints the spans, =otlp sends them to OTEL_EXPORTER_OTLP_ENDPOINT
 [run] demo API keys: sk_test_acme (Acme), sk_test_globex (Globex)
 [run] Ctrl-C stops all four
