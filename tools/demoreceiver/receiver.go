@@ -40,7 +40,7 @@ type Config struct {
 	// Secret prints as the number of secrets it holds, never them.
 	Secret     webhook.Secrets `envconfig:"RECEIVER_SECRET" required:"true" desc:"whsec_ secrets, comma-separated; a delivery signed with any of them is genuine (list the old and the new while rotating)"`
 	DedupeFile string          `envconfig:"RECEIVER_DEDUPE_FILE" default:"receiver-seen.log" desc:"file of the event ids already processed, one a line; keep it across restarts"`
-	FailFirst  int             `envconfig:"RECEIVER_FAIL_FIRST" default:"0" desc:"chaos: answer 500 to the first N deliveries of each event id, to exercise the sender's retries"`
+	FailFirst  int             `envconfig:"RECEIVER_FAIL_FIRST" default:"0" desc:"chaos: answer 500 to the first N deliveries of each event id, to exercise the sender's retries (counted in RECEIVER_DEDUPE_FILE.failfirst, across restarts)"`
 	Delay      time.Duration   `envconfig:"RECEIVER_DELAY" default:"0s" desc:"chaos: answer each delivery after a random wait of up to this"`
 	// OTel is read by the program's main, which sets tracing up; each
 	// delivery is then a span in the trace of the event's settling, whose
@@ -79,8 +79,8 @@ type Receiver struct {
 	mu   sync.Mutex
 	seen *seenLog
 	// failed counts the deliveries of each event refused on purpose
-	// (FailFirst); in memory only, so a restart fails each again.
-	failed map[string]int
+	// (FailFirst), across restarts; nil when FailFirst is 0.
+	failed *failLog
 
 	// outMu keeps the lines of concurrent events whole.
 	outMu  sync.Mutex
@@ -104,13 +104,23 @@ func New(cfg Config, logger *slog.Logger, stdout io.Writer) (*Receiver, error) {
 		return nil, err
 	}
 	logger.Info("dedupe file loaded", "file", cfg.DedupeFile, "seen", seen.len())
-	return &Receiver{cfg: cfg, logger: logger, seen: seen, failed: make(map[string]int), stdout: stdout}, nil
+	rc := &Receiver{cfg: cfg, logger: logger, seen: seen, stdout: stdout}
+	if cfg.FailFirst > 0 {
+		if rc.failed, err = openFailLog(cfg.DedupeFile + ".failfirst"); err != nil {
+			_ = seen.close()
+			return nil, err
+		}
+	}
+	return rc, nil
 }
 
 // Close closes the dedupe file, once no delivery is being served.
 func (rc *Receiver) Close() error {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	if rc.failed != nil {
+		_ = rc.failed.close()
+	}
 	if err := rc.seen.close(); err != nil {
 		return fmt.Errorf("close dedupe file: %w", err)
 	}
@@ -235,14 +245,13 @@ func (rc *Receiver) record(id string) (duplicate bool, err error) {
 	if rc.seen.has(id) {
 		return true, nil
 	}
-	if rc.failed[id] < rc.cfg.FailFirst {
-		rc.failed[id]++
+	if rc.failed != nil && rc.failed.counts[id] < rc.cfg.FailFirst {
+		rc.failed.failed(id)
 		return false, errFailFirst
 	}
 	if err := rc.seen.add(id); err != nil {
 		return false, err
 	}
-	delete(rc.failed, id)
 	return false, nil
 }
 

@@ -261,6 +261,16 @@ func TestFailFirst(t *testing.T) {
 	if status, _ := e.deliver("evt_ff2"); status != http.StatusInternalServerError {
 		t.Fatalf("another event's first delivery: %d, want 500", status)
 	}
+	// The count survives a restart: a retry that lands on a fresh process
+	// is not refused all over again.
+	e.stop()
+	again := start(t, cfg)
+	if status, _ := again.deliver("evt_ff2"); status != http.StatusInternalServerError {
+		t.Fatalf("evt_ff2's second delivery, after a restart: %d, want 500", status)
+	}
+	if status, answer := again.deliver("evt_ff2"); status != http.StatusOK || answer != accepted {
+		t.Fatalf("evt_ff2's third delivery, after a restart: %d %s", status, answer)
+	}
 }
 
 // TestBodyLimit: a body of MaxBodyBytes is read; one byte more is a 413.
