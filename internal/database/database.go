@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -166,4 +167,14 @@ func InBatches(ctx context.Context, db DBTX, sql string, batch int, args ...any)
 			return total, nil
 		}
 	}
+}
+
+// Age runs query, which reads an age in seconds by the database's clock
+// (extract(epoch FROM now() - …)), and returns it.
+func Age(ctx context.Context, db DBTX, query string) (time.Duration, error) {
+	var seconds float64
+	if err := db.QueryRow(ctx, query).Scan(&seconds); err != nil {
+		return 0, fmt.Errorf("read age: %w", err)
+	}
+	return time.Duration(seconds * float64(time.Second)), nil
 }

@@ -10,15 +10,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Tx is a transaction whose BEGIN costs no round trip of its own: it is
-// sent with the transaction's first statement, in one batch, and its COMMIT
-// may be sent with the last statements (CommitWith). It implements pgx.Tx,
-// so that River's InsertTx runs in it like in any other. A transaction that
-// ran nothing commits and rolls back without a word to the server.
+// Tx is a transaction that spends no round trip it can share. Its BEGIN is
+// sent with its first statement, in one batch; statements whose outcome the
+// caller needs only as "no error" may be queued (Queue) to go with the next
+// statement that is sent; and its COMMIT may go with its last statements
+// (CommitWith). A transaction of one batch costs one round trip. It
+// implements pgx.Tx, so River's InsertTx and JobCompleteTx run in it like in
+// any other. A transaction that ran nothing commits and rolls back without a
+// word to the server.
 type Tx struct {
-	conn  *pgxpool.Conn
-	begun bool
-	done  bool
+	conn    *pgxpool.Conn
+	begun   bool
+	done    bool
+	pending []*pgx.QueuedQuery
 }
 
 var _ pgx.Tx = (*Tx)(nil)
@@ -40,33 +44,77 @@ var errNested = errors.New("database: savepoints are not supported by this trans
 // Begin implements pgx.Tx; savepoints are not supported.
 func (t *Tx) Begin(context.Context) (pgx.Tx, error) { return nil, errNested }
 
-// begin sends what is queued in b, after a BEGIN when the transaction has
-// not begun yet, and returns its results past the BEGIN's.
-func (t *Tx) begin(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
+// Queue queues the statements of b to be sent with the next statement that
+// is (by Exec, Query, QueryRow, SendBatch, Flush, Commit or CommitWith), in
+// the same round trip, in order. Their callbacks, if any, run as their
+// results are read, before that statement's; the first error, of the server
+// or of a callback, is returned by that call instead of its own result (the
+// server skips what follows a failed statement), and the transaction must
+// then be rolled back.
+func (t *Tx) Queue(b *pgx.Batch) {
+	t.pending = append(t.pending, b.QueuedQueries...)
+}
+
+// Flush sends what is queued, if anything, and reads its results.
+func (t *Tx) Flush(ctx context.Context) error {
+	if len(t.pending) == 0 {
+		return nil
+	}
+	br, err := t.send(ctx, &pgx.Batch{})
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// send sends the statements of b after a BEGIN, when the transaction has
+// not begun, and after what is queued, in one batch. It reads the results
+// of those that go first and returns the batch's results at b's first.
+func (t *Tx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	if t.done {
 		return nil, pgx.ErrTxClosed
 	}
-	if t.begun {
+	var first []*pgx.QueuedQuery
+	if !t.begun {
+		first = append(first, &pgx.QueuedQuery{SQL: "BEGIN"})
+	}
+	first = append(first, t.pending...)
+	t.pending = nil
+	if len(first) == 0 {
 		return t.conn.SendBatch(ctx, b), nil
 	}
-	with := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery{{SQL: "BEGIN"}}, b.QueuedQueries...)}
-	br := t.conn.SendBatch(ctx, with)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, fmt.Errorf("begin: %w", err)
+	br := t.conn.SendBatch(ctx, &pgx.Batch{QueuedQueries: append(first, b.QueuedQueries...)})
+	for i, q := range first {
+		var err error
+		if q.Fn != nil {
+			err = q.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if i == 0 && !t.begun {
+			// Sent: whatever follows, the transaction must be rolled back
+			// or committed.
+			t.begun = true
+		}
+		if err != nil {
+			return nil, errors.Join(err, br.Close())
+		}
 	}
-	t.begun = true
 	return br, nil
 }
 
+// direct reports whether a statement may go to the connection alone: the
+// transaction has begun and nothing is queued to go with it.
+func (t *Tx) direct() bool { return t.begun && !t.done && len(t.pending) == 0 }
+
 // Exec implements pgx.Tx.
 func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.begun && !t.done {
+	if t.direct() {
 		return t.conn.Exec(ctx, sql, args...)
 	}
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	br, err := t.begin(ctx, b)
+	br, err := t.send(ctx, b)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -76,12 +124,12 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 
 // Query implements pgx.Tx.
 func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.begun && !t.done {
+	if t.direct() {
 		return t.conn.Query(ctx, sql, args...)
 	}
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
-	br, err := t.begin(ctx, b)
+	br, err := t.send(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +146,10 @@ func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return &row{rows: rows, err: err}
 }
 
-// SendBatch implements pgx.Tx: the BEGIN, when it is still to be sent, goes
-// first in the same batch.
+// SendBatch implements pgx.Tx: the BEGIN, when it is still to be sent, and
+// what is queued go first in the same batch.
 func (t *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	br, err := t.begin(ctx, b)
+	br, err := t.send(ctx, b)
 	if err != nil {
 		return &failedBatch{err: err}
 	}
@@ -109,18 +157,34 @@ func (t *Tx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 // CommitWith sends the statements queued in b and the COMMIT in one batch,
-// with the BEGIN too when the transaction has not begun: a transaction of
-// one batch costs one round trip. When a statement of b fails, the server
-// skips the rest and the COMMIT: the transaction is left to roll back, and
-// the error is returned after the batch's callbacks have run.
+// after the BEGIN when the transaction has not begun, and after what was
+// queued before (Queue): a transaction of one batch costs one round trip.
+// Only the server can stop that COMMIT: when a statement fails, the server
+// skips the rest and the COMMIT, the transaction is left to roll back, and
+// the error is returned. So the statements queued before whose callbacks may
+// refuse what they read are sent and read first, in a round trip of their
+// own; b's callbacks run once the COMMIT is sent, and only read.
 func (t *Tx) CommitWith(ctx context.Context, b *pgx.Batch) error {
-	commit := b.Queue("COMMIT")
+	last := -1
+	for i, q := range t.pending {
+		if q.Fn != nil {
+			last = i
+		}
+	}
+	if last >= 0 {
+		rest := t.pending[last+1:]
+		t.pending = t.pending[:last+1]
+		if err := t.Flush(ctx); err != nil {
+			return err
+		}
+		t.pending = rest
+	}
 	var tag pgconn.CommandTag
-	commit.Exec(func(ct pgconn.CommandTag) error {
+	b.Queue("COMMIT").Exec(func(ct pgconn.CommandTag) error {
 		tag = ct
 		return nil
 	})
-	br, err := t.begin(ctx, b)
+	br, err := t.send(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -134,29 +198,23 @@ func (t *Tx) CommitWith(ctx context.Context, b *pgx.Batch) error {
 	return nil
 }
 
-// Commit implements pgx.Tx.
+// Commit implements pgx.Tx: what is queued is sent with the COMMIT.
 func (t *Tx) Commit(ctx context.Context) error {
 	switch {
 	case t.done:
 		return pgx.ErrTxClosed
-	case !t.begun:
+	case !t.begun && len(t.pending) == 0:
 		t.release()
 		return nil
 	}
-	tag, err := t.conn.Exec(ctx, "COMMIT")
-	t.release()
-	if err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	if tag.String() == "ROLLBACK" {
-		return pgx.ErrTxCommitRollback
-	}
-	return nil
+	return t.CommitWith(ctx, &pgx.Batch{})
 }
 
-// Rollback implements pgx.Tx. A connection the ROLLBACK could not reach is
-// closed rather than returned to the pool in a transaction.
+// Rollback implements pgx.Tx: what is queued is dropped. A connection the
+// ROLLBACK could not reach is closed rather than returned to the pool in a
+// transaction.
 func (t *Tx) Rollback(ctx context.Context) error {
+	t.pending = nil
 	switch {
 	case t.done:
 		return pgx.ErrTxClosed
@@ -181,7 +239,7 @@ func (t *Tx) release() {
 
 // CopyFrom implements pgx.Tx.
 func (t *Tx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	if !t.begun {
+	if !t.direct() {
 		if _, err := t.Exec(ctx, "SELECT 1"); err != nil {
 			return 0, err
 		}

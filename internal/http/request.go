@@ -62,12 +62,11 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-// readJSON reads a JSON object body of at most MaxBodyBytes into dst. Field
-// names must match exactly, unknown fields are rejected, and a value of the
-// wrong type names its field. It returns the raw body for fingerprinting.
-// When the body is optional, an empty one, whatever its framing, is the
-// empty object: the same request as {}, under the same fingerprint.
-func readJSON(w http.ResponseWriter, r *http.Request, dst any, optional bool) ([]byte, error) {
+// jsonBody reads a request's JSON body, at most MaxBodyBytes, checking its
+// media type but not its content. When the body is optional, an empty one,
+// whatever its framing, is the empty object: the same request as {}, under
+// the same fingerprint.
+func jsonBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, error) {
 	body, err := readBody(w, r)
 	switch {
 	case err != nil:
@@ -79,26 +78,33 @@ func readJSON(w http.ResponseWriter, r *http.Request, dst any, optional bool) ([
 	if err != nil || mediaType != "application/json" {
 		return nil, render.ErrMediaType
 	}
+	return body, nil
+}
+
+// decodeJSON decodes a JSON object body into dst. Field names must match
+// exactly, unknown fields are rejected, and a value of the wrong type names
+// its field.
+func decodeJSON(body []byte, dst any) error {
 	// Decoding into a map first makes names exact: encoding/json alone would
 	// let "AMOUNT" fill amount.
 	var fields map[string]json.RawMessage
 	if err := strictDecode(body, &fields); err != nil || fields == nil {
-		return nil, &render.InvalidRequestError{Detail: "The request body must be a JSON object."}
+		return &render.InvalidRequestError{Detail: "The request body must be a JSON object."}
 	}
 	known := jsonFields(dst)
 	for name := range fields {
 		if !known[name] {
-			return nil, &render.InvalidRequestError{Detail: fmt.Sprintf("Unknown field %q.", name)}
+			return &render.InvalidRequestError{Detail: fmt.Sprintf("Unknown field %q.", name)}
 		}
 	}
 	if err := strictDecode(body, dst); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return nil, &render.InvalidRequestError{Detail: fmt.Sprintf("Field %q must be %s.", typeErr.Field, describeType(typeErr.Type))}
+			return &render.InvalidRequestError{Detail: fmt.Sprintf("Field %q must be %s.", typeErr.Field, describeType(typeErr.Type))}
 		}
-		return nil, &render.InvalidRequestError{Detail: "The request body is not valid JSON."}
+		return &render.InvalidRequestError{Detail: "The request body is not valid JSON."}
 	}
-	return body, nil
+	return nil
 }
 
 func strictDecode(body []byte, dst any) error {

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -25,9 +26,11 @@ type current func(ctx context.Context, tenantID, id string) (any, error)
 type starter[B any] func(r *http.Request, req idempotency.Request, body B) (idempotency.Lease, any, error)
 
 // idempotentPost is every POST under an Idempotency-Key, in the order the
-// contract sets: parse the key, read and check the body (optional when
-// bodyOptional), fingerprint, then start the operation and answer for it.
-// Anything that fails before start leaves no trace.
+// contract sets: parse the key, read the body (optional when bodyOptional),
+// fingerprint it, and look the key up. A key this body was sent under
+// before is answered at once: the body passed its checks then. Any other
+// request has its body decoded and checked, then starts the operation and
+// is answered for it. Anything that fails before start leaves no trace.
 func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load current) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.limited(w, r) {
@@ -39,25 +42,39 @@ func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load 
 			return
 		}
 		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("idempotency.key", key))
-		var decoded B
-		body, err := readJSON(w, r, &decoded, bodyOptional)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		req, err := idempotencyRequest(r, key, body)
+		body, err := jsonBody(w, r, bodyOptional)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		wait := s.preferredWait(r)
-		req.Wait = wait > 0
+		req, fpErr := idempotencyRequest(r, key, body)
+		if fpErr == nil {
+			req.Wait = wait > 0
+			lease, err := s.Keys.Lookup(r.Context(), req)
+			if err == nil {
+				s.respondIdempotent(w, r, lease, wait, nil, load)
+				return
+			}
+			// A new key goes straight to its first phase; on any other
+			// answer (another body, a key in use) the body's own errors
+			// come first, and Start looks again.
+			req.Unseen = errors.Is(err, idempotency.ErrNotFound)
+		}
+		var decoded B
+		if err := decodeJSON(body, &decoded); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if fpErr != nil {
+			s.writeError(w, r, fpErr)
+			return
+		}
 		lease, created, err := start(r, req, decoded)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		spanResource(r, lease.Key.Resource)
 		s.respondIdempotent(w, r, lease, wait, created, load)
 	}
 }
@@ -70,9 +87,10 @@ func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load 
 func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease idempotency.Lease, wait time.Duration, created any, load current) {
 	ctx := r.Context()
 	key := lease.Key
+	spanResource(r, key.Resource)
 	var err error
 	if !key.Finished() && wait > 0 {
-		key, err = s.Keys.Wait(ctx, key.ID, wait)
+		key, err = s.Keys.Wait(ctx, lease, wait)
 	}
 	// Finishing clears the lock; otherwise it goes before the answer, so an
 	// immediate retry is not refused.

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/example/payments/internal/database"
 )
 
 // Next is where a phase leaves its key: at a later recovery point, or
@@ -38,10 +40,23 @@ func Finish(resp Response) Next { return Next{point: RecoveryFinished, response:
 // A phase without Call has no foreign side effect, so Drive commits it in
 // the transaction of the phase before it: the key moves past both at once,
 // and each phase still commits whole or not at all.
+//
+// Commit's transaction spends no round trip it can share (database.Tx): its
+// writes may be queued (Tx.Queue) to go with its next read or with the move
+// of the key and the COMMIT.
 type Phase struct {
 	Call   func(ctx context.Context, key Key) error
-	Commit func(ctx context.Context, tx pgx.Tx, key Key) (Next, error)
+	Commit func(ctx context.Context, tx *database.Tx, key Key) (Next, error)
 }
+
+// lockKeyAt locks the key while it is at a recovery point: the phase's
+// transaction takes it first, so that once its result is read no other
+// runner can move the key before this transaction ends.
+const lockKeyAt = `SELECT 1 FROM idempotency_keys WHERE id = $1 AND recovery_point = $2 FOR UPDATE`
+
+// errMoved reports a key that another runner moved on from the point a
+// phase started at: the phase's writes are rolled back, and its result stands.
+var errMoved = errors.New("another runner moved the key on")
 
 const advanceKey = `
 UPDATE idempotency_keys SET recovery_point = $3, updated_at = now()
@@ -71,9 +86,10 @@ func (s *Store) RunPhase(ctx context.Context, keyID int64, from string, phase Ph
 
 // runPhase runs phase on key, as read at the recovery point the phase moves
 // it on from, and then, in the same transaction, each phase of then without
-// a Call that follows. The move is conditional on the key still being where
-// it was read, so no second read is needed: if another runner moved it
-// meanwhile, the move touches no row and this run's writes are rolled back.
+// a Call that follows. The transaction first locks the key where it was
+// read, so no second read is needed: if another runner moved it meanwhile,
+// the lock finds no row and this run's writes are rolled back; else no other
+// runner can move it until this run has.
 func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases) (Key, bool, error) {
 	from := key.RecoveryPoint
 	if phase.Call != nil {
@@ -90,16 +106,32 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 		}
 	}
 
-	tx, err := s.DB.Begin(ctx)
+	// One transaction for this phase and those without a Call that follow.
+	// It locks the key at from first, queued to go with the phases' first
+	// read; their writes are queued too; and the move of the key goes with
+	// the COMMIT: the payment's worker commits its outcome and finishes the
+	// key in four round trips, River's completion of the job among them.
+	tx, err := database.Begin(ctx, s.DB)
 	if err != nil {
 		return Key{}, false, fmt.Errorf("begin phase: %w", err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
+	lock := &pgx.Batch{}
+	lock.Queue(lockKeyAt, key.ID, from).QueryRow(func(row pgx.Row) error {
+		var one int
+		if err := row.Scan(&one); errors.Is(err, pgx.ErrNoRows) {
+			return errMoved
+		} else if err != nil {
+			return fmt.Errorf("lock key: %w", err)
+		}
+		return nil
+	})
+	tx.Queue(lock)
 	next, err := phase.Commit(ctx, tx, key)
 	if err != nil {
-		return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
+		err = fmt.Errorf("phase %s: %w", from, err)
 	}
-	for next.response == nil {
+	for err == nil && next.response == nil {
 		follow, ok := then[next.point]
 		if !ok || follow.Call != nil {
 			break
@@ -107,17 +139,30 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 		at := key
 		at.RecoveryPoint = next.point
 		if next, err = follow.Commit(ctx, tx, at); err != nil {
-			return Key{}, false, fmt.Errorf("phase %s: %w", at.RecoveryPoint, err)
+			err = fmt.Errorf("phase %s: %w", at.RecoveryPoint, err)
 		}
 	}
-
 	var moved Key
-	if next.response != nil {
-		moved, err = s.finish(ctx, tx, key.ID, from, *next.response)
-	} else {
-		moved, err = s.advance(ctx, tx, key.ID, from, next.point)
+	if err == nil {
+		// CommitWith reads the lock's result before it sends the COMMIT:
+		// the key is still at from, and this transaction holds it.
+		move := &pgx.Batch{}
+		if next.response != nil {
+			err = s.queueFinish(move, key.ID, from, *next.response, &moved)
+		} else {
+			move.Queue(advanceKey, key.ID, from, next.point).QueryRow(func(row pgx.Row) (err error) {
+				moved, err = scanKey(row)
+				return err
+			})
+		}
+		if err == nil {
+			err = tx.CommitWith(ctx, move)
+		}
+		if err != nil {
+			err = fmt.Errorf("move key from %s: %w", from, err)
+		}
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, errMoved) {
 		// Another runner moved the key while this phase ran: its result stands.
 		trace.SpanFromContext(ctx).AddEvent("phase rolled back: another runner moved the key", trace.WithAttributes(
 			attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from)))
@@ -129,9 +174,6 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	}
 	if err != nil {
 		return Key{}, false, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Key{}, false, fmt.Errorf("commit phase %s: %w", from, err)
 	}
 	trace.SpanFromContext(ctx).AddEvent("recovery point advanced", trace.WithAttributes(
 		attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from), attribute.String("to", moved.RecoveryPoint)))
@@ -151,33 +193,24 @@ func (s *Store) movedOn(ctx context.Context, keyID int64, from string) (Key, boo
 	return key, err == nil && key.RecoveryPoint != from
 }
 
-// advance moves the key from one recovery point to the next inside tx, and
-// returns it moved; pgx.ErrNoRows when it was no longer at from.
-func (s *Store) advance(ctx context.Context, tx pgx.Tx, keyID int64, from, to string) (Key, error) {
-	key, err := scanKey(tx.QueryRow(ctx, advanceKey, keyID, from, to))
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return Key{}, fmt.Errorf("advance key: %w", err)
-	}
-	return key, err
-}
-
-// finish stores the final response inside tx and clears the key's lock; it
-// returns the key finished, or pgx.ErrNoRows when it was no longer at from.
-// Once tx commits, the caller announces it (Store.Announcer).
-func (s *Store) finish(ctx context.Context, tx pgx.Tx, keyID int64, from string, resp Response) (Key, error) {
+// queueFinish queues in b the move of the key from point from to finished,
+// with resp as its final response and its lock cleared, and the read of the
+// key finished into moved. Once b's transaction commits, the caller
+// announces it (Store.Announcer).
+func (s *Store) queueFinish(b *pgx.Batch, keyID int64, from string, resp Response, moved *Key) error {
 	if s.Retention <= 0 {
 		// A key finished with no retention could be reaped at once.
-		return Key{}, errors.New("finish key: the store has no Retention set")
+		return errors.New("finish key: the store has no Retention set")
 	}
 	header, err := json.Marshal(resp.Header)
 	if err != nil {
-		return Key{}, fmt.Errorf("encode headers: %w", err)
+		return fmt.Errorf("encode headers: %w", err)
 	}
-	key, err := scanKey(tx.QueryRow(ctx, finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention))
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return Key{}, fmt.Errorf("finish key: %w", err)
-	}
-	return key, err
+	b.Queue(finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention).QueryRow(func(row pgx.Row) (err error) {
+		*moved, err = scanKey(row)
+		return err
+	})
+	return nil
 }
 
 // Phases maps each recovery point of an operation, other than finished, to

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 )
 
@@ -26,27 +27,30 @@ func start(ctx context.Context, s *idempotency.Store, req idempotency.Request, t
 	if !errors.Is(err, idempotency.ErrNotFound) {
 		return lease, err
 	}
-	tx, err := s.DB.Begin(ctx)
+	return reserve(ctx, s, req, idempotency.Resource{Type: "thing", ID: thing}, nil)
+}
+
+// reserve is start's transaction, once Lookup found no key: the key, the
+// thing it names, if any, and the COMMIT in one batch.
+func reserve(ctx context.Context, s *idempotency.Store, req idempotency.Request, res idempotency.Resource, final *idempotency.Response) (idempotency.Lease, error) {
+	tx, err := database.Begin(ctx, s.DB)
 	if err != nil {
 		return idempotency.Lease{}, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	return reserve(ctx, s, tx, req, thing)
-}
-
-// reserve is start's transaction, once Lookup found no key.
-func reserve(ctx context.Context, s *idempotency.Store, tx pgx.Tx, req idempotency.Request, thing string) (idempotency.Lease, error) {
 	batch := &pgx.Batch{}
-	key := s.Reserve(batch, req, idempotency.Resource{Type: "thing", ID: thing}, nil)
-	batch.Queue(insertThing, thing, req.TenantID, req.Key)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+	key, err := s.Reserve(batch, req, res, nil, final)
+	if err != nil {
 		return idempotency.Lease{}, err
 	}
-	lease, err := key.Lease(ctx, tx)
-	if err != nil || !lease.Created {
-		return lease, err
+	if res.ID != "" {
+		batch.Queue(insertThing, res.ID, req.TenantID, req.Key)
 	}
-	return lease, tx.Commit(ctx)
+	if err := tx.CommitWith(ctx, batch); err != nil {
+		_ = tx.Rollback(ctx)
+		return key.Lease(ctx, err)
+	}
+	return key.Lease(ctx, nil)
 }
 
 func TestReserve(t *testing.T) {
@@ -109,31 +113,22 @@ func TestReserve(t *testing.T) {
 		}
 	})
 
-	t.Run("FinishNow", func(t *testing.T) {
+	// A first phase that decides the final answer (a refusal) reserves the
+	// key finished with it, unlocked, even for a request that waits.
+	t.Run("Final", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ctx := context.Background()
 		req := request(t, "k", "/v1/things", `{}`)
-		tx, err := s.DB.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback(ctx) //nolint:errcheck
-		batch := &pgx.Batch{}
-		key := s.Reserve(batch, req, idempotency.Resource{}, nil)
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			t.Fatal(err)
-		}
-		lease, err := key.Lease(ctx, tx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		refused := idempotency.Response{Status: 409, Header: map[string]string{"Content-Type": "application/problem+json"}, Body: []byte(`{"no":1}`)}
-		if lease, err = s.FinishNow(ctx, tx, lease, refused); err != nil || !lease.Key.Finished() || lease.Key.LockedAt != nil {
-			t.Fatalf("FinishNow = %+v, %v", lease, err)
+		lease, err := reserve(ctx, s, req, idempotency.Resource{}, &refused)
+		if err != nil || !lease.Created || !lease.Key.Finished() || lease.Key.LockedAt != nil || lease.Key.Response.Status != 409 {
+			t.Fatalf("reserve finished = %+v, %v", lease, err)
 		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
+		stored, err := s.Get(ctx, req.TenantID, req.Key)
+		if err != nil || !stored.Finished() || stored.FinishedAt == nil || stored.ExpiresAt == nil || !stored.ExpiresAt.After(*stored.FinishedAt) ||
+			stored.LockedAt != nil || stored.Response.Header["Content-Type"] != "application/problem+json" {
+			t.Fatalf("stored = %+v, %v", stored, err)
 		}
 		// Nothing to release; a retry replays the refusal.
 		if err := s.Release(ctx, lease); err != nil {
@@ -240,16 +235,9 @@ func TestReserveRacesTheLookup(t *testing.T) {
 		req  idempotency.Request
 		want error
 	}{{"Same", req, nil}, {"OtherBody", request(t, "k", "/v1/things", `{"x":1}`), idempotency.ErrKeyMismatch}} {
-		tx, err := s.DB.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lease, err := reserve(ctx, s, tx, tc.req, "thing_2")
+		lease, err := reserve(ctx, s, tc.req, idempotency.Resource{Type: "thing", ID: "thing_2"}, nil)
 		if !errors.Is(err, tc.want) || (tc.want == nil && (lease.Created || !lease.Key.Finished() || lease.Key.ID != first.Key.ID)) {
 			t.Fatalf("%s: reserve after another committed = %+v, %v", tc.name, lease, err)
-		}
-		if err := tx.Rollback(ctx); err != nil {
-			t.Fatal(err)
 		}
 	}
 	var things int

@@ -59,6 +59,10 @@ type Request struct {
 	// a request that waits takes the key's lock: one that answers at once has
 	// nothing to hold while it is not running.
 	Wait bool
+	// Unseen is whether the caller has just looked the key up and found
+	// none: the operation goes straight to its first phase, whose insert
+	// still fails if the key has been reserved since.
+	Unseen bool
 }
 
 // Response is a final response, stored once and replayed byte for byte.
@@ -185,79 +189,111 @@ func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key,
 	return k, locked != nil && *locked, nil
 }
 
-// reserveKey inserts a new key, at started, naming what its operation
-// creates and the job that drives it, with the lock taken when the request
-// waits; it inserts nothing if the key exists.
+// reserveKey inserts a new key, naming what its operation creates and the
+// job that drives it: at started, with the lock taken when the request
+// waits, or, given a response ($10), finished with it at once. A key that
+// exists fails it on the unique index of (tenant, key).
 const reserveKey = `
 INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
-	recovery_point, locked_at, resource_type, resource_id, job_id, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, 'started', CASE WHEN $6::boolean THEN now() END, nullif($7, ''), nullif($8, ''), $9, now(), now())
-ON CONFLICT (tenant_id, key) DO NOTHING
-RETURNING ` + keyColumns
+	recovery_point, locked_at, resource_type, resource_id, job_id,
+	response_status, response_headers, response_body, created_at, updated_at, finished_at, expires_at)
+SELECT $1, $2, $3, $4, $5,
+	CASE WHEN final THEN 'finished' ELSE 'started' END, CASE WHEN $6::boolean AND NOT final THEN now() END,
+	nullif($7, ''), nullif($8, ''), $9, $10, $11, $12, now(), now(),
+	CASE WHEN final THEN now() END, CASE WHEN final THEN now() + $13::interval END
+FROM (SELECT $10::integer IS NOT NULL AS final) AS k
+RETURNING id, locked_at, created_at, finished_at, expires_at`
 
 // Reservation is a key being reserved in the first phase of its operation
 // (Reserve); Lease tells how it went once the phase's batch has run.
 type Reservation struct {
-	store    *Store
-	req      Request
-	key      Key
-	inserted bool
+	store *Store
+	req   Request
+	key   Key
+	// taken is whether the key existed: another request committed it
+	// since Lookup.
+	taken bool
 }
 
-// Reserve queues in batch the insert of req's key at RecoveryStarted, naming
-// res as what the operation creates (none for an operation refused at once)
-// and jobID as the job that drives it (none for an operation with no later
-// phase), so that the sweep can ask whether that job will still run.
+// Reserve queues in batch the insert of req's key, naming res as what the
+// operation creates (none for an operation refused at once) and jobID as the
+// job that drives it (none for an operation with no later phase), so that the
+// sweep can ask whether that job will still run. The key is at
+// RecoveryStarted; given final, the operation's answer decided in its first
+// phase (a refusal, or an operation with no later phase), it is finished with
+// it at once.
+//
 // The batch is the operation's first phase: the caller queues its own rows
-// after the key, and sends the batch in the phase's transaction, so that the
-// key and the rows cost one round trip. A row that refers to the key finds it
-// by (tenant, key) and res.ID, so that it is written only with a key this
-// request reserved. Once the batch has run, Lease tells the outcome.
-func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, jobID *int64) *Reservation {
-	r := &Reservation{store: s, req: req}
-	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait, res.Type, res.ID, jobID).
-		QueryRow(func(row pgx.Row) error {
-			key, err := scanKey(row)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				return nil // the key exists: Lease answers for it
-			case err != nil:
-				return fmt.Errorf("reserve key: %w", err)
-			}
-			r.key, r.inserted = key, true
-			return nil
-		})
-	return r
+// after the key and sends the batch, with the COMMIT, in the phase's
+// transaction (database.Tx's CommitWith), so that the key, the rows and the
+// commit cost one round trip. A row that refers to the key finds it by
+// (tenant, key) and res.ID. When the key exists, its insert fails on the
+// unique index and the server skips the rest of the batch, the COMMIT too:
+// nothing of the phase is written. Lease tells the outcome.
+func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, jobID *int64, final *Response) (*Reservation, error) {
+	r := &Reservation{store: s, req: req, key: Key{TenantID: req.TenantID, Key: req.Key, Method: req.Method, Path: req.Path,
+		Fingerprint: req.Fingerprint, RecoveryPoint: RecoveryStarted, Resource: res, Response: final}}
+	var (
+		status *int
+		header []byte
+		body   []byte
+	)
+	if final != nil {
+		if s.Retention <= 0 {
+			// A key finished with no retention could be reaped at once.
+			return nil, errors.New("reserve key: the store has no Retention set")
+		}
+		var err error
+		if header, err = json.Marshal(final.Header); err != nil {
+			return nil, fmt.Errorf("encode headers: %w", err)
+		}
+		status, body, r.key.RecoveryPoint = &final.Status, final.Body, RecoveryFinished
+	}
+	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait,
+		res.Type, res.ID, jobID, status, header, body, s.Retention).QueryRow(func(row pgx.Row) error {
+		k := &r.key
+		err := row.Scan(&k.ID, &k.LockedAt, &k.CreatedAt, &k.FinishedAt, &k.ExpiresAt)
+		if database.IsCode(err, uniqueViolation) {
+			r.taken = true
+		}
+		if err != nil {
+			return fmt.Errorf("reserve key: %w", err)
+		}
+		k.UpdatedAt, k.CreatedAt = k.CreatedAt.UTC(), k.CreatedAt.UTC()
+		k.LockedAt, k.FinishedAt, k.ExpiresAt = utc(k.LockedAt), utc(k.FinishedAt), utc(k.ExpiresAt)
+		return nil
+	})
+	return r, nil
 }
 
-// Lease is the outcome of the reservation, once its batch has run in tx: the
-// new key, with its lock held when the request waits. The unique index on
-// (tenant, key) decides between concurrent first requests: when another
-// committed the key since Lookup, Lease answers for that key, with Created
-// false, and the caller rolls its transaction back. It reads the key on tx's
-// own connection (one from the pool could be the one tx waits for), and takes
-// no lock: the key was made a moment ago by a request as good as concurrent,
-// so one that waits is refused with ErrKeyInUse.
-func (r *Reservation) Lease(ctx context.Context, tx pgx.Tx) (Lease, error) {
-	if r.inserted {
-		return Lease{Key: r.key, Created: true, held: r.req.Wait}, nil
-	}
-	key, locked, err := r.store.lookup(ctx, tx, r.req)
-	if err != nil {
-		return Lease{}, err
-	}
-	return r.store.decide(ctx, r.req, key, locked || r.req.Wait)
-}
+// uniqueViolation is the SQLSTATE of a key that exists: its insert broke
+// the unique index of (tenant, key).
+const uniqueViolation = "23505"
 
-// FinishNow finishes a key just reserved inside tx with resp, a final answer
-// of its first phase (a refusal that is stored and replayed): there is
-// nothing for a job to do, and no lock left to release.
-func (s *Store) FinishNow(ctx context.Context, tx pgx.Tx, lease Lease, resp Response) (Lease, error) {
-	key, err := s.finish(ctx, tx, lease.Key.ID, RecoveryStarted, resp)
-	if err != nil {
+// Lease is the outcome of the reservation, given err, what running its batch
+// returned, once the phase's transaction has ended (committed, or rolled
+// back on err): the new key, with its lock held when the request waits. The
+// unique index on (tenant, key) decides between concurrent first requests:
+// when another committed the key since Lookup, Lease reads it and answers
+// for it, with Created false, and takes no lock: the key was made a moment
+// ago by a request as good as concurrent, so one that waits is refused with
+// ErrKeyInUse. Any other error is returned as it is.
+func (r *Reservation) Lease(ctx context.Context, err error) (Lease, error) {
+	switch {
+	case r.taken:
+		key, locked, err := r.store.lookup(ctx, r.store.DB, r.req)
+		if errors.Is(err, ErrNotFound) {
+			// Reaped since: only possible once it was finished and expired.
+			return Lease{}, ErrKeyInUse
+		}
+		if err != nil {
+			return Lease{}, err
+		}
+		return r.store.decide(ctx, r.req, key, locked || r.req.Wait)
+	case err != nil:
 		return Lease{}, err
 	}
-	return Lease{Key: key, Created: lease.Created}, nil
+	return Lease{Key: r.key, Created: true, held: r.key.LockedAt != nil}, nil
 }
 
 // lockKey takes the lock of an unfinished key that no live request holds.

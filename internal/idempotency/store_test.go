@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testwait"
@@ -94,7 +94,7 @@ func started(t *testing.T, s *idempotency.Store) idempotency.Lease {
 
 func finish(t *testing.T, s *idempotency.Store, keyID int64, from string) idempotency.Key {
 	t.Helper()
-	key, _, err := s.RunPhase(context.Background(), keyID, from, idempotency.Phase{Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+	key, _, err := s.RunPhase(context.Background(), keyID, from, idempotency.Phase{Commit: func(context.Context, *database.Tx, idempotency.Key) (idempotency.Next, error) {
 		return idempotency.Finish(idempotency.Response{Status: 201, Header: map[string]string{"Location": "/v1/things/1"}, Body: []byte(`{"done":true}`)}), nil
 	}})
 	if err != nil {
@@ -114,7 +114,7 @@ func TestRunPhase(t *testing.T) {
 		ran := 0
 		advance := idempotency.Phase{
 			Call: func(context.Context, idempotency.Key) error { ran++; return nil },
-			Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+			Commit: func(context.Context, *database.Tx, idempotency.Key) (idempotency.Next, error) {
 				return idempotency.AdvanceTo("charge_created"), nil
 			},
 		}
@@ -154,7 +154,7 @@ func TestRunPhase(t *testing.T) {
 				_, err := one.Exec(ctx, `SELECT 1`)
 				return err
 			},
-			Commit: func(context.Context, pgx.Tx, idempotency.Key) (idempotency.Next, error) {
+			Commit: func(context.Context, *database.Tx, idempotency.Key) (idempotency.Next, error) {
 				return idempotency.AdvanceTo("charge_created"), nil
 			},
 		})
@@ -168,7 +168,7 @@ func TestRunPhase(t *testing.T) {
 		s := newStore(t)
 		ctx := context.Background()
 		lease := started(t, s)
-		_, _, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		_, _, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
 			if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ('ten_2', 'Two')`); err != nil {
 				return idempotency.Next{}, err
 			}
@@ -197,7 +197,7 @@ func TestRunPhase(t *testing.T) {
 		)
 		for i := range 8 {
 			wg.Go(func() {
-				_, won, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+				_, won, err := s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
 					// Each runner's write stands for its recorded side effect.
 					_, err := tx.Exec(ctx, `INSERT INTO tenants (id, name) VALUES ($1, 'runner')`, "ten_runner_"+string(rune('a'+i)))
 					return idempotency.AdvanceTo("charge_created"), err
@@ -255,7 +255,7 @@ func TestWaitIsWokenByNotify(t *testing.T) {
 	lease := started(t, s)
 	waiting := make(chan idempotency.Key)
 	go func() {
-		key, err := s.Wait(ctx, lease.Key.ID, time.Minute)
+		key, err := s.Wait(ctx, lease, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
@@ -281,6 +281,36 @@ func TestWaitIsWokenByNotify(t *testing.T) {
 	}
 }
 
+// TestWaitLooksFirstButForANewKey: a request that created its key a moment
+// ago does not read it before waiting; should it finish before the waiter
+// subscribes, the poll finds it. A retry reads its key first.
+func TestWaitLooksFirstButForANewKey(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	s.PollInterval = time.Hour
+	ctx := context.Background()
+	lease := started(t, s)
+	if !lease.Created {
+		t.Fatalf("started = %+v, want a created lease", lease)
+	}
+	finish(t, s, lease.Key.ID, idempotency.RecoveryStarted)
+	retry := lease
+	retry.Created = false
+	if key, err := s.Wait(ctx, retry, time.Minute); err != nil || !key.Finished() {
+		t.Fatalf("a retry's wait = %+v, %v; want the finished key at once", key, err)
+	}
+	// Without notifications, the new key's first look is the poll's, and
+	// with an hour's poll the timeout's.
+	start := time.Now()
+	if key, err := s.Wait(ctx, lease, 200*time.Millisecond); err != nil || !key.Finished() || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("the creator's wait = %+v, %v after %s; want the finished key at the timeout", key, err, time.Since(start))
+	}
+	s.PollInterval = 20 * time.Millisecond
+	if key, err := s.Wait(ctx, lease, time.Minute); err != nil || !key.Finished() {
+		t.Fatalf("the creator's wait with a poll = %+v, %v", key, err)
+	}
+}
+
 // TestAnnouncerWakesEveryWaiter: keys finished together are announced in
 // one notification or few, and every waiter is woken by it.
 func TestAnnouncerWakesEveryWaiter(t *testing.T) {
@@ -299,7 +329,7 @@ func TestAnnouncerWakesEveryWaiter(t *testing.T) {
 		}
 		ids = append(ids, lease.Key.ID)
 		go func() {
-			key, err := s.Wait(ctx, lease.Key.ID, time.Minute)
+			key, err := s.Wait(ctx, lease, time.Minute)
 			if err != nil {
 				t.Error(err)
 			}

@@ -5,10 +5,14 @@ import (
 	"time"
 )
 
-// Wait returns the key once it is finished, or as it stands when timeout
+// Wait returns lease's key once it is finished, or as it stands when timeout
 // passes first. A notification from the Listener wakes it at once; polling
-// every PollInterval covers notifications lost with a connection.
-func (s *Store) Wait(ctx context.Context, keyID int64, timeout time.Duration) (Key, error) {
+// every PollInterval covers notifications lost with a connection. The key is
+// read once subscribed, unless this request created it a moment ago (its
+// operation's job has yet to be picked up): should it finish before the
+// subscription, the poll reads it.
+func (s *Store) Wait(ctx context.Context, lease Lease, timeout time.Duration) (Key, error) {
+	keyID, look := lease.Key.ID, !lease.Created
 	var wake <-chan struct{}
 	if s.Notifications != nil {
 		ch, unsubscribe := s.Notifications.subscribe(keyID)
@@ -26,10 +30,13 @@ func (s *Store) Wait(ctx context.Context, keyID int64, timeout time.Duration) (K
 
 	for {
 		// Subscribed before looking, so a finish between the two is not missed.
-		key, err := s.GetByID(ctx, s.DB, keyID)
-		if err != nil || key.Finished() {
-			return key, err
+		if look {
+			key, err := s.GetByID(ctx, s.DB, keyID)
+			if err != nil || key.Finished() {
+				return key, err
+			}
 		}
+		look = true
 		select {
 		case <-wake:
 		case <-ticker.C:

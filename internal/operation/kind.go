@@ -47,10 +47,12 @@ type Kind interface {
 	// deadline has passed since the operation was created is decided by the
 	// database's clock.
 	Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (Pending, error)
-	// Record writes a definite outcome on the operation's rows in tx, with
-	// its status (StatusSucceeded or StatusFailed) and the path that learned
-	// it (PathWorker, PathWebhook, PathReconciler).
-	Record(ctx context.Context, tx pgx.Tx, id, status string, out Outcome, path string) error
+	// Record queues in b what writes a definite outcome on the operation's
+	// rows, with its status (StatusSucceeded or StatusFailed) and the path
+	// that learned it (PathWorker, PathWebhook, PathReconciler). The
+	// statements go with the next the phase sends, in one round trip; a
+	// callback may refuse what it reads (a row that is not there).
+	Record(b *pgx.Batch, id, status string, out Outcome, path string)
 	// Final reads, in tx, the operation whose outcome is recorded: its
 	// tenant and status, the object its event carries, and the final
 	// response stored on its key and replayed to every retry.

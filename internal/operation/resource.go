@@ -41,6 +41,16 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // NotFound is the error of a resource, named in words, that does not exist.
 func NotFound(what string) error { return &NotFoundError{What: what} }
 
+// Wrote is nil when a statement that records an outcome wrote n == 1 rows
+// of operation id of resourceType, else an error wrapping ErrNotFound: what
+// a Kind's Record checks in its callback.
+func Wrote(resourceType, id string, n int64) error {
+	if n != 1 {
+		return fmt.Errorf("record %s %s: %d rows written: %w", resourceType, id, n, NotFound(resourceType))
+	}
+	return nil
+}
+
 // FieldError is one invalid field of a request.
 type FieldError struct {
 	Field   string `json:"field"`

@@ -2,6 +2,8 @@ package operation_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 )
 
 // statements records the statements a pool sends, batched ones included.
@@ -35,10 +39,15 @@ func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.
 func (*statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// add records a statement by its first word, or River's by its name.
 func (s *statements) add(sql string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sent = append(s.sent, strings.Fields(sql)[0])
+	name, river := strings.CutPrefix(sql, "-- name: ")
+	if river {
+		name = "river:" + name
+	}
+	s.sent = append(s.sent, strings.Fields(name)[0])
 }
 
 // take returns the statements sent since the last take.
@@ -52,7 +61,10 @@ func (s *statements) take() []string {
 
 // TestRoundTrips: a retry of a finished key is answered by one read and
 // nothing else, before any transaction; a new key costs that read and one
-// transaction in which the key and the payment go in one batch.
+// transaction of two round trips: River's insert, which carries the BEGIN
+// (a batch of the two), then the key, the payment and the COMMIT in one
+// batch. River notifies the queue, at most once a cooldown, in a round trip
+// of its own. The worker's phases cost three.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -66,26 +78,74 @@ func TestRoundTrips(t *testing.T) {
 	}
 	defer pool.Close()
 	keys := &idempotency.Store{DB: pool, LockTimeout: h.svc.Keys.LockTimeout, Retention: h.svc.Keys.Retention}
-	svc := &operation.Service{DB: pool, Keys: keys, Jobs: h.jobs, Kinds: h.svc.Kinds, Render: h.svc.Render}
+	inserter, err := outbox.NewInserter(pool, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &operation.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Kinds: h.svc.Kinds, Render: h.svc.Render}
 
 	amount := int64(1000)
 	np := payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: "pm_card_visa"}
+	// River reads the server's version once, with its first insert.
+	if _, _, err := payments.Create(ctx, svc, h.request("/v1/payments"), np); err != nil {
+		t.Fatal(err)
+	}
+	traced.take()
+	// sent is what was sent since the last call, River's notification of
+	// the queue left out.
+	sent := func() string {
+		return strings.Join(slices.DeleteFunc(traced.take(), func(s string) bool { return s == "river:PGNotifyMany" }), " ")
+	}
 	req := h.request("/v1/payments")
 	lease, p, err := payments.Create(ctx, svc, req, np)
 	if err != nil || !lease.Created || p == nil {
 		t.Fatalf("Create = %+v, %v, %v", lease, p, err)
 	}
-	if got, want := strings.Join(traced.take(), " "), "SELECT begin batch commit"; got != want {
+	if got, want := sent(), "SELECT batch batch"; got != want {
 		t.Fatalf("a new key sent %q, want %q", got, want)
 	}
-	if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
+	// The worker: one read of the payment and its key's point; after the
+	// processor's call, the key's lock, the outcome and the read of the
+	// payment as recorded in one batch; the event, the key finished and the
+	// COMMIT in another. (River completes the job in a round trip between.)
+	runner := *h.ops
+	runner.DB, runner.Keys = pool, keys
+	if err := runner.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
 		t.Fatal(err)
+	}
+	if got, want := sent(), "SELECT batch batch"; got != want {
+		t.Fatalf("the worker sent %q, want %q", got, want)
 	}
 	replay, _, err := payments.Create(ctx, svc, req, np)
 	if err != nil || replay.Created || !replay.Key.Finished() || replay.Key.Response == nil {
 		t.Fatalf("replay = %+v, %v", replay, err)
 	}
-	if got, want := strings.Join(traced.take(), " "), "SELECT"; got != want {
+	if got, want := sent(), "SELECT"; got != want {
 		t.Fatalf("a replay sent %q, want %q", got, want)
+	}
+
+	// A caller that has just looked the key up (the API, which answers a
+	// replay before it decodes the body) says so, and Start does not read
+	// it again.
+	unseen := h.request("/v1/payments")
+	if _, err := keys.Lookup(ctx, unseen); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Fatalf("Lookup = %v, want ErrNotFound", err)
+	}
+	unseen.Unseen = true
+	if lease, _, err := payments.Create(ctx, svc, unseen, np); err != nil || !lease.Created {
+		t.Fatalf("Create after a lookup = %+v, %v", lease, err)
+	}
+	if got, want := sent(), "SELECT batch batch"; got != want {
+		t.Fatalf("a looked-up new key sent %q, want %q", got, want)
+	}
+
+	// A refund locks its payment and sums its refunds in one statement,
+	// which carries the BEGIN; then River's insert, and the batch.
+	refund, err := refunds.Create(ctx, svc, h.request("/v1/payments/"+p.ID+"/refunds"), p.ID, refunds.NewRefund{})
+	if err != nil || !refund.Created {
+		t.Fatalf("refund = %+v, %v", refund, err)
+	}
+	if got, want := sent(), "SELECT batch river:JobInsertFastMany batch"; got != want {
+		t.Fatalf("a refund sent %q, want %q", got, want)
 	}
 }

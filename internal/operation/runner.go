@@ -238,10 +238,8 @@ func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string) idempot
 			out, err = o.learn(ctx, k, id, p, path == PathReconciler)
 			return err
 		},
-		Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-			if err := k.Record(ctx, tx, id, statusOf(out.Outcome), out.Outcome, path); err != nil {
-				return idempotency.Next{}, fmt.Errorf("record %s: %w", n.Type, err)
-			}
+		Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
+			record(tx, k, id, out.Outcome, path)
 			if out.gaveUp {
 				detail := fmt.Sprintf("gave up on %s %s: the processor confirmed through the fence that nothing was made", n.Type, id)
 				if _, err := flagForReview(ctx, tx, n.Reviews().GivenUp, id, detail); err != nil {
@@ -285,6 +283,14 @@ func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconc
 	return outcome{Outcome: out}, nil
 }
 
+// record queues in tx the write of a definite outcome of operation id,
+// learned by path: it goes with the phase's next statement.
+func record(tx *database.Tx, k Kind, id string, out Outcome, path string) {
+	b := &pgx.Batch{}
+	k.Record(b, id, statusOf(out), out, path)
+	tx.Queue(b)
+}
+
 // giveUp closes the operation's downstream key at the processor, the fence,
 // and returns what the close reports: the operation, if one was made before
 // the close (the close waits for one in flight), else the given-up outcome.
@@ -306,7 +312,7 @@ func (o *Runner) giveUp(ctx context.Context, k Kind, key string) (outcome, error
 // finishPhase stores the final response, stages the event that follows it,
 // clears the reconciliation mark and completes the job.
 func (o *Runner) finishPhase(k Kind, id string, complete CompleteFunc) idempotency.Phase {
-	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
+	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
 		n := k.Names()
 		final, err := k.Final(ctx, tx, id)
 		if err != nil {
@@ -336,17 +342,18 @@ VALUES ($1, $2, $3, $4, $5, now())`
 
 // settle writes, in the finishing transaction tx, the immutable event about
 // object, an operation of resourceType that finished, clears the
-// operation's reconciliation mark, and tells the Subscribers.
-func (o *Runner) settle(ctx context.Context, tx pgx.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
+// operation's reconciliation mark, and tells the Subscribers. The event's
+// insert is queued: it goes with the Subscribers' first statement, or with
+// the COMMIT.
+func (o *Runner) settle(ctx context.Context, tx *database.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
 	data, err := json.Marshal(object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
 	eventID := NewID("evt_")
-	_, err = tx.Exec(ctx, settleOperation, eventID, tenantID, eventType, resourceID, data, resourceType)
-	if err != nil {
-		return fmt.Errorf("stage event and clear the reconciliation mark: %w", err)
-	}
+	b := &pgx.Batch{}
+	b.Queue(settleOperation, eventID, tenantID, eventType, resourceID, data, resourceType)
+	tx.Queue(b)
 	if o.Subscribers != nil {
 		return o.Subscribers.Notify(ctx, tx, tenantID, eventID, eventType)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/crash"
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 )
 
@@ -78,38 +79,54 @@ type Steps struct {
 //
 //   - A retry is answered by one read of its key, before any transaction
 //     (Keys.Lookup): the stored response of a finished key, or the key as it
-//     stands.
-//   - A new key is one transaction: the operation plans what it writes (it
-//     may lock another operation first), its job is staged with River's
-//     InsertTx, the key and the operation's rows go in one batch, and the
-//     transaction commits. If another request reserved the key since the
-//     read, the lease answers for that key and nothing is written.
+//     stands. A caller that has just made that read says so (req.Unseen).
+//   - A new key is one transaction of as few round trips as its statements
+//     allow: the operation plans what it writes (it may lock another
+//     operation first), its job is staged with River's InsertTx, and the key,
+//     the operation's rows and the COMMIT go in one batch. The BEGIN goes
+//     with the transaction's first statement (database.Tx): a payment's
+//     first phase is the read, River's insert, and that batch. If another
+//     request committed the key since the read, the key's insert fails on
+//     the unique index, nothing is written, and the lease answers for that
+//     key.
 //
 // The lease's Created tells whether this request ran the first phase. When
 // the lease is held, the caller must release it.
 func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Steps) (idempotency.Lease, error) {
-	lease, err := s.Keys.Lookup(ctx, req)
-	if !errors.Is(err, idempotency.ErrNotFound) {
-		return lease, err
+	if !req.Unseen {
+		lease, err := s.Keys.Lookup(ctx, req)
+		if !errors.Is(err, idempotency.ErrNotFound) {
+			return lease, err
+		}
 	}
 	if steps.Before != nil {
 		if err := steps.Before(ctx); err != nil {
 			return idempotency.Lease{}, err
 		}
 	}
-	tx, err := s.DB.Begin(ctx)
+	tx, err := database.Begin(ctx, s.DB)
 	if err != nil {
-		return idempotency.Lease{}, fmt.Errorf("begin: %w", err)
+		return idempotency.Lease{}, err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
 	plan, err := steps.Plan(ctx, tx)
 	if err != nil {
 		return idempotency.Lease{}, err
 	}
-	var jobID *int64
-	if plan.Refusal != nil {
+	var (
+		jobID *int64
+		final *idempotency.Response
+	)
+	switch {
+	case plan.Refusal != nil:
 		plan.Resource, plan.Rows = idempotency.Resource{}, nil
-	} else if _, err := s.Kinds.Kind(plan.Resource.Type); err == nil {
+		refusal := s.Render.Error(plan.Refusal)
+		final = &refusal
+	case plan.Response != nil:
+		response := plan.Response()
+		final = &response
+	}
+	if _, err := s.Kinds.Kind(plan.Resource.Type); err == nil {
 		id, err := s.Jobs.EnqueueOperation(ctx, tx, plan.Resource.Type, plan.Resource.ID)
 		if err != nil {
 			return idempotency.Lease{}, fmt.Errorf("enqueue %s: %w", plan.Resource.Type, err)
@@ -117,27 +134,22 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 		jobID = &id
 	}
 	batch := &pgx.Batch{}
-	key := s.Keys.Reserve(batch, req, plan.Resource, jobID)
-	if plan.Rows != nil {
-		plan.Rows(batch)
-	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return idempotency.Lease{}, fmt.Errorf("reserve key and write rows: %w", err)
-	}
-	if lease, err = key.Lease(ctx, tx); err != nil || !lease.Created {
-		return lease, err
-	}
-	switch {
-	case plan.Refusal != nil:
-		lease, err = s.Keys.FinishNow(ctx, tx, lease, s.Render.Error(plan.Refusal))
-	case plan.Response != nil:
-		lease, err = s.Keys.FinishNow(ctx, tx, lease, plan.Response())
-	}
+	key, err := s.Keys.Reserve(batch, req, plan.Resource, jobID, final)
 	if err != nil {
 		return idempotency.Lease{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return idempotency.Lease{}, fmt.Errorf("commit: %w", err)
+	if plan.Rows != nil {
+		plan.Rows(batch)
+	}
+	if err = tx.CommitWith(ctx, batch); err != nil {
+		// The transaction ends before the key is read again: a second
+		// connection held with the first could wait on a full pool.
+		_ = tx.Rollback(ctx)
+		err = fmt.Errorf("reserve key and write rows: %w", err)
+	}
+	lease, err := key.Lease(ctx, err)
+	if err != nil || !lease.Created {
+		return lease, err
 	}
 	if jobID != nil {
 		crash.At(CrashAfterFirstPhase)

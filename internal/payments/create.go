@@ -30,10 +30,11 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 	if err := np.Validate(); err != nil {
 		return idempotency.Lease{}, nil, err
 	}
-	p := Payment{ID: operation.NewID(Names.Prefix), Object: Names.Type, TenantID: req.TenantID, Amount: *np.Amount,
-		Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
-		Metadata: np.metadata(), Status: operation.StatusProcessing}
+	var p Payment
 	lease, err := s.Start(ctx, req, operation.Steps{Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
+		p = Payment{ID: operation.NewID(Names.Prefix), Object: Names.Type, TenantID: req.TenantID, Amount: *np.Amount,
+			Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
+			Metadata: np.metadata(), Status: operation.StatusProcessing}
 		return operation.Plan{
 			Resource: idempotency.Resource{Type: Names.Type, ID: p.ID},
 			Rows: func(b *pgx.Batch) {
@@ -65,13 +66,17 @@ func Get(ctx context.Context, db database.DBTX, tenantID, id string) (Payment, e
 
 const lockPayment = getPayment + ` FOR UPDATE`
 
-// Lock reads and locks the tenant's payment in tx, or returns ErrNotFound,
-// so that the operations that take from it are decided one at a time.
-func Lock(ctx context.Context, tx pgx.Tx, tenantID, id string) (Payment, error) {
-	if !operation.ValidID(Names.Prefix, id) {
-		return Payment{}, ErrNotFound
-	}
-	return scan(tx.QueryRow(ctx, lockPayment, tenantID, id))
+// QueueLock queues in b the read and lock of the tenant's payment id into
+// p, so that the payments that take from it are decided one at a time. The
+// statements that must see the payment locked may follow in the same batch,
+// and so the same round trip: each statement of a batch starts once the one
+// before it has finished, with a snapshot of its own. Sending the batch
+// returns ErrNotFound when the tenant has no such payment.
+func QueueLock(b *pgx.Batch, tenantID, id string, p *Payment) {
+	b.Queue(lockPayment, tenantID, id).QueryRow(func(row pgx.Row) (err error) {
+		*p, err = scan(row)
+		return err
+	})
 }
 
 const listPayments = `

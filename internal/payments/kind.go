@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/operation"
@@ -94,10 +95,11 @@ SET status = $2, processor_charge_id = $3, failure_code = $4, failure_message = 
 WHERE id = $1`
 
 // Record implements operation.Kind.
-func (Kind) Record(ctx context.Context, tx pgx.Tx, id, status string, out operation.Outcome, path string) error {
-	_, err := tx.Exec(ctx, recordCharge, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode),
-		operation.Nullable(out.FailureMessage), path)
-	return err
+func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path string) {
+	b.Queue(recordCharge, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode),
+		operation.Nullable(out.FailureMessage), path).Exec(func(tag pgconn.CommandTag) error {
+		return operation.Wrote(Names.Type, id, tag.RowsAffected())
+	})
 }
 
 const getPaymentByID = `SELECT ` + columns + ` FROM payments WHERE id = $1`

@@ -14,10 +14,10 @@ import (
 )
 
 // held counts what refunds already took or are taking from a payment. It is
-// a statement of its own, after the payment's lock: its snapshot must be
-// taken once the lock is held, so that it sees every refund committed by the
-// transaction that held it before (a subquery of the locking statement would
-// keep that statement's older snapshot).
+// a statement of its own, after the payment's lock in the same batch: its
+// snapshot must be taken once the lock is held, so that it sees every refund
+// committed by the transaction that held it before (a subquery of the locking
+// statement would keep that statement's older snapshot).
 const held = `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1 AND status <> 'failed'`
 
 // insertRefund writes the refund of a first phase after its key, which it
@@ -41,13 +41,15 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 		return idempotency.Lease{}, payments.ErrNotFound
 	}
 	return s.Start(ctx, req, operation.Steps{Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
-		p, err := payments.Lock(ctx, tx, req.TenantID, paymentID)
-		if err != nil {
-			return operation.Plan{}, err
-		}
-		var taken int64
-		if err := tx.QueryRow(ctx, held, p.ID).Scan(&taken); err != nil {
-			return operation.Plan{}, fmt.Errorf("sum refunds: %w", err)
+		var (
+			p     payments.Payment
+			taken int64
+			b     = &pgx.Batch{}
+		)
+		payments.QueueLock(b, req.TenantID, paymentID, &p)
+		b.Queue(held, paymentID).QueryRow(func(row pgx.Row) error { return row.Scan(&taken) })
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return operation.Plan{}, fmt.Errorf("lock payment: %w", err)
 		}
 		amount, refusal := amountOf(p, taken, nr)
 		id := operation.NewID(Names.Prefix)

@@ -89,31 +89,29 @@ func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline ti
 		}}, nil
 }
 
+// recordRefund writes the outcome on the refund and counts a success on its
+// payment, in one statement, and returns how many refunds it wrote.
 const recordRefund = `
-UPDATE refunds SET status = $2, processor_refund_id = $3, failure_code = $4, settled_by = $5, updated_at = now()
-WHERE id = $1
-RETURNING payment_id, amount`
-
-const addRefunded = `UPDATE payments SET amount_refunded = amount_refunded + $2, updated_at = now() WHERE id = $1`
+WITH r AS (
+	UPDATE refunds SET status = $2, processor_refund_id = $3, failure_code = $4, settled_by = $5, updated_at = now()
+	WHERE id = $1
+	RETURNING payment_id, amount),
+counted AS (
+	UPDATE payments p SET amount_refunded = p.amount_refunded + r.amount, updated_at = now()
+	FROM r WHERE p.id = r.payment_id AND $2 = 'succeeded')
+SELECT count(*) FROM r`
 
 // Record implements operation.Kind: the outcome on the refund, and a
 // success counted on the payment, in the same transaction.
-func (Kind) Record(ctx context.Context, tx pgx.Tx, id, status string, out operation.Outcome, path string) error {
-	var (
-		paymentID string
-		amount    int64
-	)
-	err := tx.QueryRow(ctx, recordRefund, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path).
-		Scan(&paymentID, &amount)
-	if err != nil {
-		return err
-	}
-	if out.Succeeded {
-		if _, err := tx.Exec(ctx, addRefunded, paymentID, amount); err != nil {
-			return fmt.Errorf("count the refund on its payment: %w", err)
-		}
-	}
-	return nil
+func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path string) {
+	b.Queue(recordRefund, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path).
+		QueryRow(func(row pgx.Row) error {
+			var n int64
+			if err := row.Scan(&n); err != nil {
+				return err
+			}
+			return operation.Wrote(Names.Type, id, n)
+		})
 }
 
 const getRefundByID = `SELECT ` + columns + ` FROM refunds r WHERE r.id = $1`

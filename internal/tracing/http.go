@@ -1,12 +1,19 @@
 package tracing
 
 import (
+	"fmt"
+	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -22,34 +29,92 @@ func Or(tp trace.TracerProvider) trace.TracerProvider {
 // Middleware makes a server span of each request, a child of the caller's
 // span when the request carries a traceparent. Health checks make none: load
 // balancers poll them. As chi middleware (first in the router), it names
-// each span after the route that served it (see route).
+// each span after the route that served it ("GET /v1/payments/{id}"), never
+// the raw path with its ids, and records the route as http.route.
+//
+// Its attributes, OpenTelemetry's HTTP semantic conventions, are computed
+// only for a span that is recorded: with nothing exported, a request pays
+// for its span's ids (the logs' trace_id, and what is propagated) and
+// nothing more. otelhttp computes them, and its metrics, for every request
+// (the service counts its requests in Prometheus); it still traces the
+// calls this service makes (Transport).
 func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
-	server := otelhttp.NewMiddleware("",
-		otelhttp.WithTracerProvider(Or(tp)),
-		otelhttp.WithPropagators(Propagator),
-		otelhttp.WithFilter(func(r *http.Request) bool {
-			return r.URL.Path != "/healthz" && r.URL.Path != "/readyz"
-		}))
-	return func(next http.Handler) http.Handler { return server(route(next)) }
+	tracer := Or(tp).Tracer(instrumentation)
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+				next.ServeHTTP(w, r)
+				return
+			}
+			ctx := Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+			defer span.End()
+			r = r.WithContext(ctx)
+			if !span.IsRecording() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			span.SetAttributes(requestAttributes(r)...)
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r)
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK
+			}
+			span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+			if status >= http.StatusInternalServerError {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+			if rctx := chi.RouteContext(r.Context()); rctx != nil {
+				if pattern := rctx.RoutePattern(); pattern != "" {
+					span.SetName(r.Method + " " + pattern)
+					span.SetAttributes(semconv.HTTPRoute(pattern))
+				}
+			}
+		})
+	}
 }
 
-// route names the request's span after the chi route that served it ("GET
-// /v1/payments/{id}"), never the raw path with its ids, and records
-// the route as http.route. An unrouted request, or one outside chi, keeps
-// the method alone.
-func route(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r)
-		rctx := chi.RouteContext(r.Context())
-		if rctx == nil {
-			return
+// instrumentation names this package's tracer.
+const instrumentation = "github.com/example/payments/internal/tracing"
+
+// requestAttributes are a server span's attributes of the request.
+func requestAttributes(r *http.Request) []attribute.KeyValue {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	attrs := []attribute.KeyValue{method(r.Method), semconv.URLScheme(scheme), semconv.URLPath(r.URL.Path),
+		semconv.NetworkProtocolVersion(fmt.Sprintf("%d.%d", r.ProtoMajor, r.ProtoMinor))}
+	if attrs[0].Value.AsString() == "_OTHER" {
+		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(r.Method))
+	}
+	if host, port, err := net.SplitHostPort(r.Host); err == nil {
+		attrs = append(attrs, semconv.ServerAddress(host))
+		if p, err := strconv.Atoi(port); err == nil {
+			attrs = append(attrs, semconv.ServerPort(p))
 		}
-		if pattern := rctx.RoutePattern(); pattern != "" {
-			span := trace.SpanFromContext(r.Context())
-			span.SetName(r.Method + " " + pattern)
-			span.SetAttributes(attribute.String("http.route", pattern))
-		}
-	})
+	} else if r.Host != "" {
+		attrs = append(attrs, semconv.ServerAddress(r.Host))
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		attrs = append(attrs, semconv.ClientAddress(host))
+	}
+	if ua := r.UserAgent(); ua != "" {
+		attrs = append(attrs, semconv.UserAgentOriginal(ua))
+	}
+	return attrs
+}
+
+// method is http.request.method: a method the conventions know, or _OTHER
+// with the method as sent beside it.
+func method(m string) attribute.KeyValue {
+	switch m {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodHead, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return semconv.HTTPRequestMethodKey.String(m)
+	}
+	return semconv.HTTPRequestMethodKey.String("_OTHER")
 }
 
 // Transport wraps base (nil: http.DefaultTransport) in a client span per

@@ -3,15 +3,19 @@ package tracing
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 )
 
@@ -107,13 +111,14 @@ func TestHTTPHop(t *testing.T) {
 	r.Use(Middleware(tp))
 	r.Get("/v1/payments/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {})
+	r.Get("/broken", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
 	srv := httptest.NewServer(r)
 	defer srv.Close()
 	client := &http.Client{Transport: Transport(nil, tp)}
 	defer client.CloseIdleConnections()
 
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "caller")
-	for _, path := range []string{"/v1/payments/pay_123", "/healthz"} {
+	for _, path := range []string{"/v1/payments/pay_123", "/healthz", "/broken"} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
 		res, err := client.Do(req)
 		if err != nil {
@@ -123,31 +128,62 @@ func TestHTTPHop(t *testing.T) {
 	}
 	parent.End()
 
-	var server sdktrace.ReadOnlySpan
-	servers := 0
+	servers := map[string]sdktrace.ReadOnlySpan{}
 	for _, s := range rec.Ended() {
 		if s.SpanKind().String() == "server" {
-			server = s
-			servers++
+			servers[s.Name()] = s
 		}
 		if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
 			t.Errorf("span %q in trace %s, want %s", s.Name(), s.SpanContext().TraceID(), parent.SpanContext().TraceID())
 		}
 	}
-	if servers != 1 {
-		t.Fatalf("%d server spans, want 1 (none for /healthz)", servers)
+	server, broken := servers["GET /v1/payments/{id}"], servers["GET /broken"]
+	if len(servers) != 2 || server == nil || broken == nil {
+		t.Fatalf("server spans %v, want GET /v1/payments/{id} and GET /broken (none for /healthz)", slices.Collect(maps.Keys(servers)))
 	}
-	if server.Name() != "GET /v1/payments/{id}" {
-		t.Errorf("server span named %q", server.Name())
+	// OpenTelemetry's HTTP semantic conventions.
+	for _, want := range []attribute.KeyValue{
+		attribute.String("http.route", "/v1/payments/{id}"), attribute.String("http.request.method", "GET"),
+		attribute.Int("http.response.status_code", http.StatusNoContent), attribute.String("url.path", "/v1/payments/pay_123"),
+		attribute.String("url.scheme", "http"), attribute.String("network.protocol.version", "1.1"),
+		attribute.String("client.address", "127.0.0.1"), attribute.String("server.address", "127.0.0.1"),
+	} {
+		if !hasAttr(server.Attributes(), want) {
+			t.Errorf("server span attributes %v lack %v", server.Attributes(), want)
+		}
 	}
-	if !hasAttr(server.Attributes(), attribute.String("http.route", "/v1/payments/{id}")) {
-		t.Errorf("server span attributes %v lack http.route", server.Attributes())
+	if server.Status().Code != codes.Unset || broken.Status().Code != codes.Error {
+		t.Errorf("statuses %v and %v, want unset for a 204 and an error for a 502", server.Status(), broken.Status())
 	}
 	if server.Parent().SpanID() == parent.SpanContext().SpanID() || !server.Parent().IsRemote() {
 		t.Errorf("server span's parent %v is not the remote client span", server.Parent())
 	}
 	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHTTPNotRecorded: with nothing exported, a request's span is not
+// recorded, yet the handler's context holds it, valid, in the caller's
+// trace: the logs' trace_id, and what the service propagates.
+func TestHTTPNotRecorded(t *testing.T) {
+	t.Parallel()
+	tp, err := NewProvider(context.Background(), OTel{Exporter: ExporterNone}, "api", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen trace.SpanContext
+	var recording bool
+	r := chi.NewRouter()
+	r.Use(Middleware(tp))
+	r.Get("/v1/x", func(w http.ResponseWriter, r *http.Request) {
+		seen, recording = trace.SpanContextFromContext(r.Context()), trace.SpanFromContext(r.Context()).IsRecording()
+	})
+	req := httptest.NewRequest(http.MethodGet, "/v1/x", nil)
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	r.ServeHTTP(httptest.NewRecorder(), req)
+	if !seen.IsValid() || recording || seen.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || seen.SpanID().String() == "00f067aa0ba902b7" {
+		t.Fatalf("handler's span %v (recording %v), want a valid unrecorded child in the caller's trace", seen, recording)
 	}
 }
 

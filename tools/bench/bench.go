@@ -72,26 +72,41 @@ type Result struct {
 	Ratio   float64
 }
 
-// Run measures everything and writes a progress line per mode and the
-// results table to out.
-func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
+// Report is a run: each mode measured, and where the explained modes' time
+// went.
+type Report struct {
+	Results   []Result
+	Explained []Explained
+}
+
+// Run measures everything and writes a progress line per mode, the results
+// table and where the time went to out.
+func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
+	results, explained, err := run(ctx, cfg, out)
+	return Report{Results: results, Explained: explained}, err
+}
+
+func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained, error) {
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL+"&pool_max_conns="+strconv.Itoa(cfg.Clients))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer pool.Close()
 	if err := (&tenants.Store{DB: pool}).SeedDemos(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	insert, sel, err := ceilings(ctx, pool, cfg, out)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	stats := newStatStatements(ctx, pool, out)
 
-	logger := slog.New(slog.DiscardHandler)
+	// The processes log as the binaries do (JSON, info and above), to
+	// nowhere: the request log line's cost is in every figure.
+	logger := process.NewLogger(io.Discard, "json", slog.LevelInfo)
 	st, err := start(ctx, cfg.DatabaseURL, logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer st.stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients * 2}, Timeout: 30 * time.Second}
@@ -118,9 +133,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 	fresh := func(prefix string) string { return prefix + strconv.FormatInt(seq.Add(1), 10) }
 
 	results := []Result{insert, sel}
+	var explained []Explained
 	mode := func(name string, clients int, ceiling Result, want int, send func() (int, error)) (Result, error) {
 		stopProfile, err := startProfile(cfg.ProfileDir, name)
 		if err != nil {
+			return Result{}, err
+		}
+		if err := stats.reset(ctx); err != nil {
 			return Result{}, err
 		}
 		r, err := measure(ctx, name, clients, cfg.Duration, out, func() error {
@@ -136,6 +155,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 		}
 		r.Ceiling, r.Ratio = ceiling.Mode, r.PerSecond/ceiling.PerSecond
 		results = append(results, r)
+		if explain(name) {
+			top, err := stats.top(ctx, 8, r.Ops)
+			if err != nil {
+				return r, fmt.Errorf("%s: statement statistics: %w", name, err)
+			}
+			explained = append(explained, Explained{Mode: name, Statements: top})
+		}
 		return r, nil
 	}
 
@@ -143,7 +169,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 	// one statement, through the same client, is what no service can beat.
 	bare, err := bareHandler(pool)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer bare.Close()
 	for _, b := range []struct {
@@ -152,7 +178,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 	}{{"/insert", insert}, {"/select", sel}} {
 		if _, err := mode("reference: bare HTTP handler, one "+strings.ToUpper(b.path[1:]), cfg.Clients, b.ceiling, http.StatusOK,
 			func() (int, error) { return send(bare.URL+b.path, "", "") }); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
@@ -160,60 +186,82 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 	// Both new-key modes start from a checkpoint, so that neither pays for
 	// the other's (or the big table's) writes being flushed.
 	checkpoint(ctx, pool, out)
-	newKeys, err := mode("new keys, async, worker stopped", cfg.Clients, insert, http.StatusAccepted,
+	newKeys, err := mode(newKeysMode, cfg.Clients, insert, http.StatusAccepted,
 		func() (int, error) { return post(fresh("new-"), "respond-async") })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st.startWorker(ctx)
 	// The worker drains what the first mode queued before anything else is
 	// measured.
 	if err := st.drain(ctx, pool); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Finished keys to replay, one per client, made end to end.
 	replayKeys := make([]string, cfg.Clients)
 	for i := range replayKeys {
 		replayKeys[i] = fresh("replay-")
 		if status, err := post(replayKeys[i], "wait=10"); err != nil || status != http.StatusCreated {
-			return nil, fmt.Errorf("make a key to replay: %d, %v", status, err)
+			return nil, nil, fmt.Errorf("make a key to replay: %d, %v", status, err)
 		}
 	}
 	var next atomic.Int64
-	if _, err := mode("replays", cfg.Clients, sel, http.StatusCreated, func() (int, error) {
-		return post(replayKeys[next.Add(1)%int64(len(replayKeys))], "")
-	}); err != nil {
-		return nil, err
+	replay := func(url string) (int, error) {
+		return send(url+"/v1/payments", replayKeys[next.Add(1)%int64(len(replayKeys))], "")
+	}
+	if _, err := mode(replaysMode, cfg.Clients, sel, http.StatusCreated, func() (int, error) { return replay(st.apiURL) }); err != nil {
+		return nil, nil, err
+	}
+	// The round trips of the explained modes, counted on the wire by an
+	// API of their own, one request at a time.
+	trips, err := st.roundTrips(ctx, cfg.DatabaseURL, logger, []func(string) (int, error){
+		func(url string) (int, error) { return send(url+"/v1/payments", fresh("trips-"), "respond-async") },
+		replay,
+	}, []int{http.StatusAccepted, http.StatusCreated})
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range explained {
+		explained[i].RoundTrips = trips[i]
 	}
 	if _, err := mode("payments end to end", cfg.Clients, insert, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e-"), "wait=10") }); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := mode("payments end to end, 4 clients", 4, insert, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e4-"), "wait=10") }); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.BigTable > 0 {
 		st.stopWorker()
 		if err := st.drain(ctx, pool); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		fmt.Fprintf(out, "bench: putting %d finished keys in the table\n", cfg.BigTable)
 		if err := bigTable(ctx, pool, cfg.BigTable); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		checkpoint(ctx, pool, out)
 		if _, err := mode(fmt.Sprintf("new keys, async, %d finished keys", cfg.BigTable), cfg.Clients, newKeys, http.StatusAccepted,
 			func() (int, error) { return post(fresh("big-"), "respond-async") }); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	Print(out, results)
+	PrintExplained(out, explained)
 	if hwm, err := peakRSS(); err == nil {
 		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
 	}
-	return results, nil
+	return results, explained, nil
 }
+
+// The modes whose time is explained: where the first phase's time goes.
+const (
+	newKeysMode = "new keys, async, worker stopped"
+	replaysMode = "replays"
+)
+
+func explain(mode string) bool { return mode == newKeysMode || mode == replaysMode }
 
 // startProfile starts a CPU profile of the mode name in dir, when dir is
 // set, and returns what stops it.
@@ -410,6 +458,8 @@ func Print(out io.Writer, results []Result) {
 // stack is the service, in this process, built by the process constructors.
 type stack struct {
 	apiURL string
+	// api is the API's configuration, for another API of the same.
+	api    api.Config
 	w      *worker.Worker
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -462,13 +512,50 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 		return nil, err
 	}
 	s.wg.Go(func() { _ = a.Run(ctx) })
-	s.apiURL = "http://" + a.Addr()
+	s.apiURL, s.api = "http://"+a.Addr(), acfg
 	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = dbURL, "127.0.0.1:0", "http://"+p.Addr()
 	wcfg.Concurrency = 32
 	if s.w, err = worker.New(ctx, wcfg, logger); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// roundTrips counts the round trips to Postgres an API makes per request of
+// each of sends (which must answer want), one request at a time: it builds
+// another API whose connections go through a wire, warms it (its first
+// statements are prepared, its tenant cached), and counts 200 of each.
+func (s *stack) roundTrips(ctx context.Context, dbURL string, logger *slog.Logger, sends []func(apiURL string) (int, error), want []int) ([]float64, error) {
+	w, wireURL, err := newWire(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	cfg := s.api
+	cfg.DatabaseURL = wireURL
+	a, err := api.New(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	defer wg.Wait()
+	defer cancel()
+	const warm, counted = 20, 200
+	trips := make([]float64, len(sends))
+	for i, send := range sends {
+		for n := range warm + counted {
+			if n == warm {
+				w.trips.Store(0)
+			}
+			if status, err := send("http://" + a.Addr()); err != nil || status != want[i] {
+				return nil, fmt.Errorf("counting round trips: status %d, want %d: %v", status, want[i], err)
+			}
+		}
+		trips[i] = float64(w.trips.Load()) / counted
+	}
+	return trips, nil
 }
 
 func (s *stack) startWorker(ctx context.Context) {

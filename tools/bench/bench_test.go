@@ -23,10 +23,11 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	var out bytes.Buffer
-	results, err := bench.Run(context.Background(), bench.Config{DatabaseURL: db.URL, Clients: 2, Duration: 300 * time.Millisecond, BigTable: 1000}, &out)
+	report, err := bench.Run(context.Background(), bench.Config{DatabaseURL: db.URL, Clients: 2, Duration: 300 * time.Millisecond, BigTable: 1000}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	results := report.Results
 	if len(results) != 9 {
 		t.Fatalf("%d results, want 9:\n%s", len(results), out.String())
 	}
@@ -40,5 +41,25 @@ func TestRun(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "ratio") {
 		t.Errorf("no table:\n%s", out.String())
+	}
+	// Where the time goes: the round trips, counted on the wire, are what
+	// TestRoundTrips counts through pgx (a replay is its key's one read);
+	// the statements come when the server has pg_stat_statements loaded.
+	if len(report.Explained) != 2 {
+		t.Fatalf("%d modes explained, want 2:\n%s", len(report.Explained), out.String())
+	}
+	newKeys, replays := report.Explained[0], report.Explained[1]
+	if replays.RoundTrips != 1 {
+		t.Errorf("a replay made %.2f round trips, want 1", replays.RoundTrips)
+	}
+	if newKeys.RoundTrips < 2 || newKeys.RoundTrips > 6 {
+		t.Errorf("a new key made %.2f round trips, want 2 to 6", newKeys.RoundTrips)
+	}
+	for _, e := range report.Explained {
+		for _, s := range e.Statements {
+			if s.PerRequest <= 0 || s.Query == "" {
+				t.Errorf("%s: statement %+v", e.Mode, s)
+			}
+		}
 	}
 }

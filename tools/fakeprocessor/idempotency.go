@@ -139,9 +139,11 @@ var (
 // runOnce reserves key and runs exec, or returns the outcome stored under key
 // with replayed set.
 func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec execFunc) (out outcome, replayed bool, err error) {
-	tx, err := s.pool.Begin(ctx)
+	// The BEGIN goes with the key's insert, the response and the event with
+	// the COMMIT: three round trips for a charge.
+	tx, err := database.Begin(ctx, s.pool)
 	if err != nil {
-		return outcome{}, false, fmt.Errorf("begin: %w", err)
+		return outcome{}, false, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
@@ -185,16 +187,13 @@ func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec 
 		// Not stored: the rollback frees the key for a retry.
 		return out, false, nil
 	}
-	if err := saveResponse(ctx, tx, key, out.status, out.body); err != nil {
-		return outcome{}, false, err
-	}
+	last := &pgx.Batch{}
+	saveResponse(last, key, out.status, out.body)
 	queued := out.event != nil && s.webhooksOn()
 	if queued {
-		if err := s.recordEvent(ctx, tx, *out.event); err != nil {
-			return outcome{}, false, err
-		}
+		s.recordEvent(ctx, last, *out.event)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.CommitWith(ctx, last); err != nil {
 		return outcome{}, false, fmt.Errorf("commit: %w", err)
 	}
 	if queued {
@@ -306,10 +305,7 @@ UPDATE processor.idempotency_keys
 SET response_status = $2, response_body = $3
 WHERE key = $1`
 
-// saveResponse stores the outcome to replay under key.
-func saveResponse(ctx context.Context, db database.DBTX, key string, status int, body []byte) error {
-	if _, err := db.Exec(ctx, saveResponseSQL, key, status, body); err != nil {
-		return fmt.Errorf("save response: %w", err)
-	}
-	return nil
+// saveResponse queues in b the store of the outcome to replay under key.
+func saveResponse(b *pgx.Batch, key string, status int, body []byte) {
+	b.Queue(saveResponseSQL, key, status, body)
 }

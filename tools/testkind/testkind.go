@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
@@ -153,9 +154,9 @@ const recordWidget = `
 UPDATE widgets SET status = $2, gadget_id = $3, failure_code = $4, settled_by = $5, updated_at = now() WHERE id = $1`
 
 // Record implements operation.Kind.
-func (Kind) Record(ctx context.Context, tx pgx.Tx, id, status string, out operation.Outcome, path string) error {
-	_, err := tx.Exec(ctx, recordWidget, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path)
-	return err
+func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path string) {
+	b.Queue(recordWidget, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path).
+		Exec(func(tag pgconn.CommandTag) error { return operation.Wrote(Names.Type, id, tag.RowsAffected()) })
 }
 
 // Final implements operation.Kind.

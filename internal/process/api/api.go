@@ -49,6 +49,8 @@ type Config struct {
 	TrustedProxies httpapi.Proxies `envconfig:"TRUSTED_PROXIES" desc:"addresses or CIDR prefixes of the proxies in front of the API, whose X-Forwarded-For is believed (unset: none is)"`
 	AuthFailures   int             `envconfig:"AUTH_FAILURE_LIMIT" default:"20" desc:"failed authentications a client address may make per AUTH_FAILURE_WINDOW before it is refused 429 (0: no limit)"`
 	AuthWindow     time.Duration   `envconfig:"AUTH_FAILURE_WINDOW" default:"1m" desc:"the window of AUTH_FAILURE_LIMIT"`
+	MaxEndpoints   int             `envconfig:"WEBHOOK_MAX_ENDPOINTS" default:"16" desc:"webhook endpoints a tenant may register (a 400 endpoint_limit_reached past it)"`
+	MaxSecrets     int             `envconfig:"WEBHOOK_MAX_SECRETS" default:"2" desc:"signing secrets of an endpoint live at once: the current one and those rotated out (a 409 rotation_in_progress past it)"`
 	// WebhookSecret verifies the processor's webhooks; it may hold the old
 	// and the new secret during a rotation.
 	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
@@ -66,6 +68,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("AUTH_FAILURE_LIMIT (%d) must be 0 (off) or positive, with AUTH_FAILURE_WINDOW (%s) at least 1s", c.AuthFailures, c.AuthWindow)
 	case c.RateLimit < 0 || (c.RateLimit > 0 && c.RateWindow < time.Second):
 		return fmt.Errorf("TENANT_RATE_LIMIT (%d) must be 0 (off) or positive, with TENANT_RATE_WINDOW (%s) at least 1s", c.RateLimit, c.RateWindow)
+	case c.MaxEndpoints < 1 || c.MaxSecrets < 2:
+		return fmt.Errorf("WEBHOOK_MAX_ENDPOINTS (%d) must be at least 1 and WEBHOOK_MAX_SECRETS (%d) at least 2 (a rotation needs two)", c.MaxEndpoints, c.MaxSecrets)
 	}
 	if err := c.Webhooks.Validate(); err != nil {
 		return err
@@ -140,7 +144,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
 		Tracer:            cfg.Provider(),
 		Endpoints: &endpoints.Service{Ops: ops, Jobs: outbox.Queue{Client: inserter},
-			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey, EventTypes: kinds.EventTypes()},
+			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey, EventTypes: kinds.EventTypes(),
+			MaxEndpoints: cfg.MaxEndpoints, MaxSecrets: cfg.MaxSecrets},
 	}
 	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {
