@@ -66,7 +66,11 @@ func (s *Schedule) Decode(value string) error {
 var Results = []string{ResultDelivered, ResultRetrying, ResultFailed, ResultGone, ResultDisabled}
 
 // Observer counts what deliveries do, for metrics.
-type Observer interface{ Attempted(result string) }
+type Observer interface {
+	Attempted(result string)
+	// Disabled counts an endpoint the deliveries disabled, by reason.
+	Disabled(reason string)
+}
 
 // Deliverer makes the attempts of deliveries, as their jobs run.
 type Deliverer struct {
@@ -84,16 +88,48 @@ type Deliverer struct {
 	}
 	Encode   func(v any) []byte
 	Observer Observer
+	// EndpointInFlight and TenantInFlight bound the attempts in flight to
+	// one endpoint and for one tenant, across every worker: a delivery over
+	// either waits (BusyWait) without spending an attempt, so that a slow or
+	// failing endpoint delays only its own tenant's events.
+	EndpointInFlight, TenantInFlight int
+	// DisableAfter disables an endpoint whose attempts have all failed for
+	// this long ('failing').
+	DisableAfter time.Duration
 }
 
+// BusyWait is how long a delivery waits when its endpoint or its tenant
+// has its share of attempts in flight.
+const BusyWait = time.Second
+
+// deliveryOf reads who a pending delivery is for.
+const deliveryOf = `SELECT tenant_id, endpoint_id FROM webhook_deliveries WHERE id = $1 AND status = 'pending'`
+
+// takeSlot takes a place among the attempts in flight, when the endpoint
+// ($3) and the tenant ($2) each have fewer than their share ($4, $5). It
+// runs under the tenant's lock (lockTenantSlots), so that two workers
+// cannot both take the last place, after purgeSlots has dropped the places
+// that stopped counting: those a dead worker left, past their until, and
+// this delivery's own from an attempt that never recorded.
+const (
+	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
+	purgeSlots      = `DELETE FROM webhook_sending WHERE (tenant_id = $1 AND until <= now()) OR delivery_id = $2`
+	takeSlot        = `
+INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+SELECT $1, $3, $2, now() + $6::interval
+WHERE (SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
+	AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5`
+)
+
 // claimAttempt counts an attempt of a pending delivery and reads what it
-// needs: its endpoint and the secrets that sign now (database clock).
+// needs: its chain, its endpoint as it stands (with the version a 410
+// disables) and the secrets that sign now (database clock).
 const claimAttempt = `
 WITH d AS (
 	UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
 	WHERE id = $1 AND status = 'pending'
-	RETURNING tenant_id, endpoint_id, event_id, attempts)
-SELECT d.tenant_id, d.endpoint_id, d.event_id, d.attempts, e.url, e.status,
+	RETURNING tenant_id, endpoint_id, event_id, chain, attempts)
+SELECT d.tenant_id, d.endpoint_id, d.event_id, d.chain, d.attempts, e.url, e.status, e.version,
 	ARRAY(SELECT s.ciphertext FROM webhook_endpoint_secrets s
 		WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now()) ORDER BY s.id)
 FROM d JOIN webhook_endpoints e ON e.id = d.endpoint_id`
@@ -102,38 +138,81 @@ FROM d JOIN webhook_endpoints e ON e.id = d.endpoint_id`
 type attempt struct {
 	id                          int64
 	tenantID, endpoint, eventID string
-	number                      int
+	chain, number               int
 	url, status                 string
+	version                     int64
 	sealed                      [][]byte
 }
+
+// errBusy reports a delivery whose endpoint or tenant has its share of
+// attempts in flight.
+var errBusy = errors.New("the endpoint or its tenant has its share of attempts in flight")
 
 // Deliver makes the next attempt of delivery id and records it. It returns
 // how long to wait before the next attempt (the job snoozes that long), or
 // zero when the delivery is over: delivered, failed, or nothing to do (an
-// endpoint deleted, a delivery already done). An error is the service's own
-// (the database), and the job is retried as any other.
+// endpoint deleted, a delivery already done). A delivery over its share of
+// attempts in flight waits BusyWait, its attempt not spent. Whatever fails
+// once the attempt is counted (the event's read, a secret that does not
+// decrypt, the POST) is that attempt's outcome, logged and on the schedule.
+// An error is the service's own (the database, while claiming or
+// recording), and the job is retried as any other.
 func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error) {
-	a := attempt{id: id}
-	err := d.DB.QueryRow(ctx, claimAttempt, id).Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.number, &a.url, &a.status, &a.sealed)
-	if errors.Is(err, pgx.ErrNoRows) {
+	a, err := d.claim(ctx, id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return 0, nil
-	}
-	if err != nil {
+	case errors.Is(err, errBusy):
+		return jitter(BusyWait), nil
+	case err != nil:
 		return 0, fmt.Errorf("claim delivery %d: %w", id, err)
 	}
 	if a.status != StatusEnabled {
 		return 0, d.record(ctx, a, outcome{result: ResultDisabled, err: "the endpoint is disabled"})
 	}
+	out := d.attempt(ctx, a)
+	return out.wait, d.record(ctx, a, out)
+}
+
+// claim takes a place among the attempts in flight and counts the attempt,
+// in one transaction; pgx.ErrNoRows when the delivery is not pending.
+func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
+	a := attempt{id: id}
+	if err := d.DB.QueryRow(ctx, deliveryOf, id).Scan(&a.tenantID, &a.endpoint); err != nil {
+		return a, err
+	}
+	err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID, id); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight,
+			AttemptTimeout+5*time.Second)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errBusy
+		}
+		return tx.QueryRow(ctx, claimAttempt, id).Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number,
+			&a.url, &a.status, &a.version, &a.sealed)
+	})
+	return a, err
+}
+
+// attempt makes a's attempt: the event read, signed and POSTed.
+func (d *Deliverer) attempt(ctx context.Context, a attempt) outcome {
 	ev, err := d.Events.GetEvent(ctx, a.tenantID, a.eventID)
 	if err != nil {
-		return 0, err
+		return d.retry(a, outcome{err: "the event could not be read"}, 0)
 	}
 	secrets, err := d.secrets(a)
 	if err != nil {
-		return 0, err
+		return d.retry(a, outcome{err: "the endpoint's signing secrets could not be read"}, 0)
 	}
-	out := d.post(ctx, a, d.Encode(ev), secrets)
-	return out.wait, d.record(ctx, a, out)
+	return d.post(ctx, a, d.Encode(ev), secrets)
 }
 
 // secrets decrypts the secrets that sign a's delivery.
@@ -187,12 +266,22 @@ func (d *Deliverer) post(ctx context.Context, a attempt, body []byte, secrets we
 	default:
 		out.err = "the receiver answered " + strconv.Itoa(status)
 	}
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		return d.retry(a, out, retryAfter)
+	}
+	return d.retry(a, out, 0)
+}
+
+// retry is a failed attempt's outcome: another attempt after the schedule's
+// wait (or the receiver's Retry-After, when it gave one), or the delivery
+// failed when a was its chain's last.
+func (d *Deliverer) retry(a attempt, out outcome, retryAfter time.Duration) outcome {
 	if a.number > len(d.Schedule) {
 		out.result = ResultFailed
 		return out
 	}
 	out.result, out.wait = ResultRetrying, jitter(d.Schedule[a.number-1])
-	if retryAfter > 0 && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
+	if retryAfter > 0 {
 		out.wait = min(retryAfter, 24*time.Hour)
 	}
 	return out
@@ -244,17 +333,46 @@ const logAttempt = `
 INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, status_code, duration_ms, error, next_retry_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $8::bigint > 0 THEN now() + make_interval(secs => $8::bigint / 1000.0) END)`
 
-const endDelivery = `
-UPDATE webhook_deliveries
-SET status = $3, delivered_at = CASE WHEN $3 = 'delivered' THEN now() END, updated_at = now()
-WHERE id = $1 AND attempts = $2 AND status = 'pending'`
+// deliver ends a delivery delivered, whichever chain's attempt got the
+// 2xx: a 2xx is never thrown away.
+const deliver = `
+UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now(), updated_at = now()
+WHERE id = $1 AND status <> 'delivered'`
 
+// fail ends a delivery failed: only by its chain's own last attempt, while
+// pending (a resend since started another chain).
+const fail = `
+UPDATE webhook_deliveries SET status = 'failed', updated_at = now()
+WHERE id = $1 AND chain = $2 AND attempts = $3 AND status = 'pending'`
+
+// releaseSlot gives up the attempt's place among those in flight.
+const releaseSlot = `DELETE FROM webhook_sending WHERE delivery_id = $1`
+
+// disableGone disables the endpoint on a 410, only as it was when the
+// attempt was sent ($2, its version).
 const disableGone = `
-UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'gone', updated_at = now()
-WHERE id = $1 AND status = 'enabled'`
+UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'gone', version = version + 1, updated_at = now()
+WHERE id = $1 AND status = 'enabled' AND version = $2`
+
+// healthy ends the endpoint's run of failures.
+const healthy = `UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL`
+
+// failing starts or continues the endpoint's run of failures, and disables
+// it once the run has lasted $2 (database clock).
+const failing = `
+UPDATE webhook_endpoints
+SET failing_since = coalesce(failing_since, now()),
+	status = CASE WHEN failing_since <= now() - $2::interval THEN 'disabled' ELSE status END,
+	disabled_reason = CASE WHEN failing_since <= now() - $2::interval THEN 'failing' ELSE disabled_reason END,
+	version = version + CASE WHEN failing_since <= now() - $2::interval THEN 1 ELSE 0 END
+WHERE id = $1 AND status = 'enabled'
+RETURNING status = 'disabled'`
 
 // record writes the attempt to the delivery log and, when the delivery is
-// over, its end, in one transaction; a 410 disables the endpoint with it.
+// over, its end, in one transaction, with what the attempt says of the
+// endpoint: a 410 disables it, a 2xx ends its run of failures, a failure
+// continues it (and may disable it). The attempt's place in flight is
+// given up with it.
 func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 	tx, err := d.DB.Begin(ctx)
 	if err != nil {
@@ -269,18 +387,36 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 		out.duration.Milliseconds(), errText, out.wait.Milliseconds()); err != nil {
 		return fmt.Errorf("log attempt: %w", err)
 	}
-	if out.result != ResultRetrying {
-		status := DeliveryFailed
-		if out.result == ResultDelivered {
-			status = DeliveryDelivered
-		}
-		if _, err := tx.Exec(ctx, endDelivery, a.id, a.number, status); err != nil {
+	if _, err := tx.Exec(ctx, releaseSlot, a.id); err != nil {
+		return fmt.Errorf("release slot: %w", err)
+	}
+	disabled := false
+	switch out.result {
+	case ResultDelivered:
+		if _, err := tx.Exec(ctx, deliver, a.id); err != nil {
 			return fmt.Errorf("end delivery: %w", err)
 		}
-	}
-	if out.result == ResultGone {
-		if _, err := tx.Exec(ctx, disableGone, a.endpoint); err != nil {
+		if _, err := tx.Exec(ctx, healthy, a.endpoint); err != nil {
+			return fmt.Errorf("endpoint healthy: %w", err)
+		}
+	case ResultGone:
+		if _, err := tx.Exec(ctx, fail, a.id, a.chain, a.number); err != nil {
+			return fmt.Errorf("end delivery: %w", err)
+		}
+		if _, err := tx.Exec(ctx, disableGone, a.endpoint, a.version); err != nil {
 			return fmt.Errorf("disable endpoint: %w", err)
+		}
+	case ResultDisabled, ResultFailed, ResultRetrying:
+		if out.result != ResultRetrying {
+			if _, err := tx.Exec(ctx, fail, a.id, a.chain, a.number); err != nil {
+				return fmt.Errorf("end delivery: %w", err)
+			}
+		}
+		if out.result != ResultDisabled {
+			err := tx.QueryRow(ctx, failing, a.endpoint, d.DisableAfter).Scan(&disabled)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("endpoint failing: %w", err)
+			}
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -288,6 +424,16 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 	}
 	if d.Observer != nil {
 		d.Observer.Attempted(out.result)
+		if disabled {
+			d.Observer.Disabled(ReasonFailing)
+		}
 	}
 	return nil
 }
+
+// ReasonFailing is the reason of an endpoint disabled after failing for
+// DisableAfter; ReasonGone after a 410.
+const (
+	ReasonFailing = "failing"
+	ReasonGone    = "gone"
+)

@@ -96,18 +96,21 @@ func (f FanOut) Notify(ctx context.Context, tx pgx.Tx, tenantID, eventID, eventT
 
 const eventOfTenant = `SELECT type FROM events WHERE tenant_id = $1 AND id = $2`
 
-// resendDelivery starts a new round of the event's delivery to the endpoint:
-// the delivery is pending again, its attempts counted from zero.
+// resendDelivery starts a new chain of the event's delivery to the
+// endpoint: the delivery is pending again, its attempts counted from zero in
+// the new chain. A delivery still pending has a chain under way, and is left
+// alone (no row): one chain per delivery.
 const resendDelivery = `
 INSERT INTO webhook_deliveries (tenant_id, endpoint_id, event_id, status)
 VALUES ($1, $2, $3, 'pending')
 ON CONFLICT (event_id, endpoint_id) DO UPDATE
-SET status = 'pending', attempts = 0, delivered_at = NULL, updated_at = now()
+SET status = 'pending', attempts = 0, chain = webhook_deliveries.chain + 1, delivered_at = NULL, updated_at = now()
+WHERE webhook_deliveries.status <> 'pending'
 RETURNING id, status, attempts, created_at, delivered_at`
 
 // Resend delivers one of the tenant's events to its endpoint id again,
-// under req's key, whatever became of earlier deliveries, and answers 202
-// with the delivery. The receiver may get it twice, which its dedupe by
+// under req's key, once earlier attempts are over (delivered or failed;
+// ErrDeliveryInFlight while they go on), and answers 202 with the delivery. The receiver may get it twice, which its dedupe by
 // webhook-id makes once.
 func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string, r Resend) (idempotency.Lease, error) {
 	if r.Event == "" {
@@ -133,6 +136,9 @@ func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string
 		d := Delivery{Object: "webhook_delivery", Endpoint: e.ID, Event: r.Event}
 		var n int64
 		err = tx.QueryRow(ctx, resendDelivery, req.TenantID, e.ID, r.Event).Scan(&n, &d.Status, &d.Attempts, &d.CreatedAt, &d.DeliveredAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return operation.Plan{}, ErrDeliveryInFlight
+		}
 		if err != nil {
 			return operation.Plan{}, fmt.Errorf("resend: %w", err)
 		}
@@ -193,9 +199,5 @@ SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM webhook_del
 // OldestUndelivered is the age of the oldest pending delivery, by the
 // database's clock; zero when there is none.
 func OldestUndelivered(ctx context.Context, db database.DBTX) (time.Duration, error) {
-	var seconds float64
-	if err := db.QueryRow(ctx, oldestUndelivered).Scan(&seconds); err != nil {
-		return 0, fmt.Errorf("oldest undelivered: %w", err)
-	}
-	return time.Duration(seconds * float64(time.Second)), nil
+	return database.Age(ctx, db, oldestUndelivered)
 }

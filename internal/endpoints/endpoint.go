@@ -53,12 +53,26 @@ var (
 	ErrNotFound = operation.NotFound("webhook endpoint")
 	// ErrDisabled reports a resend to a disabled endpoint.
 	ErrDisabled = errors.New("the webhook endpoint is disabled")
+	// ErrDeliveryInFlight reports a resend of a delivery whose attempts go
+	// on: one chain of attempts per delivery.
+	ErrDeliveryInFlight = errors.New("the delivery is still being attempted")
+	// ErrRotating reports a rotation while the endpoint has as many secrets
+	// signing as it may.
+	ErrRotating = errors.New("the endpoint has as many signing secrets as it may")
+	// ErrTooManyEndpoints reports a tenant at its limit of endpoints.
+	ErrTooManyEndpoints = errors.New("the tenant has as many webhook endpoints as it may")
 )
 
 // Rules are how the API answers the endpoints' own refusals.
 var Rules = []operation.ErrorRule{
 	{Err: ErrDisabled, Status: 409, Code: "endpoint_disabled", Title: "Endpoint disabled",
 		Detail: "The webhook endpoint is disabled: enable it first."},
+	{Err: ErrDeliveryInFlight, Status: 409, Code: "delivery_in_flight", Title: "Delivery in flight",
+		Detail: "This event's delivery to this endpoint is still being attempted, on its retry schedule; resend it once it has failed."},
+	{Err: ErrRotating, Status: 409, Code: "rotation_in_progress", Title: "Rotation in progress",
+		Detail: "A secret rotated out earlier still signs: wait until it expires, or rotate with expire_current_secret_in 0 to end every older secret at once."},
+	{Err: ErrTooManyEndpoints, Status: 400, Code: "endpoint_limit_reached", Title: "Too many webhook endpoints",
+		Detail: "The account has as many webhook endpoints as it may (WEBHOOK_MAX_ENDPOINTS): delete one first."},
 }
 
 // Endpoint is a tenant's webhook endpoint.
@@ -69,7 +83,8 @@ type Endpoint struct {
 	EnabledEvents []string `json:"enabled_events"`
 	Description   *string  `json:"description"`
 	Status        string   `json:"status"`
-	// DisabledReason is by_tenant, or gone when the receiver answered 410.
+	// DisabledReason is by_tenant; gone when the receiver answered 410;
+	// failing when every attempt failed for WEBHOOK_DISABLE_AFTER.
 	DisabledReason *string   `json:"disabled_reason"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
@@ -138,6 +153,11 @@ type Service struct {
 	// EventTypes are the event types an endpoint may ask for (those the
 	// kinds stage); "*" asks for all.
 	EventTypes []string
+	// MaxEndpoints is how many endpoints a tenant may have.
+	MaxEndpoints int
+	// MaxSecrets is how many secrets of an endpoint may sign at once: the
+	// current one and those being rotated out.
+	MaxSecrets int
 }
 
 // checkFields validates what can be checked without the network.
@@ -200,6 +220,14 @@ const insertEndpoint = `
 INSERT INTO webhook_endpoints (id, tenant_id, url, enabled_events, description, status, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, 'enabled', $6, $6)`
 
+// countEndpoints counts the tenant's endpoints under a lock of its own
+// (until the transaction ends), so that two registrations cannot both take
+// the last place.
+const (
+	lockEndpoints  = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1, 0))`
+	countEndpoints = `SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1`
+)
+
 const insertSecret = `
 INSERT INTO webhook_endpoint_secrets (endpoint_id, ciphertext) VALUES ($1, $2)`
 
@@ -215,7 +243,17 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, ne NewEnd
 		Description: ne.Description, Status: StatusEnabled, CreatedAt: now, UpdatedAt: now, TenantID: req.TenantID}
 	secret := webhook.NewSecret()
 	lease, err := s.Ops.Start(ctx, req, operation.Steps{Before: s.checkingURL(&ne.URL),
-		Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
+		Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
+			var n int
+			if _, err := tx.Exec(ctx, lockEndpoints, req.TenantID); err != nil {
+				return operation.Plan{}, fmt.Errorf("lock endpoints: %w", err)
+			}
+			if err := tx.QueryRow(ctx, countEndpoints, req.TenantID).Scan(&n); err != nil {
+				return operation.Plan{}, fmt.Errorf("count endpoints: %w", err)
+			}
+			if n >= s.MaxEndpoints {
+				return operation.Plan{Refusal: ErrTooManyEndpoints}, nil
+			}
 			e.URL = ne.URL
 			sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
 			if err != nil {
@@ -230,7 +268,8 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, ne NewEnd
 				Response: func() idempotency.Response { return e.stored(201) },
 			}, nil
 		}})
-	if err != nil || !lease.Created {
+	if err != nil || !lease.Created || lease.Key.Resource.ID != e.ID {
+		// Not made here, or refused (the key names no endpoint).
 		return lease, nil, err
 	}
 	e.Secret = secret
@@ -294,7 +333,8 @@ func (s *Service) List(ctx context.Context, tenantID string, limit int, starting
 
 const updateEndpoint = `
 UPDATE webhook_endpoints
-SET url = $2, enabled_events = $3, description = $4, status = $5, disabled_reason = $6, updated_at = $7
+SET url = $2, enabled_events = $3, description = $4, status = $5, disabled_reason = $6, updated_at = $7,
+	version = version + 1, failing_since = CASE WHEN status = $5 THEN failing_since END
 WHERE id = $1`
 
 // Update changes the tenant's endpoint id under req's key. A disabled
@@ -350,11 +390,16 @@ const retireSecrets = `
 UPDATE webhook_endpoint_secrets SET expires_at = now() + $2::interval
 WHERE endpoint_id = $1 AND (expires_at IS NULL OR expires_at > now() + $2::interval)`
 
+// countLiveSecrets counts the endpoint's secrets that sign now.
+const countLiveSecrets = `
+SELECT count(*) FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND (expires_at IS NULL OR expires_at > now())`
+
 // RotateSecret gives the tenant's endpoint id a new secret under req's key
 // and returns the endpoint with it, the only time it is shown. The current
 // secret still signs, alongside the new one, for the grace period the
 // rotation asks (a day by default), so that the receiver can switch without
-// refusing a delivery.
+// refusing a delivery. While MaxSecrets sign already, only a rotation that
+// ends the older ones at once (a grace of 0) is taken: ErrRotating.
 func (s *Service) RotateSecret(ctx context.Context, req idempotency.Request, id string, r Rotation) (idempotency.Lease, *Endpoint, error) {
 	grace := DefaultGrace
 	if r.ExpireCurrentSecretIn != nil {
@@ -370,6 +415,13 @@ func (s *Service) RotateSecret(ctx context.Context, req idempotency.Request, id 
 		var err error
 		if e, err = lock(ctx, tx, req.TenantID, id); err != nil {
 			return operation.Plan{}, err
+		}
+		var live int
+		if err := tx.QueryRow(ctx, countLiveSecrets, e.ID).Scan(&live); err != nil {
+			return operation.Plan{}, fmt.Errorf("count secrets: %w", err)
+		}
+		if grace > 0 && live >= s.MaxSecrets {
+			return operation.Plan{}, ErrRotating
 		}
 		sealed, err := s.Cipher.Seal(e.ID, []byte(secret))
 		if err != nil {
@@ -409,7 +461,8 @@ const DemoID = "we_demoreceiver000000000000"
 const seedEndpoint = `
 INSERT INTO webhook_endpoints (id, tenant_id, url, enabled_events, description, status, created_at, updated_at)
 VALUES ($1, $2, $3, '{*}', 'The demo receiver of make run', 'enabled', now(), now())
-ON CONFLICT (id) DO UPDATE SET url = excluded.url, status = 'enabled', disabled_reason = NULL, updated_at = now()`
+ON CONFLICT (id) DO UPDATE SET url = excluded.url, status = 'enabled', disabled_reason = NULL, updated_at = now(),
+	version = webhook_endpoints.version + 1, failing_since = NULL`
 
 const replaceSecrets = `
 WITH gone AS (DELETE FROM webhook_endpoint_secrets WHERE endpoint_id = $1)

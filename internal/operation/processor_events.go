@@ -230,13 +230,11 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 // the operation's key on from started. It makes no call, so the finish
 // phase commits in its transaction; so does the event's result.
 func (o *Runner) eventPhase(k Kind, id string, ev ProcessorEvent) idempotency.Phase {
-	return idempotency.Phase{Commit: func(ctx context.Context, tx pgx.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		if err := k.Record(ctx, tx, id, statusOf(ev.Outcome), ev.Outcome, PathWebhook); err != nil {
-			return idempotency.Next{}, fmt.Errorf("record %s: %w", k.Names().Type, err)
-		}
-		if _, err := tx.Exec(ctx, markEventProcessed, ev.ID, EventSettled); err != nil {
-			return idempotency.Next{}, fmt.Errorf("mark processor event: %w", err)
-		}
+	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
+		record(tx, k, id, ev.Outcome, PathWebhook)
+		b := &pgx.Batch{}
+		b.Queue(markEventProcessed, ev.ID, EventSettled)
+		tx.Queue(b)
 		return idempotency.AdvanceTo(k.Names().CreatedPoint()), nil
 	}}
 }
@@ -320,4 +318,13 @@ func (o *Runner) PruneProcessorEvents(ctx context.Context, retention time.Durati
 		return n, fmt.Errorf("prune processor events: %w", err)
 	}
 	return n, nil
+}
+
+const oldestUnprocessedEvent = `
+SELECT coalesce(extract(epoch FROM now() - min(received_at)), 0) FROM processor_events WHERE result IS NULL`
+
+// OldestUnprocessedEvent is the age of the oldest processor event received
+// and not processed, by the database's clock; zero when there is none.
+func OldestUnprocessedEvent(ctx context.Context, db database.DBTX) (time.Duration, error) {
+	return database.Age(ctx, db, oldestUnprocessedEvent)
 }

@@ -58,6 +58,18 @@ type ProcessorEventArgs struct {
 // Kind names the job in River's tables.
 func (ProcessorEventArgs) Kind() string { return "settle_processor_event" }
 
+// ProcessorEventAttempts is how often a processor event's job is tried: with
+// the worker's backoff (RETRY_MAX_DELAY, a minute by default, between the
+// later attempts) about three hours. An event still unprocessed after them
+// stays in processor_events, never pruned, and its age is the metric
+// payments_processor_event_oldest_unprocessed_seconds, which an alert watches.
+const ProcessorEventAttempts = 200
+
+// InsertOpts: see ProcessorEventAttempts.
+func (ProcessorEventArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: ProcessorEventAttempts}
+}
+
 // ProcessorEventWorker runs processor event jobs.
 type ProcessorEventWorker struct {
 	river.WorkerDefaults[ProcessorEventArgs]
@@ -248,8 +260,11 @@ type ReapWorker struct {
 	Keys           *idempotency.Store
 	Ops            *operation.Runner
 	EventRetention time.Duration
-	Batch          int
-	Logger         *slog.Logger
+	// Webhooks is how long the webhooks' events, deliveries and expired
+	// secrets are kept.
+	Webhooks endpoints.Retention
+	Batch    int
+	Logger   *slog.Logger
 	// Reaped, when set, is told how many keys each run expired and how
 	// many tombstones it deleted.
 	Reaped func(expired, deleted int)
@@ -270,6 +285,13 @@ func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	pruned, err := w.Ops.PruneProcessorEvents(ctx, w.EventRetention, w.Batch)
 	if pruned > 0 {
 		w.Logger.InfoContext(ctx, "pruned processor events", "deleted", pruned)
+	}
+	if err != nil {
+		return err
+	}
+	deliveries, events, secrets, err := endpoints.Prune(ctx, w.Ops.DB, w.Webhooks, w.Batch)
+	if deliveries+events+secrets > 0 {
+		w.Logger.InfoContext(ctx, "pruned webhooks", "deliveries", deliveries, "events", events, "secrets", secrets)
 	}
 	return err
 }

@@ -166,6 +166,8 @@ type Deps struct {
 	ReapBatch int
 	// EventRetention is how long a processed processor event is kept.
 	EventRetention time.Duration
+	// Webhooks is how long the webhooks' records are kept.
+	Webhooks endpoints.Retention
 	// Deliverer makes the attempts of webhook deliveries.
 	Deliverer *endpoints.Deliverer
 	// Reaped, when set, counts what the reaper reaped.
@@ -213,7 +215,7 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		}
 	}
 	if deps.Keys != nil {
-		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention,
+		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention, Webhooks: deps.Webhooks,
 			Batch: deps.ReapBatch, Logger: deps.Logger, Reaped: deps.Reaped}); err != nil {
 			return nil, err
 		}
@@ -237,9 +239,9 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		RetryPolicy:          cfg.Backoff,
 		FetchPollInterval:    cfg.FetchPollInterval,
-		// A payment's request waits for its job: pick jobs up within 10 ms of
+		// A payment's request waits for its job: pick jobs up within 2 ms of
 		// their insert notification rather than River's default 100 ms.
-		FetchCooldown: 10 * time.Millisecond,
+		FetchCooldown: 2 * time.Millisecond,
 		Middleware:    []rivertype.Middleware{&TraceInsert{}, NewTraceWork(deps.Tracer, deps.Logger)},
 	})
 }

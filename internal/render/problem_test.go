@@ -67,9 +67,7 @@ func (kind) Errors() []operation.ErrorRule { return nil }
 func (kind) Load(context.Context, database.DBTX, string, time.Duration) (operation.Pending, error) {
 	return operation.Pending{}, nil
 }
-func (kind) Record(context.Context, pgx.Tx, string, string, operation.Outcome, string) error {
-	return nil
-}
+func (kind) Record(*pgx.Batch, string, string, operation.Outcome, string) {}
 func (kind) Final(context.Context, pgx.Tx, string) (operation.Final, error) {
 	return operation.Final{}, nil
 }

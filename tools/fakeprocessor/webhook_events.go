@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/example/payments/internal/database"
 )
 
@@ -75,12 +77,13 @@ func validateWebhooks(w *Webhooks) error {
 // webhooksOn reports whether events are recorded and sent.
 func (s *Server) webhooksOn() bool { return s.cfg.Webhooks.URL != "" }
 
-// recordEvent queues ev in db, the transaction of the operation it tells of,
-// so that the event exists exactly when the operation does. Its body is
-// encoded once, here: every attempt sends the same bytes. The chaos knobs
-// decide now whether it is dropped, or when it is first due. The traceparent
-// of ctx's span, the request's, is kept with it, for its deliveries to send.
-func (s *Server) recordEvent(ctx context.Context, db database.DBTX, ev event) error {
+// recordEvent queues in b the insert of ev, for the transaction of the
+// operation it tells of, so that the event exists exactly when the operation
+// does. Its body is encoded once, here: every attempt sends the same bytes.
+// The chaos knobs decide now whether it is dropped, or when it is first due.
+// The traceparent of ctx's span, the request's, is kept with it, for its
+// deliveries to send.
+func (s *Server) recordEvent(ctx context.Context, b *pgx.Batch, ev event) {
 	now := s.now()
 	id := newID("evt_")
 	body := marshal(eventJSON{ID: id, Type: ev.typ, Created: now.Unix(), Data: eventData{Object: ev.object}})
@@ -95,10 +98,7 @@ func (s *Server) recordEvent(ctx context.Context, db database.DBTX, ev event) er
 	}
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
-	if _, err := db.Exec(ctx, insertEventSQL, id, ev.typ, body, now, state, due, optional(carrier.Get("traceparent"))); err != nil {
-		return fmt.Errorf("insert webhook event: %w", err)
-	}
-	return nil
+	b.Queue(insertEventSQL, id, ev.typ, body, now, state, due, optional(carrier.Get("traceparent")))
 }
 
 const insertEventSQL = `

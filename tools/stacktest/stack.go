@@ -49,6 +49,7 @@ const (
 	Acme        = "sk_test_acme"
 	Globex      = "sk_test_globex"
 	AcmeID      = "ten_acme"
+	GlobexID    = "ten_globex"
 	LockTimeout = time.Minute
 )
 

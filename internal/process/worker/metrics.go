@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
@@ -163,6 +164,7 @@ func (m operationMetrics) ProcessorEvent(result string) { m.events.WithLabelValu
 type deliveryMetrics struct {
 	attempts   prometheus.Counter
 	deliveries *prometheus.CounterVec
+	disabled   *prometheus.CounterVec
 }
 
 // oldestUndelivered is the age of the oldest pending delivery.
@@ -180,11 +182,16 @@ func newDeliveryMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) deliveryM
 			Help: "Webhook deliveries by how they ended: delivered, failed (the retry schedule spent), gone (410: the endpoint disabled), " +
 				"endpoint_disabled; and retrying, each failed attempt with another to come.",
 		}, []string{"result"}),
+		disabled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "payments_webhook_endpoints_disabled_total",
+			Help: "Webhook endpoints the deliveries disabled, by reason: failing (every attempt failed for WEBHOOK_DISABLE_AFTER).",
+		}, []string{"reason"}),
 	}
 	for _, result := range endpoints.Results {
 		m.deliveries.WithLabelValues(result)
 	}
-	reg.MustRegister(m.attempts, m.deliveries, oldestCollector{pool: pool})
+	m.disabled.WithLabelValues(endpoints.ReasonFailing)
+	reg.MustRegister(m.attempts, m.deliveries, m.disabled, oldestCollector{pool: pool})
 	return m
 }
 
@@ -194,20 +201,37 @@ func (m deliveryMetrics) Attempted(result string) {
 	m.deliveries.WithLabelValues(result).Inc()
 }
 
-// oldestCollector reads the oldest pending delivery at each scrape.
+// Disabled implements endpoints.Observer.
+func (m deliveryMetrics) Disabled(reason string) { m.disabled.WithLabelValues(reason).Inc() }
+
+// oldestUnprocessedDesc is the age of the oldest processor event not yet
+// processed.
+var oldestUnprocessedDesc = prometheus.NewDesc("payments_processor_event_oldest_unprocessed_seconds",
+	"Age of the oldest processor webhook received and not yet processed (0 when none): past its job's retry horizon, it never will be.", nil, nil)
+
+// oldestCollector reads, at each scrape, the oldest pending delivery and the
+// oldest unprocessed processor event.
 type oldestCollector struct{ pool *pgxpool.Pool }
 
 // Describe implements prometheus.Collector.
-func (oldestCollector) Describe(ch chan<- *prometheus.Desc) { ch <- oldestUndeliveredDesc }
+func (oldestCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- oldestUndeliveredDesc
+	ch <- oldestUnprocessedDesc
+}
 
 // Collect implements prometheus.Collector.
 func (c oldestCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	age, err := endpoints.OldestUndelivered(ctx, c.pool)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(oldestUndeliveredDesc, err)
-		return
+	for _, g := range []struct {
+		desc *prometheus.Desc
+		read func(context.Context, database.DBTX) (time.Duration, error)
+	}{{oldestUndeliveredDesc, endpoints.OldestUndelivered}, {oldestUnprocessedDesc, operation.OldestUnprocessedEvent}} {
+		age, err := g.read(ctx, c.pool)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(g.desc, err)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, age.Seconds())
 	}
-	ch <- prometheus.MustNewConstMetric(oldestUndeliveredDesc, prometheus.GaugeValue, age.Seconds())
 }

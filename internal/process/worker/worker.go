@@ -43,29 +43,34 @@ type Config struct {
 	process.ProcessorKeys
 	process.CrashPoint
 	process.Webhooks
-	WebhookSchedule    endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
-	MetricsAddr        string             `envconfig:"METRICS_ADDR" default:":9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/"`
-	ProcessorURL       string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
-	ProcessorTimeout   time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
-	Concurrency        int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
-	WebhookConcurrency int                `envconfig:"WEBHOOK_CONCURRENCY" default:"10" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
-	JobTimeout         time.Duration      `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
-	FetchPollInterval  time.Duration      `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
-	MaxAttempts        int                `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation: attempts with an unknown outcome before it goes to the reconciler"`
-	RetryBaseDelay     time.Duration      `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
-	RetryMaxDelay      time.Duration      `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
-	Deadline           time.Duration      `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
-	ReconcileInterval  time.Duration      `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
-	ReconcileTimeout   time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile run (sweep and a batch); a dead worker's run holds the next up that long at most"`
-	LedgerTimeout      time.Duration      `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
-	ReconcileWindow    time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
-	StuckAfter         time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
-	ReconcileBatch     int                `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
-	LedgerPageSize     int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
-	TombstoneRetention time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
-	ReapInterval       time.Duration      `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
-	ReapBatch          int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
-	EventRetention     time.Duration      `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
+	WebhookSchedule        endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
+	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:":9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/"`
+	ProcessorURL           string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
+	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
+	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
+	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"10" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
+	EndpointInFlight       int                `envconfig:"WEBHOOK_ENDPOINT_IN_FLIGHT" default:"2" desc:"webhook attempts in flight to one endpoint, across every worker; more wait their turn"`
+	TenantInFlight         int                `envconfig:"WEBHOOK_TENANT_IN_FLIGHT" default:"4" desc:"webhook attempts in flight for one tenant, across every worker: a tenant's share of the delivery workers"`
+	DisableAfter           time.Duration      `envconfig:"WEBHOOK_DISABLE_AFTER" default:"120h" desc:"an endpoint whose every attempt has failed for this long is disabled (failing)"`
+	JobTimeout             time.Duration      `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
+	FetchPollInterval      time.Duration      `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
+	MaxAttempts            int                `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation: attempts with an unknown outcome before it goes to the reconciler"`
+	RetryBaseDelay         time.Duration      `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
+	RetryMaxDelay          time.Duration      `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
+	Deadline               time.Duration      `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
+	ReconcileInterval      time.Duration      `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
+	ReconcileTimeout       time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile run (sweep and a batch); a dead worker's run holds the next up that long at most"`
+	LedgerTimeout          time.Duration      `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
+	ReconcileWindow        time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
+	StuckAfter             time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
+	ReconcileBatch         int                `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
+	LedgerPageSize         int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
+	TombstoneRetention     time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
+	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
+	ReapBatch              int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
+	EventRetention         time.Duration      `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
+	WebhookEventRetention  time.Duration      `envconfig:"WEBHOOK_EVENT_RETENTION" default:"720h" desc:"how long an event, and its deliveries and their attempts once over, are kept (GET /v1/events answers for that long)"`
+	WebhookSecretRetention time.Duration      `envconfig:"WEBHOOK_SECRET_RETENTION" default:"24h" desc:"how long an expired signing secret is kept before it is deleted"`
 
 	// RiverUIPassword is a process.Secret, so that the configuration logged
 	// at start shows it masked.
@@ -84,8 +89,11 @@ func (c Config) Validate() error {
 	switch {
 	case c.JobTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("JOB_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a job is cancelled mid-call", c.JobTimeout, c.ProcessorTimeout)
-	case c.Concurrency < 1 || c.WebhookConcurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1:
-		return fmt.Errorf("WORKER_CONCURRENCY, WEBHOOK_CONCURRENCY, OPERATION_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.Concurrency < 1 || c.WebhookConcurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1 ||
+		c.EndpointInFlight < 1 || c.TenantInFlight < 1:
+		return fmt.Errorf("WORKER_CONCURRENCY, WEBHOOK_CONCURRENCY, WEBHOOK_ENDPOINT_IN_FLIGHT, WEBHOOK_TENANT_IN_FLIGHT, OPERATION_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.DisableAfter <= 0:
+		return fmt.Errorf("WEBHOOK_DISABLE_AFTER (%s) must be positive", c.DisableAfter)
 	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
 		return fmt.Errorf("RETRY_BASE_DELAY (%s) must be positive and at most RETRY_MAX_DELAY (%s)", c.RetryBaseDelay, c.RetryMaxDelay)
 	case c.StuckAfter <= c.JobTimeout:
@@ -99,6 +107,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("RECONCILE_TIMEOUT (%s) and LEDGER_COMPARE_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a run cannot make one call", c.ReconcileTimeout, c.LedgerTimeout, c.ProcessorTimeout)
 	case c.Webhooks.Validate() != nil:
 		return c.Webhooks.Validate()
+	case c.WebhookEventRetention <= 0 || c.WebhookSecretRetention <= 0:
+		return fmt.Errorf("WEBHOOK_EVENT_RETENTION (%s) and WEBHOOK_SECRET_RETENTION (%s) must be positive", c.WebhookEventRetention, c.WebhookSecretRetention)
 	case c.EventRetention <= 0:
 		return fmt.Errorf("PROCESSOR_EVENT_RETENTION (%s) must be positive", c.EventRetention)
 	case c.TombstoneRetention <= 0:
@@ -133,9 +143,9 @@ type Worker struct {
 
 // announceCooldown is the shortest time between two announcements of
 // finished keys: a waiting request learns of its key up to this much later,
-// and the worker sends at most 200 notifications a second however many keys
+// and the worker sends at most 1,000 notifications a second however many keys
 // finish.
-const announceCooldown = 5 * time.Millisecond
+const announceCooldown = 1 * time.Millisecond
 
 // New builds the worker from cfg and starts listening on
 // cfg.MetricsAddr; Run starts working jobs. A worker that is not run must be
@@ -180,7 +190,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	deliveryClient.Transport = tracing.Transport(deliveryClient.Transport, cfg.Provider())
 	deliverer := &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
 		Client: deliveryClient,
-		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool)}
+		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool),
+		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter}
 	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch}
 	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
@@ -198,7 +209,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
-		EventRetention: cfg.EventRetention, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider()})
+		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider()})
 	if err != nil {
 		pool.Close()
 		return nil, err

@@ -1,0 +1,297 @@
+package http_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/endpoints"
+	"github.com/example/payments/tools/stacktest"
+)
+
+// TestWebhookLimits: a tenant's endpoints, an endpoint's live secrets and a
+// delivery's chains of attempts are each bounded, with a clear 4xx, and the
+// database decides the last place when requests race for it.
+func TestWebhookLimits(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EndpointsPerTenant", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{})
+		h := newReceiver(t, 0)
+		// One more than the limit, all at once: exactly the limit is made.
+		const tries = 17
+		var wg sync.WaitGroup
+		statuses := make([]stacktest.Response, tries)
+		for i := range tries {
+			wg.Go(func() {
+				statuses[i], _ = register(t, s, acme, fmt.Sprintf("we-%d", i), h.srv.URL+"/hooks")
+			})
+		}
+		wg.Wait()
+		made, refused := 0, 0
+		for _, res := range statuses {
+			switch {
+			case res.Status == http.StatusCreated:
+				made++
+			case res.Status == http.StatusBadRequest && strings.Contains(string(res.Body), `"endpoint_limit_reached"`):
+				refused++
+			default:
+				t.Fatalf("register: %d %s", res.Status, res.Body)
+			}
+		}
+		if made != 16 || refused != 1 || s.Count(`SELECT count(*) FROM webhook_endpoints WHERE tenant_id = $1`, stacktest.AcmeID) != 16 {
+			t.Fatalf("%d made, %d refused", made, refused)
+		}
+		// The other tenant has its own sixteen.
+		if res, _ := register(t, s, globex, "we-globex", h.srv.URL+"/hooks"); res.Status != http.StatusCreated {
+			t.Fatalf("globex: %d %s", res.Status, res.Body)
+		}
+	})
+
+	t.Run("LiveSecretsPerEndpoint", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{})
+		h := newReceiver(t, 0)
+		_, e := register(t, s, acme, "we", h.srv.URL+"/hooks")
+		rotate := func(key, body string) stacktest.Response {
+			return s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID+"/rotate_secret", acme, body, "Idempotency-Key", key)
+		}
+		if res := rotate("r1", `{}`); res.Status != http.StatusOK {
+			t.Fatalf("first rotation: %d %s", res.Status, res.Body)
+		}
+		res := rotate("r2", `{}`)
+		if res.Status != http.StatusConflict || !strings.Contains(string(res.Body), `"rotation_in_progress"`) {
+			t.Fatalf("second rotation within the grace: %d %s", res.Status, res.Body)
+		}
+		if n := s.Count(`SELECT count(*) FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND (expires_at IS NULL OR expires_at > now())`, e.ID); n != 2 {
+			t.Fatalf("%d live secrets after a refused rotation", n)
+		}
+		// Ending the older secrets at once is always taken.
+		if res := rotate("r3", `{"expire_current_secret_in":0}`); res.Status != http.StatusOK {
+			t.Fatalf("rotation that ends the others: %d %s", res.Status, res.Body)
+		}
+		if n := s.Count(`SELECT count(*) FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND (expires_at IS NULL OR expires_at > now())`, e.ID); n != 1 {
+			t.Fatalf("%d live secrets, want the new one", n)
+		}
+	})
+
+	t.Run("OneChainPerDelivery", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+		s.StartWorker()
+		h := newReceiver(t, 0)
+		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+			w.WriteHeader(http.StatusBadGateway)
+			return true
+		}
+		e := registerWith(t, s, h).ID
+		paidPayment(t, s, "pay-1")
+		stacktest.WaitFor(t, "the first attempt", func() bool { return len(deliveryLog(t, s, e)) == 1 })
+		evID := deliveryLog(t, s, e)[0].Event
+		res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e+"/resend", acme, fmt.Sprintf(`{"event":%q}`, evID), "Idempotency-Key", "rs")
+		if res.Status != http.StatusConflict || !strings.Contains(string(res.Body), `"delivery_in_flight"`) {
+			t.Fatalf("resend of a delivery still retrying: %d %s", res.Status, res.Body)
+		}
+		if s.Count(`SELECT count(*) FROM webhook_deliveries WHERE chain = 1 AND attempts = 1 AND status = 'pending'`) != 1 {
+			t.Fatal("the refused resend changed the delivery")
+		}
+		// Once it has failed, a resend starts a second chain, its attempts
+		// counted from one.
+		s.Exec(`UPDATE webhook_deliveries SET status = 'failed'`)
+		h.front = nil
+		h.start(registeredSecret(t, s, e))
+		res = s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e+"/resend", acme, fmt.Sprintf(`{"event":%q}`, evID), "Idempotency-Key", "rs")
+		if res.Status != http.StatusAccepted {
+			t.Fatalf("resend of a failed delivery: %d %s", res.Status, res.Body)
+		}
+		delivered(t, s)
+		if s.Count(`SELECT count(*) FROM webhook_deliveries WHERE chain = 2 AND attempts = 1`) != 1 {
+			t.Fatal("the resend is not a new chain counted from one")
+		}
+	})
+}
+
+// registeredSecret rotates endpoint id's secret, ending the others, and
+// returns the new one: a test's way to learn a secret after registration.
+func registeredSecret(t *testing.T, s *stacktest.Stack, id string) string {
+	t.Helper()
+	res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+id+"/rotate_secret", acme, `{"expire_current_secret_in":0}`,
+		"Idempotency-Key", "rotate-"+id)
+	if res.Status != http.StatusOK {
+		t.Fatalf("rotate: %d %s", res.Status, res.Body)
+	}
+	return *decode[endpointJSON](t, res).Secret
+}
+
+// TestWebhookDeliveryRaces: what a delivery attempt decides stays its own
+// when the endpoint or the delivery has moved on meanwhile, and whatever
+// fails before the POST is an attempt like any other.
+func TestWebhookDeliveryRaces(t *testing.T) {
+	t.Parallel()
+
+	t.Run("GoneDisablesOnlyTheVersionSentTo", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
+		old := newReceiver(t, 0)
+		moved := make(chan struct{})
+		old.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+			<-moved
+			w.WriteHeader(http.StatusGone)
+			return true
+		}
+		e := registerWith(t, s, old).ID
+		paidPayment(t, s, "pay-1")
+		stacktest.WaitFor(t, "the attempt at the old URL", func() bool { return old.hits.Load() == 1 })
+		// While that attempt is in flight, the tenant moves the endpoint.
+		healthy := newReceiver(t, 0)
+		res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e, acme, fmt.Sprintf(`{"url":%q}`, healthy.srv.URL+"/hooks"),
+			"Idempotency-Key", "move")
+		if res.Status != http.StatusOK {
+			t.Fatalf("move: %d %s", res.Status, res.Body)
+		}
+		close(moved)
+		stacktest.WaitFor(t, "the 410 recorded", func() bool {
+			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
+		})
+		if got := decode[endpointJSON](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e, acme, "")); got.Status != "enabled" {
+			t.Fatalf("the moved endpoint was disabled by the old URL's 410: %+v", got)
+		}
+		healthy.start(registeredSecret(t, s, e))
+		paidPayment(t, s, "pay-2")
+		stacktest.WaitFor(t, "the next event at the new URL", func() bool { return len(healthy.events()) == 1 })
+	})
+
+	t.Run("UnreadableSecretIsAnAttempt", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
+		h := newReceiver(t, 0)
+		e := registerWith(t, s, h).ID
+		s.Exec(`UPDATE webhook_endpoint_secrets SET ciphertext = '\x00'`)
+		paidPayment(t, s, "pay-1")
+		stacktest.WaitFor(t, "the delivery failed", func() bool {
+			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
+		})
+		log := deliveryLog(t, s, e)
+		if len(log) != 4 || h.hits.Load() != 0 {
+			t.Fatalf("%d attempts logged, %d POSTs, want 4 logged and none sent", len(log), h.hits.Load())
+		}
+		for _, a := range log {
+			if a.Error == nil || !strings.Contains(*a.Error, "secrets could not be read") || a.StatusCode != nil {
+				t.Fatalf("log line %+v", a)
+			}
+		}
+		if m := s.WorkerMetrics(); !strings.Contains(m, `payments_webhook_deliveries_total{result="failed"} 1`) {
+			t.Fatal("the failed delivery is not in the metrics")
+		}
+	})
+
+	t.Run("ATwoHundredIsNeverDiscarded", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{})
+		s.StartWorker()
+		h := newReceiver(t, 0)
+		answered := make(chan struct{})
+		h.front = func(http.ResponseWriter, *http.Request, int64) bool {
+			<-answered
+			return false
+		}
+		e := registerWith(t, s, h).ID
+		paidPayment(t, s, "pay-1")
+		stacktest.WaitFor(t, "the attempt in flight", func() bool { return h.hits.Load() == 1 })
+		// Another runner ends the delivery failed while this attempt is in
+		// flight; the receiver then answers 200.
+		s.Exec(`UPDATE webhook_deliveries SET status = 'failed'`)
+		close(answered)
+		stacktest.WaitFor(t, "the 200 recorded", func() bool { return len(deliveryLog(t, s, e)) == 1 })
+		delivered(t, s)
+	})
+
+	t.Run("FailingForDaysDisables", func(t *testing.T) {
+		t.Parallel()
+		s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+		s.StartWorker()
+		h := newReceiver(t, 0)
+		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+			w.WriteHeader(http.StatusInternalServerError)
+			return true
+		}
+		e := registerWith(t, s, h).ID
+		// Its run of failures began six days ago (WEBHOOK_DISABLE_AFTER is
+		// five by default).
+		s.Exec(`UPDATE webhook_endpoints SET failing_since = now() - interval '6 days'`)
+		paidPayment(t, s, "pay-1")
+		stacktest.WaitFor(t, "the endpoint disabled", func() bool {
+			got := decode[endpointJSON](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e, acme, ""))
+			return got.Status == "disabled" && got.DisabledReason != nil && *got.DisabledReason == "failing"
+		})
+		if m := s.WorkerMetrics(); !strings.Contains(m, `payments_webhook_endpoints_disabled_total{reason="failing"} 1`) {
+			t.Fatal("the disabled endpoint is not in the metrics")
+		}
+		// A 2xx ends a run: an endpoint that answers again is not disabled
+		// by an old failure.
+		s.Exec(`UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = now() - interval '6 days'`)
+		h.front = nil
+		h.start(registeredSecret(t, s, e))
+		paidPayment(t, s, "pay-2")
+		stacktest.WaitFor(t, "the 2xx recorded, ending the run of failures", func() bool {
+			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == 1 &&
+				s.Count(`SELECT count(*) FROM webhook_endpoints WHERE failing_since IS NULL AND status = 'enabled'`) == 1
+		})
+	})
+}
+
+// TestWebhookFairness: one tenant's tarpit endpoints, which hold every
+// attempt for seconds and then fail, delay only that tenant's events: the
+// other tenant's arrive within seconds, though the tarpit's attempts alone
+// would keep every delivery worker busy for half a minute.
+func TestWebhookFairness(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+	s.StartWorker()
+	const hold = 8 * time.Second
+	var held atomic.Int64
+	tarpit := newReceiver(t, 0)
+	tarpit.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+		held.Add(1)
+		select {
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		return true
+	}
+	for i := range 8 {
+		if res, _ := register(t, s, globex, fmt.Sprintf("tarpit-%d", i), tarpit.srv.URL+"/hooks"); res.Status != http.StatusCreated {
+			t.Fatalf("register the tarpit: %d %s", res.Status, res.Body)
+		}
+	}
+	for i := range 4 {
+		res := s.Pay(globex, fmt.Sprintf("tarpit-pay-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
+		if res.Status != http.StatusCreated {
+			t.Fatalf("tarpit payment: %d %s", res.Status, res.Body)
+		}
+	}
+	// 32 deliveries of 8 s each: without shares, every one of the worker's
+	// delivery slots is held for about 25 s.
+	stacktest.WaitFor(t, "the tarpit holding attempts", func() bool { return held.Load() >= 2 })
+	h := newReceiver(t, 0)
+	registerWith(t, s, h)
+	start := time.Now()
+	for i := range 3 {
+		paidPayment(t, s, fmt.Sprintf("pay-%d", i))
+	}
+	stacktest.WaitFor(t, "the healthy tenant's events", func() bool { return len(h.events()) == 3 })
+	if took := time.Since(start); took > hold {
+		t.Fatalf("the healthy tenant's events took %s behind the tarpit, longer than one tarpit attempt (%s)", took, hold)
+	}
+	if n := s.Count(`SELECT count(*) FROM webhook_sending WHERE tenant_id = $1`, stacktest.GlobexID); n > 4 {
+		t.Fatalf("%d tarpit attempts in flight, over the tenant's share of 4", n)
+	}
+}
