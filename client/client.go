@@ -118,7 +118,8 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 type Response struct {
 	// StatusCode is the HTTP status of the last answer; 0 when no answer
 	// came at all, and 202 when the call ran out of attempts while the
-	// operation was still processing.
+	// operation was still processing (or, for a resend or a recovery of
+	// webhook deliveries, when the server started it: their final answer).
 	StatusCode int
 	// Replayed reports whether the answer was stored by an earlier request
 	// with the same key (Idempotent-Replayed: true).
@@ -146,6 +147,18 @@ type reply struct {
 // body as T. A 202 is not final: it is retried, and when the attempts run
 // out the last 202 body is returned with a nil error.
 func send[T any](ctx context.Context, c *Client, method, path, key string, body []byte) (*T, *Response, error) {
+	return sendCall[T](ctx, c, method, path, key, body, false)
+}
+
+// start is send for a request that starts work the server goes on with in
+// the background, such as a resend: its 202 is the final answer, stored on
+// the key like any other, so it is returned at once instead of retried.
+func start[T any](ctx context.Context, c *Client, method, path, key string, body []byte) (*T, *Response, error) {
+	return sendCall[T](ctx, c, method, path, key, body, true)
+}
+
+// sendCall is send, with final202 telling whether a 202 is final.
+func sendCall[T any](ctx context.Context, c *Client, method, path, key string, body []byte, final202 bool) (*T, *Response, error) {
 	op := method + " " + path
 	resp := &Response{IdempotencyKey: key}
 	target := c.baseURL + path
@@ -186,7 +199,7 @@ func send[T any](ctx context.Context, c *Client, method, path, key string, body 
 		default:
 			resp.fill(r)
 			switch {
-			case r.status == http.StatusAccepted:
+			case r.status == http.StatusAccepted && !final202:
 				v, err := decode[T](r.body)
 				if err != nil {
 					return nil, resp, fmt.Errorf("%s: %w", op, err)
@@ -275,4 +288,25 @@ func decode[T any](body []byte) (*T, error) {
 		return nil, fmt.Errorf("decode response: %w", err)
 	}
 	return v, nil
+}
+
+// listPath is path with the query of a list: limit when above 0,
+// starting_after and each filter (name, value pairs) when not "".
+func listPath(path string, limit int, startingAfter string, filters ...string) string {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if startingAfter != "" {
+		q.Set("starting_after", startingAfter)
+	}
+	for i := 0; i+1 < len(filters); i += 2 {
+		if filters[i+1] != "" {
+			q.Set(filters[i], filters[i+1])
+		}
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
 }

@@ -30,6 +30,13 @@
 //		// p.Status == client.StatusSucceeded.
 //	}
 //
+// Webhook endpoints, their delivery logs and events have calls of their own.
+// Their POSTs (create, update, rotate, resend, recover) carry a key and retry
+// like CreatePayment; the 202 of a resend or a recovery is final. A receiver
+// checks each delivery on its raw body with VerifySignature, or with a
+// Webhook holding both secrets while one is rotated, before it decodes the
+// body as an Event; it deduplicates by the webhook-id header.
+//
 // The package mirrors the API's wire format in its own types and depends on
 // nothing but the standard library.
 package client

@@ -30,6 +30,10 @@ const (
 	CodePayloadTooLarge        = "payload_too_large"
 	CodeUnsupportedMediaType   = "unsupported_media_type"
 	CodeServiceUnavailable     = "service_unavailable"
+	CodeEndpointDisabled       = "endpoint_disabled"
+	CodeDeliveryInFlight       = "delivery_in_flight"
+	CodeRotationInProgress     = "rotation_in_progress"
+	CodeEndpointLimitReached   = "endpoint_limit_reached"
 )
 
 // FieldError is one invalid field of a request.

@@ -2,9 +2,12 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
 	"time"
 
 	"github.com/example/payments/client"
@@ -43,4 +46,34 @@ func Example() {
 	default:
 		fmt.Printf("payment %s %s (replayed: %v)\n", p.ID, p.Status, resp.Replayed)
 	}
+}
+
+// ExampleWebhook receives webhook deliveries: it verifies each on the raw
+// body before it trusts it, then decodes the event.
+func ExampleWebhook() {
+	// The secret the endpoint's registration answered with, kept since.
+	wh, err := client.NewWebhook("whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	if err != nil {
+		log.Fatal(err)
+	}
+	http.HandleFunc("POST /hooks", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if err := wh.Verify(r.Header, body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		var ev client.Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		// Delivery is at least once: skip an ev.ID seen before.
+		if p, err := ev.Payment(); err == nil {
+			fmt.Printf("%s: payment %s %s\n", ev.Type, p.ID, p.Status)
+		}
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 )
 
@@ -100,17 +99,6 @@ func (c *Client) GetPayment(ctx context.Context, id string) (*Payment, error) {
 // the server's default page size; startingAfter, when not "", is the id of the
 // last payment of the previous page.
 func (c *Client) ListPayments(ctx context.Context, limit int, startingAfter string) (*PaymentList, error) {
-	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	if startingAfter != "" {
-		q.Set("starting_after", startingAfter)
-	}
-	path := "/v1/payments"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	l, _, err := send[PaymentList](ctx, c, http.MethodGet, path, "", nil)
+	l, _, err := send[PaymentList](ctx, c, http.MethodGet, listPath("/v1/payments", limit, startingAfter), "", nil)
 	return l, err
 }

@@ -38,7 +38,30 @@ CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at);
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
 CREATE INDEX webhook_endpoint_secrets_expires ON webhook_endpoint_secrets (expires_at) WHERE expires_at IS NOT NULL;
 
+-- Deliveries and attempts are shown by random ids of the shape of every other
+-- id (operation.NewID: a prefix and 24 base62 characters), not by their
+-- numbers, which would tell a tenant how many there are and invite guessing.
+-- The random bytes are gen_random_uuid's, which are strong.
+CREATE FUNCTION random_id(prefix text) RETURNS text LANGUAGE sql VOLATILE AS $$
+SELECT prefix || string_agg(substr('0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ', 1 + get_byte(b, i) % 62, 1), '' ORDER BY i)
+FROM (SELECT uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()) AS b) r, generate_series(0, 23) i
+$$;
+
+ALTER TABLE webhook_deliveries ADD COLUMN public_id text NOT NULL DEFAULT random_id('whd_') UNIQUE;
+ALTER TABLE webhook_delivery_attempts ADD COLUMN public_id text NOT NULL DEFAULT random_id('wha_') UNIQUE;
+
+-- The events carry the request that caused them (Stripe's event.request):
+-- the API request's id and its Idempotency-Key, both null for what no API
+-- request caused.
+ALTER TABLE events ADD COLUMN request_id text, ADD COLUMN request_idempotency_key text;
+ALTER TABLE idempotency_keys ADD COLUMN request_id text;
+
 -- +goose Down
+ALTER TABLE events DROP COLUMN request_id, DROP COLUMN request_idempotency_key;
+ALTER TABLE idempotency_keys DROP COLUMN request_id;
+ALTER TABLE webhook_delivery_attempts DROP COLUMN public_id;
+ALTER TABLE webhook_deliveries DROP COLUMN public_id;
+DROP FUNCTION random_id(text);
 DROP INDEX events_created;
 DROP INDEX webhook_deliveries_created;
 DROP INDEX webhook_deliveries_event;

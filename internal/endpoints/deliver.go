@@ -3,13 +3,16 @@ package endpoints
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -262,7 +265,7 @@ func (d *Deliverer) post(ctx context.Context, a attempt, body []byte, secrets we
 		// The text would show the address it resolved to.
 		out.err = "refused: the URL resolves to an address that is not public"
 	case err != nil:
-		out.err = err.Error()
+		out.err = sendError(err)
 	default:
 		out.err = "the receiver answered " + strconv.Itoa(status)
 	}
@@ -270,6 +273,31 @@ func (d *Deliverer) post(ctx context.Context, a attempt, body []byte, secrets we
 		return d.retry(a, out, retryAfter)
 	}
 	return d.retry(a, out, 0)
+}
+
+// sendError says why a POST got no answer, in words of the service's own:
+// the log never shows an error's text, which can name the resolver, the
+// addresses a host resolved to or the network inside.
+func sendError(err error) string {
+	var (
+		dns     *net.DNSError
+		netErr  net.Error
+		certErr *tls.CertificateVerificationError
+		recErr  tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &dns):
+		return "the URL's host did not resolve"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return "the receiver did not answer in time"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "the receiver refused the connection"
+	case errors.As(err, &certErr), errors.As(err, &recErr):
+		return "the TLS handshake failed"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the receiver closed the connection without an answer"
+	}
+	return "the request could not be sent"
 }
 
 // retry is a failed attempt's outcome: another attempt after the schedule's

@@ -51,7 +51,7 @@ const (
 var (
 	// ErrNotFound reports an endpoint that does not exist for the tenant.
 	ErrNotFound = operation.NotFound("webhook endpoint")
-	// ErrDisabled reports a resend to a disabled endpoint.
+	// ErrDisabled reports a resend or a recovery to a disabled endpoint.
 	ErrDisabled = errors.New("the webhook endpoint is disabled")
 	// ErrDeliveryInFlight reports a resend of a delivery whose attempts go
 	// on: one chain of attempts per delivery.
@@ -136,9 +136,9 @@ func (d Delivery) stored(status int) idempotency.Response {
 	return render.Stored(status, "application/json", Resource.Path+"/"+d.Endpoint+"/deliveries", render.Encode(d))
 }
 
-// Jobs stages the job of a delivery in the transaction that writes it.
+// Jobs stages the jobs of deliveries in the transaction that writes them.
 type Jobs interface {
-	EnqueueDelivery(ctx context.Context, tx pgx.Tx, deliveryID int64) error
+	EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...int64) error
 }
 
 // Service manages the tenants' endpoints.

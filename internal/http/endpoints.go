@@ -58,6 +58,16 @@ func (s *Server) resend() http.HandlerFunc {
 		}, s.loadEndpoint)
 }
 
+// recoverEndpoint handles POST /v1/webhook_endpoints/{id}/recover: 202
+// with how many failed deliveries since the given time start again.
+func (s *Server) recoverEndpoint() http.HandlerFunc {
+	return idempotentPost(s, false,
+		func(r *http.Request, req idempotency.Request, rc endpoints.Recovery) (idempotency.Lease, any, error) {
+			lease, err := s.Endpoints.Recover(r.Context(), req, chi.URLParam(r, "id"), rc)
+			return lease, nil, err
+		}, s.loadEndpoint)
+}
+
 // shownOnceOr wraps the endpoint a request created, when it did.
 func shownOnceOr(e *endpoints.Endpoint) any {
 	if e == nil {
@@ -102,6 +112,15 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 // endpoint's delivery log, an attempt a line, newest first.
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 	writeList(s, w, r, func(ctx context.Context, tenantID string, limit int, after string) ([]endpoints.Attempt, bool, error) {
-		return s.Endpoints.Log(ctx, tenantID, chi.URLParam(r, "id"), limit, after)
+		f := endpoints.LogFilter{Status: r.URL.Query().Get("status"), Type: r.URL.Query().Get("type")}
+		return s.Endpoints.Log(ctx, tenantID, chi.URLParam(r, "id"), f, limit, after)
+	})
+}
+
+// listEventDeliveries handles GET /v1/events/{id}/deliveries: the event's
+// delivery to each endpoint that wanted it.
+func (s *Server) listEventDeliveries(w http.ResponseWriter, r *http.Request) {
+	writeList(s, w, r, func(ctx context.Context, tenantID string, limit int, after string) ([]endpoints.Delivery, bool, error) {
+		return s.Endpoints.EventDeliveries(ctx, tenantID, chi.URLParam(r, "id"), limit, after)
 	})
 }

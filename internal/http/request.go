@@ -16,6 +16,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/render"
+	"github.com/go-chi/chi/v5/middleware"
 )
 
 // keyHeader returns the request's idempotency key. It runs before the body
@@ -39,7 +40,8 @@ func idempotencyRequest(r *http.Request, key string, body []byte) (idempotency.R
 	if err != nil {
 		return idempotency.Request{}, &render.InvalidRequestError{Detail: "The request body is not valid JSON."}
 	}
-	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Fingerprint: fp}, nil
+	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Fingerprint: fp,
+		RequestID: middleware.GetReqID(r.Context())}, nil
 }
 
 // readBody reads a request's body in full: uncompressed, at most

@@ -55,6 +55,9 @@ type Request struct {
 	Method      string
 	Path        string
 	Fingerprint []byte
+	// RequestID is the server's id of the request (req_…), kept with a new
+	// key so that the events its operation causes can name it.
+	RequestID string
 	// Wait is whether the request will wait for the operation to finish. Only
 	// a request that waits takes the key's lock: one that answers at once has
 	// nothing to hold while it is not running.
@@ -194,10 +197,10 @@ func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key,
 // waits, or, given a response ($10), finished with it at once. A key that
 // exists fails it on the unique index of (tenant, key).
 const reserveKey = `
-INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
+INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint, request_id,
 	recovery_point, locked_at, resource_type, resource_id, job_id,
 	response_status, response_headers, response_body, created_at, updated_at, finished_at, expires_at)
-SELECT $1, $2, $3, $4, $5,
+SELECT $1, $2, $3, $4, $5, nullif($14, ''),
 	CASE WHEN final THEN 'finished' ELSE 'started' END, CASE WHEN $6::boolean AND NOT final THEN now() END,
 	nullif($7, ''), nullif($8, ''), $9, $10, $11, $12, now(), now(),
 	CASE WHEN final THEN now() END, CASE WHEN final THEN now() + $13::interval END
@@ -250,7 +253,7 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, jobID *int6
 		status, body, r.key.RecoveryPoint = &final.Status, final.Body, RecoveryFinished
 	}
 	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait,
-		res.Type, res.ID, jobID, status, header, body, s.Retention).QueryRow(func(row pgx.Row) error {
+		res.Type, res.ID, jobID, status, header, body, s.Retention, req.RequestID).QueryRow(func(row pgx.Row) error {
 		k := &r.key
 		err := row.Scan(&k.ID, &k.LockedAt, &k.CreatedAt, &k.FinishedAt, &k.ExpiresAt)
 		if database.IsCode(err, uniqueViolation) {

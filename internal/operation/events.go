@@ -16,11 +16,20 @@ var ErrEventNotFound = NotFound("event")
 // Event is an immutable record of something that happened to a resource,
 // staged by the phase that finished it.
 type Event struct {
-	ID        string    `json:"id"`
-	Object    string    `json:"object"`
-	Type      string    `json:"type"`
-	Data      EventData `json:"data"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string       `json:"id"`
+	Object    string       `json:"object"`
+	Type      string       `json:"type"`
+	Data      EventData    `json:"data"`
+	Request   EventRequest `json:"request"`
+	CreatedAt time.Time    `json:"created_at"`
+}
+
+// EventRequest is the API request that caused an event, as Stripe's events
+// name it: the request's id (X-Request-Id) and its Idempotency-Key. Both are
+// null for an event no request of this API caused.
+type EventRequest struct {
+	ID             *string `json:"id"`
+	IdempotencyKey *string `json:"idempotency_key"`
 }
 
 // EventData holds the resource as it was when the event happened.
@@ -30,7 +39,7 @@ type EventData struct {
 
 const getEvent = `SELECT id FROM events WHERE tenant_id = $1 AND id = $2`
 
-const getWholeEvent = `SELECT id, type, data, created_at FROM events WHERE tenant_id = $1 AND id = $2`
+const getWholeEvent = `SELECT id, type, data, request_id, request_idempotency_key, created_at FROM events WHERE tenant_id = $1 AND id = $2`
 
 // GetEvent returns the tenant's event, or ErrEventNotFound.
 func (s *Service) GetEvent(ctx context.Context, tenantID, id string) (Event, error) {
@@ -47,16 +56,16 @@ func (s *Service) GetEvent(ctx context.Context, tenantID, id string) (Event, err
 	return e, nil
 }
 
-// scanEvent reads an event's id, type, data and time.
+// scanEvent reads an event's id, type, data, request and time.
 func scanEvent(row pgx.Row) (Event, error) {
 	e := Event{Object: "event"}
-	err := row.Scan(&e.ID, &e.Type, &e.Data.Object, &e.CreatedAt)
+	err := row.Scan(&e.ID, &e.Type, &e.Data.Object, &e.Request.ID, &e.Request.IdempotencyKey, &e.CreatedAt)
 	e.CreatedAt = e.CreatedAt.UTC()
 	return e, err
 }
 
 const listEvents = `
-SELECT id, type, data, created_at FROM events
+SELECT id, type, data, request_id, request_idempotency_key, created_at FROM events
 WHERE tenant_id = $1
 	AND ($2::text IS NULL OR (created_at, id) < (SELECT created_at, id FROM events WHERE tenant_id = $1 AND id = $2))
 ORDER BY created_at DESC, id DESC

@@ -136,7 +136,13 @@ func ListPage[T any](ctx context.Context, db database.DBTX, sql, tenantID, start
 	if startingAfter != "" {
 		after = &startingAfter
 	}
-	rows, err := db.Query(ctx, sql, tenantID, after, limit+1)
+	return Page(ctx, db, sql, limit, scan, tenantID, after, limit+1)
+}
+
+// Page runs a list query, given args that ask for one row more than limit,
+// and tells whether more follow.
+func Page[T any](ctx context.Context, db database.DBTX, sql string, limit int, scan pgx.RowToFunc[T], args ...any) ([]T, bool, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, false, fmt.Errorf("list: %w", err)
 	}

@@ -312,7 +312,7 @@ func (o *Runner) giveUp(ctx context.Context, k Kind, key string) (outcome, error
 // finishPhase stores the final response, stages the event that follows it,
 // clears the reconciliation mark and completes the job.
 func (o *Runner) finishPhase(k Kind, id string, complete CompleteFunc) idempotency.Phase {
-	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
+	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, key idempotency.Key) (idempotency.Next, error) {
 		n := k.Names()
 		final, err := k.Final(ctx, tx, id)
 		if err != nil {
@@ -321,7 +321,7 @@ func (o *Runner) finishPhase(k Kind, id string, complete CompleteFunc) idempoten
 		if final.Status != StatusSucceeded && final.Status != StatusFailed {
 			return idempotency.Next{}, fmt.Errorf("%s %s has no outcome to finish with", n.Type, id)
 		}
-		if err := o.settle(ctx, tx, n.Type, final.TenantID, n.Type+"."+final.Status, id, final.Object); err != nil {
+		if err := o.settle(ctx, tx, n.Type, final.TenantID, n.Type+"."+final.Status, id, final.Object, key); err != nil {
 			return idempotency.Next{}, err
 		}
 		if complete != nil {
@@ -337,22 +337,25 @@ func (o *Runner) finishPhase(k Kind, id string, complete CompleteFunc) idempoten
 // reconciliation mark, if any, in one statement.
 const settleOperation = `
 WITH settled AS (DELETE FROM reconciliations WHERE resource_type = $6 AND resource_id = $4)
-INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
-VALUES ($1, $2, $3, $4, $5, now())`
+INSERT INTO events (id, tenant_id, type, resource_id, data, request_id, request_idempotency_key, created_at)
+SELECT $1, $2, $3, $4, $5, k.request_id, k.key, now()
+FROM (VALUES (1)) AS always_one_row LEFT JOIN idempotency_keys k ON k.id = $7`
 
 // settle writes, in the finishing transaction tx, the immutable event about
-// object, an operation of resourceType that finished, clears the
-// operation's reconciliation mark, and tells the Subscribers. The event's
-// insert is queued: it goes with the Subscribers' first statement, or with
-// the COMMIT.
-func (o *Runner) settle(ctx context.Context, tx *database.Tx, resourceType, tenantID, eventType, resourceID string, object any) error {
+// object, an operation of resourceType that finished under key, clears the
+// operation's reconciliation mark, and tells the Subscribers. The event
+// names the request that reserved the key, and the key, as the key's row
+// has them (the phase may hold no more than its id). The event's insert
+// is queued: it goes with the Subscribers' first statement, or with the
+// COMMIT.
+func (o *Runner) settle(ctx context.Context, tx *database.Tx, resourceType, tenantID, eventType, resourceID string, object any, key idempotency.Key) error {
 	data, err := json.Marshal(object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
 	eventID := NewID("evt_")
 	b := &pgx.Batch{}
-	b.Queue(settleOperation, eventID, tenantID, eventType, resourceID, data, resourceType)
+	b.Queue(settleOperation, eventID, tenantID, eventType, resourceID, data, resourceType, key.ID)
 	tx.Queue(b)
 	if o.Subscribers != nil {
 		return o.Subscribers.Notify(ctx, tx, tenantID, eventID, eventType)

@@ -53,10 +53,17 @@ func (q Queue) EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID str
 	return nil
 }
 
-// EnqueueDelivery implements endpoints.Jobs.
-func (q Queue) EnqueueDelivery(ctx context.Context, tx pgx.Tx, deliveryID int64) error {
-	if _, err := q.Client.InsertTx(ctx, tx, DeliveryArgs{DeliveryID: deliveryID}, nil); err != nil {
-		return fmt.Errorf("insert delivery job: %w", err)
+// EnqueueDeliveries implements endpoints.Jobs: one insert for them all.
+func (q Queue) EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...int64) error {
+	if len(deliveryIDs) == 0 {
+		return nil
+	}
+	jobs := make([]river.InsertManyParams, len(deliveryIDs))
+	for i, id := range deliveryIDs {
+		jobs[i] = river.InsertManyParams{Args: DeliveryArgs{DeliveryID: id}}
+	}
+	if _, err := q.Client.InsertManyTx(ctx, tx, jobs); err != nil {
+		return fmt.Errorf("insert delivery jobs: %w", err)
 	}
 	return nil
 }
