@@ -98,12 +98,9 @@ func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string
 		return idempotency.Lease{}, operation.Invalid([]operation.FieldError{{Field: "event", Message: "is required: an event id"}})
 	}
 	return s.Ops.Start(ctx, req, operation.Steps{Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
-		e, err := lock(ctx, tx, req.TenantID, id)
+		e, err := lockEnabled(ctx, tx, req.TenantID, id)
 		if err != nil {
 			return operation.Plan{}, err
-		}
-		if e.Status != StatusEnabled {
-			return operation.Plan{}, ErrDisabled
 		}
 		var typ string
 		if !operation.ValidID("evt_", r.Event) {
@@ -181,12 +178,9 @@ func (s *Service) Recover(ctx context.Context, req idempotency.Request, id strin
 		return idempotency.Lease{}, operation.Invalid([]operation.FieldError{{Field: "since", Message: "is in the future"}})
 	}
 	return s.Ops.Start(ctx, req, operation.Steps{Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
-		e, err := lock(ctx, tx, req.TenantID, id)
+		e, err := lockEnabled(ctx, tx, req.TenantID, id)
 		if err != nil {
 			return operation.Plan{}, err
-		}
-		if e.Status != StatusEnabled {
-			return operation.Plan{}, ErrDisabled
 		}
 		rows, err := tx.Query(ctx, recoverDeliveries, e.ID, *r.Since, RecoverMax)
 		if err != nil {
@@ -208,6 +202,17 @@ func (s *Service) Recover(ctx context.Context, req idempotency.Request, id strin
 				return render.Stored(202, "application/json", Resource.Path+"/"+e.ID+"/deliveries", render.Encode(out))
 			}}, nil
 	}})
+}
+
+// lockEnabled locks the tenant's endpoint id, as lock does, and refuses one
+// that is disabled (ErrDisabled): resends and recoveries go to an enabled
+// endpoint only.
+func lockEnabled(ctx context.Context, tx pgx.Tx, tenantID, id string) (Endpoint, error) {
+	e, err := lock(ctx, tx, tenantID, id)
+	if err == nil && e.Status != StatusEnabled {
+		err = ErrDisabled
+	}
+	return e, err
 }
 
 // Attempt outcomes, which the delivery log filters by.

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/example/payments/internal/render"
@@ -94,28 +93,6 @@ type AuthThrottle struct {
 	Window   time.Duration
 }
 
-// maxTracked bounds the addresses counted in one window, so that a flood
-// from many addresses cannot grow the map without end; past it, new
-// addresses are not counted until the window ends.
-const maxTracked = 100_000
-
-// failures counts failed authentications per client, in fixed windows.
-type failures struct {
-	cfg AuthThrottle
-	now func() time.Time
-
-	mu     sync.Mutex
-	start  time.Time
-	counts map[netip.Prefix]int
-}
-
-func newFailures(cfg AuthThrottle) *failures {
-	if cfg.Failures <= 0 || cfg.Window <= 0 {
-		return nil
-	}
-	return &failures{cfg: cfg, now: time.Now, counts: map[netip.Prefix]int{}}
-}
-
 // clientKey is what failures are counted by: the address, or its /64 for
 // IPv6, where one client holds a whole /64.
 func clientKey(r *http.Request) (netip.Prefix, bool) {
@@ -129,46 +106,6 @@ func clientKey(r *http.Request) (netip.Prefix, bool) {
 	}
 	p, err := a.Prefix(bits)
 	return p, err == nil
-}
-
-// roll starts a new window when the current one is over; f.mu is held.
-func (f *failures) roll() {
-	if now := f.now(); now.Sub(f.start) >= f.cfg.Window {
-		f.start, f.counts = now, map[netip.Prefix]int{}
-	}
-}
-
-// blocked reports whether r's client has failed too often in this window,
-// and for how long it stays blocked.
-func (f *failures) blocked(r *http.Request) (bool, time.Duration) {
-	if f == nil {
-		return false, 0
-	}
-	key, ok := clientKey(r)
-	if !ok {
-		return false, 0
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.roll()
-	return f.counts[key] >= f.cfg.Failures, f.cfg.Window - f.now().Sub(f.start)
-}
-
-// failed counts one failed authentication of r's client.
-func (f *failures) failed(r *http.Request) {
-	if f == nil {
-		return
-	}
-	key, ok := clientKey(r)
-	if !ok {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.roll()
-	if _, counted := f.counts[key]; counted || len(f.counts) < maxTracked {
-		f.counts[key]++
-	}
 }
 
 // refuseThrottled answers a client blocked for its failed authentications.

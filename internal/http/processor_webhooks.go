@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
@@ -83,7 +84,7 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 		}
 		s.countWebhook(result)
 		s.Logger.WarnContext(r.Context(), "processor webhook refused", "request_id", middleware.GetReqID(r.Context()), "result", result,
-			"webhook_id", r.Header.Get(webhook.HeaderID))
+			"webhook_id", loggedHeader(r.Header, webhook.HeaderID), "webhook_timestamp", loggedHeader(r.Header, webhook.HeaderTimestamp))
 		s.writeError(w, r, render.ErrWebhookSignature)
 		return
 	}
@@ -112,6 +113,23 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 	s.countWebhook(result)
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments.processor_event_result", result))
 	writeJSON(w, http.StatusOK, webhookReceipt{ID: id, Result: result})
+}
+
+// maxLoggedHeader bounds what the line of a refused delivery keeps of each
+// header it names. Such a delivery is not authenticated: anyone may send one,
+// with up to 32 KiB of headers each time, and the logs must not carry that.
+// The line names two headers (never the signature), so it holds at most
+// 256 bytes of what the sender chose.
+const maxLoggedHeader = 128
+
+// loggedHeader is the first value of header name in h, cut to at most
+// maxLoggedHeader bytes of valid UTF-8.
+func loggedHeader(h http.Header, name string) string {
+	v := h.Get(name)
+	if len(v) > maxLoggedHeader {
+		v = v[:maxLoggedHeader]
+	}
+	return strings.ToValidUTF8(v, "")
 }
 
 // webhookReceipt is the answer to a delivery the API took.

@@ -73,7 +73,8 @@ type Server struct {
 	keyMetrics     *keyMetrics
 	webhookMetrics *prometheus.CounterVec
 	limiter        *httprate.RateLimiter
-	failures       *failures
+	// failures counts failed authentications per client (AuthThrottle).
+	failures *tenants.Throttle
 }
 
 // Handler returns the routed API with its middleware, each request a
@@ -81,7 +82,7 @@ type Server struct {
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// GetHead answers HEAD on every GET route, as HTTP clients expect.
-	s.failures = newFailures(s.AuthThrottle)
+	s.failures = &tenants.Throttle{Failures: s.AuthThrottle.Failures, Window: s.AuthThrottle.Window}
 	r.Use(tracing.Middleware(s.Tracer), requestID, clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer,
 		echoIdempotencyKey, middleware.GetHead)
 	if s.Registry != nil {
@@ -100,10 +101,15 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.readyz)
 	r.Get("/openapi.yaml", serveOpenAPI)
 	r.Route("/v1", func(r chi.Router) {
+		// The subrouter's middleware runs before it routes, so every
+		// request under /v1 is authenticated before it can be found unknown
+		// (404) or sent with the wrong method (405): without a key, nothing
+		// tells a route from none.
+		r.Use(s.authenticateExcept(http.MethodPost, processorWebhooksPath))
 		// The processor authenticates by its signature, not a tenant's key.
-		r.Post("/processor/webhooks", s.receiveProcessorWebhook)
+		r.Post(strings.TrimPrefix(processorWebhooksPath, "/v1"), s.receiveProcessorWebhook)
+		// The tenants' routes, authenticated above.
 		r.Group(func(r chi.Router) {
-			r.Use(s.authenticate)
 			r.Post("/payments", s.createPayment())
 			r.Get("/payments", s.listPayments)
 			r.Get("/payments/{id}", s.getPayment)
@@ -111,6 +117,7 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/refunds/{id}", s.getRefund)
 			r.Get("/events", s.listEvents)
 			r.Get("/events/{id}", s.getEvent)
+			r.Get("/events/{id}/deliveries", s.listEventDeliveries)
 			r.Post("/webhook_endpoints", s.createEndpoint())
 			r.Get("/webhook_endpoints", s.listEndpoints)
 			r.Get("/webhook_endpoints/{id}", s.getEndpoint)
@@ -118,6 +125,7 @@ func (s *Server) Handler() http.Handler {
 			r.Delete("/webhook_endpoints/{id}", s.deleteEndpoint)
 			r.Post("/webhook_endpoints/{id}/rotate_secret", s.rotateSecret())
 			r.Post("/webhook_endpoints/{id}/resend", s.resend())
+			r.Post("/webhook_endpoints/{id}/recover", s.recoverEndpoint())
 			r.Get("/webhook_endpoints/{id}/deliveries", s.listDeliveries)
 			r.Get("/idempotency-keys/{key}", s.getIdempotencyKey)
 		})
@@ -162,29 +170,59 @@ func allowed(routes chi.Routes, r *http.Request) []string {
 	return methods
 }
 
+// processorWebhooksPath is the one path under /v1 that takes no API key,
+// and only with POST: the processor's signature authenticates it.
+const processorWebhooksPath = "/v1/processor/webhooks"
+
+// authenticateExcept is authenticate for every request but those of method
+// to path exactly, as chi routes them (the raw path when the path has
+// escapes), which go on as they are.
+func (s *Server) authenticateExcept(method, path string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		authenticated := s.authenticate(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			routed := r.URL.RawPath
+			if routed == "" {
+				routed = r.URL.Path
+			}
+			if r.Method == method && routed == path {
+				next.ServeHTTP(w, r)
+				return
+			}
+			authenticated.ServeHTTP(w, r)
+		})
+	}
+}
+
 // authenticate resolves the bearer API key to its tenant. The header must be
 // sent once, with the Bearer scheme in any case (RFC 9110).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if blocked, left := s.failures.blocked(r); blocked {
+		client, counted := clientKey(r)
+		if blocked, left := s.failures.Blocked(client); counted && blocked {
 			s.refuseThrottled(w, r, left)
 			return
 		}
+		failed := func() {
+			if counted {
+				s.failures.Failed(client)
+			}
+		}
 		values := r.Header.Values("Authorization")
 		if len(values) > 1 {
-			s.failures.failed(r)
+			failed()
 			s.writeError(w, r, fmt.Errorf("%w: send the Authorization header once", tenants.ErrUnauthorized))
 			return
 		}
 		scheme, token, _ := strings.Cut(strings.TrimSpace(strings.Join(values, "")), " ")
 		if !strings.EqualFold(scheme, "Bearer") {
-			s.failures.failed(r)
+			failed()
 			s.writeError(w, r, tenants.ErrUnauthorized)
 			return
 		}
 		tenantID, err := s.Tenants.Authenticate(r.Context(), strings.TrimSpace(token))
 		if errors.Is(err, tenants.ErrUnauthorized) {
-			s.failures.failed(r)
+			failed()
 		}
 		if err != nil {
 			s.writeError(w, r, err)

@@ -150,6 +150,12 @@ func checkPort(u *url.URL) error {
 
 // checkHost refuses a host that is, or resolves to, an address that is not
 // public, or that does not resolve at all.
+//
+// A host name that does not resolve and one that resolves to an inside
+// address get the same refusal, word for word (unresolvable): were they
+// told apart, a tenant could register URLs one after another to learn which
+// names our DNS knows, and map the inside network. A literal address gives
+// nothing away, so its refusal names its class.
 func (p Policy) checkHost(ctx context.Context, host string) error {
 	if addr, err := netip.ParseAddr(host); err == nil {
 		if class := classify(addr); class != "" {
@@ -167,16 +173,24 @@ func (p Policy) checkHost(ctx context.Context, host string) error {
 		return fmt.Errorf("resolve host: %w", ctxErr)
 	}
 	if err != nil {
-		return &refusal{reason: fmt.Sprintf("host %q does not resolve to an address", host), cause: err}
+		return unresolvable(host, err)
 	}
 	if len(addrs) == 0 {
-		return refuse("host %q does not resolve to an address", host)
+		return unresolvable(host, nil)
 	}
 	// One bad address is enough: the client may connect to any of them.
 	for _, addr := range addrs {
 		if class := classify(addr); class != "" {
-			return refuse("host %q resolves to a non-public address (%s)", host, class)
+			return unresolvable(host, nil)
 		}
 	}
 	return nil
+}
+
+// unresolvable is the one refusal of a host name that does not resolve to
+// public addresses only: whether it does not resolve, resolves to nothing or
+// resolves to an inside address, the message is the same. The resolver's
+// error, if any, is kept as the cause, for errors.As and logs.
+func unresolvable(host string, cause error) error {
+	return &refusal{reason: fmt.Sprintf("host %q does not resolve to public addresses only", host), cause: cause}
 }

@@ -71,11 +71,13 @@ func TestCheckURLRefuses(t *testing.T) {
 		{"LinkLocalV6Zone", "https://[fe80::1%25eth0]/", "(link-local)"},
 		{"MappedLoopback", "https://[::ffff:127.0.0.1]/", "(loopback)"},
 		{"Unspecified", "https://0.0.0.0/", "(unspecified)"},
-		{"Localhost", "https://localhost/", `host "localhost" resolves to a non-public address (loopback)`},
-		{"ResolvesPrivate", "https://internal.example/hook", "(private)"},
-		{"ResolvesMixed", "https://mixed.example.com/hook", "(private)"},
-		{"ResolvesMapped", "https://mapped.example/", "(link-local)"},
-		{"ResolvesNothing", "https://empty.example/", "does not resolve"},
+		// A name that resolves inside is refused as one that does not
+		// resolve (TestCheckURLUnresolved).
+		{"Localhost", "https://localhost/", `host "localhost" does not resolve to public addresses only`},
+		{"ResolvesPrivate", "https://internal.example/hook", unresolved},
+		{"ResolvesMixed", "https://mixed.example.com/hook", unresolved},
+		{"ResolvesMapped", "https://mapped.example/", unresolved},
+		{"ResolvesNothing", "https://empty.example/", unresolved},
 		{"FTP", "ftp://example.com/", `scheme "ftp"`},
 		{"File", "file:///etc/passwd", `scheme "file"`},
 		{"Gopher", "gopher://hooks.example.com:70/_GET", `scheme "gopher"`},
@@ -162,6 +164,10 @@ func TestCheckURLPolicyStillChecksShape(t *testing.T) {
 	}
 }
 
+// unresolved is what the refusal of a host name that does not resolve to
+// public addresses only says, whatever it resolved to.
+const unresolved = "does not resolve to public addresses only"
+
 func TestCheckURLUnresolved(t *testing.T) {
 	t.Parallel()
 	policy := safehttp.Policy{Resolver: resolver}
@@ -169,8 +175,8 @@ func TestCheckURLUnresolved(t *testing.T) {
 	if !errors.Is(err, safehttp.ErrForbiddenURL) {
 		t.Fatalf("err = %v; want ErrForbiddenURL", err)
 	}
-	if want := `host "nosuch.example.com" does not resolve`; !strings.Contains(err.Error(), want) {
-		t.Errorf("message %q; want it to say %q", err, want)
+	if want := `URL not allowed: host "nosuch.example.com" ` + unresolved; err.Error() != want {
+		t.Errorf("message %q; want %q", err, want)
 	}
 	// The resolver's error names our DNS server: kept for logs, never in the
 	// message a tenant reads.
@@ -180,6 +186,46 @@ func TestCheckURLUnresolved(t *testing.T) {
 	var dnsErr *net.DNSError
 	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
 		t.Errorf("cause = %v; want the *net.DNSError", dnsErr)
+	}
+}
+
+// TestCheckURLSameRefusal: a host name that does not resolve, and the same
+// name resolving to nothing, to an inside address of any class or to a
+// public and an inside one, are refused in the very same words, so that a
+// tenant registering URLs cannot tell which names our DNS knows.
+func TestCheckURLSameRefusal(t *testing.T) {
+	t.Parallel()
+	const raw = "https://probe.example/hook"
+	var want string
+	for _, tt := range []struct {
+		name  string
+		addrs []string // nil: the name does not exist
+	}{
+		{"NoSuchHost", nil},
+		{"NoAddresses", []string{}},
+		{"Loopback", []string{"127.0.0.1"}},
+		{"Private", []string{"10.1.2.3"}},
+		{"PrivateV6", []string{"fd00::1"}},
+		{"Metadata", []string{"169.254.169.254"}},
+		{"Mixed", []string{"93.184.216.34", "192.168.1.1"}},
+	} {
+		dns := fakeResolver{}
+		if tt.addrs != nil {
+			dns["probe.example"] = tt.addrs
+		}
+		_, err := safehttp.Policy{Resolver: dns}.CheckURL(context.Background(), raw)
+		if !errors.Is(err, safehttp.ErrForbiddenURL) {
+			t.Fatalf("%s: err = %v; want ErrForbiddenURL", tt.name, err)
+		}
+		if want == "" {
+			want = err.Error()
+		}
+		if err.Error() != want {
+			t.Errorf("%s: refused %q; want the same words as a name that does not resolve, %q", tt.name, err, want)
+		}
+	}
+	if want != `URL not allowed: host "probe.example" `+unresolved {
+		t.Errorf("refusal %q", want)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -28,7 +29,9 @@ func Or(tp trace.TracerProvider) trace.TracerProvider {
 
 // Middleware makes a server span of each request, a child of the caller's
 // span when the request carries a traceparent. Health checks make none: load
-// balancers poll them. As chi middleware (first in the router), it names
+// balancers poll them. It reads only the trace context, bounded
+// (inboundTraceContext): never baggage, which is then neither stored nor
+// sent on. As chi middleware (first in the router), it names
 // each span after the route that served it ("GET /v1/payments/{id}"), never
 // the raw path with its ids, and records the route as http.route.
 //
@@ -46,7 +49,7 @@ func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			ctx := Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+			ctx := propagation.TraceContext{}.Extract(r.Context(), inboundTraceContext(r.Header))
 			ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
 			r = r.WithContext(ctx)
@@ -73,6 +76,35 @@ func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
 			}
 		})
 	}
+}
+
+// The bounds of the trace context a request may carry. A traceparent is 55
+// bytes in version 00, the only version defined; a longer one (a later
+// version's extra fields, or junk) is ignored, and the request starts a
+// trace of its own. W3C asks that a tracestate of up to 512 bytes be
+// propagated; a longer one is dropped, the traceparent kept.
+const (
+	maxTraceparent = 55
+	maxTracestate  = 512
+)
+
+// inboundTraceContext is what a server takes from the headers of a request:
+// its traceparent, sent once and within maxTraceparent, and then its
+// tracestate, within maxTracestate. Nothing else is read, baggage least of
+// all, whatever its size: what a client sends is carried no further than
+// this trace's ids and a bounded tracestate.
+func inboundTraceContext(h http.Header) propagation.MapCarrier {
+	carrier := propagation.MapCarrier{}
+	parents := h.Values("Traceparent")
+	if len(parents) != 1 || len(parents[0]) > maxTraceparent {
+		return carrier
+	}
+	carrier["traceparent"] = parents[0]
+	// Several tracestate headers are one list (W3C trace context, 3.3.1.1).
+	if state := strings.Join(h.Values("Tracestate"), ","); state != "" && len(state) <= maxTracestate {
+		carrier["tracestate"] = state
+	}
+	return carrier
 }
 
 // instrumentation names this package's tracer.

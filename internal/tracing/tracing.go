@@ -1,7 +1,7 @@
 // Package tracing sets up OpenTelemetry tracing for the service's programs,
 // as the standard OTEL_* environment variables describe it, and holds the
 // few pieces every hop shares: the propagator that carries a trace across
-// processes (W3C trace context and baggage), the server middleware that
+// processes (W3C trace context, never baggage), the server middleware that
 // makes a span per request, and the client transport that makes a span per
 // call and sends the context on.
 //
@@ -42,10 +42,14 @@ const (
 )
 
 // Propagator carries a trace across processes: the W3C traceparent and
-// tracestate, and baggage. It is what every hop injects and extracts, HTTP
-// headers and job metadata alike; Setup also makes it the global one.
-var Propagator propagation.TextMapPropagator = propagation.NewCompositeTextMapPropagator(
-	propagation.TraceContext{}, propagation.Baggage{})
+// tracestate. It is what every hop injects and extracts, HTTP headers and job
+// metadata alike; Setup also makes it the global one.
+//
+// It carries no baggage. The service puts none in a context, and baggage
+// that a client sent would otherwise travel with its operation: stored in
+// job metadata, sent to the processor and to merchants' webhook endpoints,
+// each hop an unbounded list of a stranger's key-value pairs.
+var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 
 // OTel is the tracing configuration every program reads, the standard
 // OTEL_* variables; embedded in each program's configuration.

@@ -3,16 +3,20 @@ package tracing
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -184,6 +188,129 @@ func TestHTTPNotRecorded(t *testing.T) {
 	r.ServeHTTP(httptest.NewRecorder(), req)
 	if !seen.IsValid() || recording || seen.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || seen.SpanID().String() == "00f067aa0ba902b7" {
 		t.Fatalf("handler's span %v (recording %v), want a valid unrecorded child in the caller's trace", seen, recording)
+	}
+}
+
+// TestInboundBounded: a request with a huge baggage, an overlong
+// traceparent or an overlong tracestate is served as any other. Its
+// baggage reaches nothing downstream: not the handler's context, not the
+// calls it makes (Transport), not what a job's metadata gets (Propagator, as
+// the outbox injects it). An overlong traceparent is ignored, the request
+// starting a trace of its own; an overlong tracestate is dropped.
+func TestInboundBounded(t *testing.T) {
+	t.Parallel()
+	const (
+		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		parent  = "00-" + traceID + "-00f067aa0ba902b7-01"
+		marker  = "client-chose-this"
+	)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+
+	// downstream records the headers of the calls the handler makes.
+	var mu sync.Mutex
+	var downstreamHeaders []http.Header
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		downstreamHeaders = append(downstreamHeaders, r.Header.Clone())
+		mu.Unlock()
+	}))
+	defer downstream.Close()
+	client := &http.Client{Transport: Transport(nil, tp)}
+	defer client.CloseIdleConnections()
+
+	// The handler reports its trace, its baggage and what a job inserted
+	// now would carry, after calling downstream.
+	type seen struct {
+		trace    trace.SpanContext
+		baggage  int
+		metadata propagation.MapCarrier
+	}
+	seenCh := make(chan seen, 1)
+	r := chi.NewRouter()
+	r.Use(Middleware(tp))
+	r.Get("/v1/x", func(w http.ResponseWriter, r *http.Request) {
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, downstream.URL, nil)
+		res, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		res.Body.Close()
+		metadata := propagation.MapCarrier{}
+		Propagator.Inject(r.Context(), metadata)
+		seenCh <- seen{trace.SpanContextFromContext(r.Context()), baggage.FromContext(r.Context()).Len(), metadata}
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	front := &http.Client{}
+	defer front.CloseIdleConnections()
+
+	hugeBaggage := "k0=" + marker
+	for i := 1; len(hugeBaggage) < 64<<10; i++ {
+		hugeBaggage += fmt.Sprintf(",k%d=%s", i, marker)
+	}
+	// Three members of a valid tracestate, each short enough to parse.
+	longState := "a=" + strings.Repeat("x", 200) + ",b=" + strings.Repeat("y", 200) + ",c=" + strings.Repeat("z", 200)
+	for _, tt := range []struct {
+		name      string
+		headers   [][2]string
+		keepTrace bool   // the handler's span is in traceID's trace
+		state     string // the tracestate sent on
+	}{
+		{"HugeBaggage", [][2]string{{"traceparent", parent}, {"baggage", hugeBaggage}}, true, ""},
+		{"SmallBaggage", [][2]string{{"traceparent", parent}, {"baggage", "k=" + marker}}, true, ""},
+		{"BaggageAlone", [][2]string{{"baggage", "k=" + marker}}, false, ""},
+		{"TraceState", [][2]string{{"traceparent", parent}, {"tracestate", "vendor=" + marker}}, true, "vendor=" + marker},
+		{"LongTraceState", [][2]string{{"traceparent", parent}, {"tracestate", longState}}, true, ""},
+		// Version 01 may carry fields after the flags, which the SDK
+		// accepts: past W3C's 55 bytes, it is ignored.
+		{"LongTraceparent", [][2]string{{"traceparent", "01-" + traceID + "-00f067aa0ba902b7-01-" + strings.Repeat(marker, 500)}}, false, ""},
+		{"TwoTraceparents", [][2]string{{"traceparent", parent}, {"traceparent", parent}}, false, ""},
+		{"OddTraceparent", [][2]string{{"traceparent", strings.Repeat("-", 4000)}, {"baggage", hugeBaggage}}, false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			downstreamHeaders = nil
+			mu.Unlock()
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/x", nil)
+			for _, h := range tt.headers {
+				req.Header.Add(h[0], h[1])
+			}
+			res, err := front.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want the request served", res.StatusCode)
+			}
+			got := <-seenCh
+			if !got.trace.IsValid() || (got.trace.TraceID().String() == traceID) != tt.keepTrace {
+				t.Errorf("handler's trace %s; caller's trace %s kept: want %v", got.trace.TraceID(), traceID, tt.keepTrace)
+			}
+			if got.baggage != 0 {
+				t.Errorf("the handler's context holds %d baggage members", got.baggage)
+			}
+			if _, ok := got.metadata["baggage"]; ok || len(got.metadata) > 2 || got.metadata["tracestate"] != tt.state {
+				t.Errorf("job metadata would be %.200v; want traceparent and tracestate %q only", got.metadata, tt.state)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(downstreamHeaders) != 1 {
+				t.Fatalf("%d downstream calls", len(downstreamHeaders))
+			}
+			h := downstreamHeaders[0]
+			if h.Get("baggage") != "" || h.Get("tracestate") != tt.state || !strings.Contains(h.Get("traceparent"), got.trace.TraceID().String()) {
+				t.Errorf("downstream got traceparent %q, tracestate %.100q, baggage %.100q; want the handler's trace, tracestate %q, no baggage",
+					h.Get("traceparent"), h.Get("tracestate"), h.Get("baggage"), tt.state)
+			}
+			for name, values := range h {
+				if strings.Contains(strings.Join(values, ","), marker) && (tt.state == "" || name != "Tracestate") {
+					t.Errorf("downstream header %s carries what the client sent", name)
+				}
+			}
+		})
 	}
 }
 

@@ -38,7 +38,7 @@ type Config struct {
 	process.CrashPoint
 	process.Webhooks
 	Addr           string          `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
-	InternalAddr   string          `envconfig:"API_INTERNAL_ADDR" default:":9090" desc:"address of /metrics and /healthz for operators: internal, never the public port"`
+	InternalAddr   string          `envconfig:"API_INTERNAL_ADDR" default:"127.0.0.1:9090" desc:"address of /metrics and /healthz for operators: internal, never the public port; loopback only by default"`
 	DefaultWait    time.Duration   `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
 	MaxWait        time.Duration   `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
 	LockTimeout    time.Duration   `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`

@@ -44,7 +44,7 @@ type Config struct {
 	process.CrashPoint
 	process.Webhooks
 	WebhookSchedule        endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
-	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:":9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/"`
+	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:"127.0.0.1:9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/; loopback only by default"`
 	ProcessorURL           string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
 	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
 	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
@@ -227,7 +227,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 			pool.Close()
 			return nil, err
 		}
-		mux.Handle(dashboardPrefix+"/", protectDashboard(cfg.RiverUIUser, cfg.RiverUIPassword, w.dashboard))
+		mux.Handle(dashboardPrefix+"/", denyFraming(protectDashboard(cfg.RiverUIUser, cfg.RiverUIPassword, w.dashboard)))
 	}
 	w.http, err = process.Listen(cfg.MetricsAddr, mux, logger, 10*time.Second, 5*time.Second)
 	if err != nil {
@@ -235,6 +235,20 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 	return w, nil
+}
+
+// denyFraming forbids every page of next to be shown in a frame, by old
+// browsers (X-Frame-Options) and new (CSP frame-ancestors): the dashboard's
+// buttons cancel, retry and delete jobs, and another site that framed it
+// under a logged-in operator's cached credentials could trick the clicks
+// (clickjacking). It sets them before next runs, on every answer, the 401
+// included.
+func denyFraming(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // MetricsAddr is where the worker serves /metrics.
