@@ -4,18 +4,21 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
+	"github.com/example/payments/internal/crash"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // Reconciler settles what the worker could not know: operations marked for
 // reconciliation, and entries of the processor's ledgers, one per kind, that
-// our records do not account for. Runs may overlap (the outbox keeps them to one
-// at a time, but nothing here relies on it): each claims its own batch, and
-// each operation is settled by whichever runner's phase commits first.
+// our records do not account for. Runs may overlap (every worker runs its own
+// Loop): each claims its own batch, and each operation is settled by
+// whichever runner's phase commits first.
 type Reconciler struct {
 	Ops    *Runner
 	Logger *slog.Logger
@@ -26,6 +29,59 @@ type Reconciler struct {
 	Grace time.Duration
 	// BatchSize bounds how many marked operations one run tries.
 	BatchSize int
+	// Tracer makes the span of each Loop pass; nil means the global one.
+	Tracer trace.TracerProvider
+}
+
+// CrashReconcileClaimed is the crash point of a reconcile pass that has
+// claimed its batch and settled none of it yet.
+const CrashReconcileClaimed = "reconcile_claimed"
+
+// Loop runs a pass (Pass) at once and then every interval, jittered, each
+// bounded by timeout, until ctx ends. Every worker runs its own loop, not a
+// job that one worker at a time may hold: a worker that dies mid-pass holds
+// nothing up, and the next pass of any other worker comes within an
+// interval. Passes that overlap are safe: each claims its own batch.
+func (r *Reconciler) Loop(ctx context.Context, sweeper *Sweeper, interval, timeout time.Duration) {
+	tracer := r.Tracer
+	if tracer == nil {
+		tracer = otel.GetTracerProvider()
+	}
+	for {
+		pass, span := tracer.Tracer(tracerName).Start(ctx, "reconcile pass", trace.WithNewRoot())
+		pass, cancel := context.WithTimeout(pass, timeout)
+		if err := r.Pass(pass, sweeper); err != nil && ctx.Err() == nil {
+			span.RecordError(err)
+			r.Logger.WarnContext(pass, "reconcile pass", "err", err)
+		}
+		cancel()
+		span.End()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval + time.Duration(rand.Int64N(int64(interval)/5+1)) - interval/10):
+		}
+	}
+}
+
+// Pass hands the operations the sweeper finds stuck to the reconciler, and
+// settles a batch of marked ones: logged, and counted by the Observer.
+func (r *Reconciler) Pass(ctx context.Context, sweeper *Sweeper) error {
+	stuck, err := sweeper.Sweep(ctx)
+	if err != nil {
+		return err
+	}
+	report, err := r.Settle(ctx)
+	if stuck+report.Settled+report.Lost+report.Unsettled > 0 {
+		r.Logger.InfoContext(ctx, "reconciled", "stuck", stuck, "settled", report.Settled, "lost_race", report.Lost, "unsettled", report.Unsettled)
+	}
+	if obs := r.Ops.Observer; obs != nil {
+		obs.Reconciliation(ReconciliationScheduled, stuck)
+		obs.Reconciliation(ReconciliationSettled, report.Settled)
+		obs.Reconciliation(ReconciliationLost, report.Lost)
+		obs.Reconciliation(ReconciliationUnsettled, report.Unsettled)
+	}
+	return err
 }
 
 // Report says what one run did.
@@ -88,6 +144,9 @@ func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 	})
 	if err != nil {
 		return report, fmt.Errorf("claim marked operations: %w", err)
+	}
+	if len(batch) > 0 {
+		crash.At(CrashReconcileClaimed)
 	}
 	for _, m := range batch {
 		r.settleOne(ctx, m.kind, m.id, &report)

@@ -19,7 +19,6 @@ import (
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/stacktest"
-	"github.com/example/payments/tools/testwait"
 )
 
 const (
@@ -303,9 +302,9 @@ func TestRefundRefusedDefinitely(t *testing.T) {
 	}
 }
 
-// TestPeriodicJobs: each periodic job (the reconciler, the ledger
-// comparison) runs one at a time across workers, and a run that fails is not
-// retried on top of the next one.
+// TestPeriodicJobs: a periodic job (the ledger comparison) runs one at a
+// time across workers, and a run that fails is not retried on top of the
+// next one.
 func TestPeriodicJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -314,7 +313,7 @@ func TestPeriodicJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range []river.JobArgs{outbox.ReconcileArgs{}, outbox.LedgerArgs{}} {
+	for _, args := range []river.JobArgs{outbox.LedgerArgs{}} {
 		first, err := inserter.Insert(ctx, args, nil)
 		if err != nil || first.UniqueSkippedAsDuplicate {
 			t.Fatalf("%s: first insert: %+v, %v", args.Kind(), first, err)
@@ -334,40 +333,6 @@ func TestPeriodicJobs(t *testing.T) {
 	third, err := inserter.Insert(ctx, outbox.LedgerArgs{}, nil)
 	if err != nil || third.UniqueSkippedAsDuplicate {
 		t.Fatalf("next comparison after the failed one: %+v, %v", third, err)
-	}
-}
-
-// TestDeadWorkersReconcileRun: a reconcile run left running by a worker
-// that died holds up reconciliation no longer than the run's timeout: River
-// takes it for dead then, and the next periodic run settles what is marked.
-// (The chaos run found it: with the run bounded by ten minutes, one kill
-// stopped all reconciliation for ten minutes.)
-func TestDeadWorkersReconcileRun(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := stacktest.New(t, stacktest.Options{ReconcileInterval: time.Second, ReconcileTimeout: 6 * time.Second})
-	p := paymentOf(t, s.Pay(acme, "orphan", pay("pm_card_visa"), "Prefer", "respond-async").Body)
-	// Only reconciliation can settle it: its job was cancelled, the payment marked.
-	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now() WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment'`)
-	if err := operation.MarkForReconciliation(ctx, s.DB.Pool, payments.Names.Type, p.ID); err != nil {
-		t.Fatal(err)
-	}
-	// The reconcile run of a worker that died a minute ago.
-	inserter, err := outbox.NewInserter(s.DB.Pool, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := inserter.Insert(ctx, outbox.ReconcileArgs{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	s.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 minute',
-		attempted_by = '{dead-worker}' WHERE kind = 'reconcile'`)
-	s.StartWorker()
-	testwait.Within(t, 90*time.Second, "the payment to be settled by reconciliation", func() bool {
-		return s.RecoveryPoint(stacktest.AcmeID, "orphan") == "finished"
-	})
-	if n := s.ChargesAtProcessor(p.ID); n != 1 {
-		t.Fatalf("processor charges = %d, want 1", n)
 	}
 }
 

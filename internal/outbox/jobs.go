@@ -155,61 +155,20 @@ func completeInTx[T river.JobArgs](job *river.Job[T]) operation.CompleteFunc {
 	}
 }
 
-// ReconcileArgs is the periodic job that settles what the worker could not:
-// it sweeps stuck operations and tries a batch of marked ones.
-type ReconcileArgs struct{}
-
-// Kind names the job in River's tables.
-func (ReconcileArgs) Kind() string { return "reconcile" }
-
-// InsertOpts: see onePeriodicRun.
-func (ReconcileArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
-
 // onePeriodicRun keeps a periodic job to one run at a time across all
 // workers: while one is waiting or running, the periodic enqueuer inserts no
 // other. A run that fails is not retried on top of the next one: the next
-// periodic run starts afresh. The run of a worker that died is taken for dead
-// once its own timeout has passed, so each periodic job's timeout bounds how
-// long a dead worker can hold it up.
+// periodic run starts afresh. The run of a worker that died holds the next up
+// until River rescues it (RescueAfter), and the periodic enqueuer runs on
+// River's leader only, which a dead one hands on only when its term expires:
+// right for the ledger comparison and the reaper, which can wait; the
+// reconciler, which cannot, runs a loop in every worker instead
+// (operation.Reconciler.Loop).
 var onePeriodicRun = river.InsertOpts{
 	MaxAttempts: 1,
 	UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
 		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
 	}},
-}
-
-// ReconcileWorker sweeps stuck operations and settles a batch of marked
-// ones.
-type ReconcileWorker struct {
-	river.WorkerDefaults[ReconcileArgs]
-	Reconciler *operation.Reconciler
-	Sweeper    *operation.Sweeper
-	Logger     *slog.Logger
-	// RunTimeout bounds one run: what it has not tried by then waits for the
-	// next, at the front of the line.
-	RunTimeout time.Duration
-}
-
-// Timeout implements river.Worker.
-func (w *ReconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration { return w.RunTimeout }
-
-// Work runs one pass.
-func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
-	stuck, err := w.Sweeper.Sweep(ctx)
-	if err != nil {
-		return err
-	}
-	r, err := w.Reconciler.Settle(ctx)
-	if stuck+r.Settled+r.Lost+r.Unsettled > 0 {
-		w.Logger.InfoContext(ctx, "reconciled", "stuck", stuck, "settled", r.Settled, "lost_race", r.Lost, "unsettled", r.Unsettled)
-	}
-	if obs := w.Reconciler.Ops.Observer; obs != nil {
-		obs.Reconciliation(operation.ReconciliationScheduled, stuck)
-		obs.Reconciliation(operation.ReconciliationSettled, r.Settled)
-		obs.Reconciliation(operation.ReconciliationLost, r.Lost)
-		obs.Reconciliation(operation.ReconciliationUnsettled, r.Unsettled)
-	}
-	return err
 }
 
 // LedgerArgs is the periodic job that compares the processor's ledger with

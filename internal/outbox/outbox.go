@@ -146,12 +146,10 @@ type WorkerConfig struct {
 	// FetchPollInterval is how often the queue is polled when no notification
 	// says that a job is waiting.
 	FetchPollInterval time.Duration
-	// ReconcileTimeout bounds one reconcile run (sweep and a batch), and so
-	// how long a dead worker's run holds up the next; LedgerTimeout bounds one
-	// ledger comparison. Zero means JobTimeout.
-	ReconcileTimeout, LedgerTimeout time.Duration
-	// ReconcileInterval and ReapInterval schedule the periodic jobs; zero
-	// leaves a job out.
+	// LedgerTimeout bounds one ledger comparison. Zero means JobTimeout.
+	LedgerTimeout time.Duration
+	// ReconcileInterval schedules the ledger comparison and ReapInterval the
+	// reaper; zero leaves a job out.
 	ReconcileInterval time.Duration
 	ReapInterval      time.Duration
 }
@@ -167,7 +165,6 @@ func RescueAfter(jobTimeout time.Duration) time.Duration {
 type Deps struct {
 	Ops        *operation.Runner
 	Reconciler *operation.Reconciler
-	Sweeper    *operation.Sweeper
 	Keys       *idempotency.Store
 	// ReapBatch is how many keys (or events) one delete statement reaps.
 	ReapBatch int
@@ -205,21 +202,15 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 	}
 	var periodic []*river.PeriodicJob
 	if deps.Reconciler != nil {
-		if err := river.AddWorkerSafely(workers, &ReconcileWorker{Reconciler: deps.Reconciler, Sweeper: deps.Sweeper, Logger: deps.Logger,
-			RunTimeout: cfg.ReconcileTimeout}); err != nil {
-			return nil, err
-		}
 		if err := river.AddWorkerSafely(workers, &LedgerWorker{Reconciler: deps.Reconciler, Logger: deps.Logger,
 			RunTimeout: cfg.LedgerTimeout}); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.ReconcileInterval > 0 {
-		for _, args := range []river.JobArgs{ReconcileArgs{}, LedgerArgs{}} {
-			periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return args, nil },
-				&river.PeriodicJobOpts{RunOnStart: true}))
-		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return LedgerArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	if deps.Keys != nil {
 		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention, Webhooks: deps.Webhooks,

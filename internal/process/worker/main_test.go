@@ -34,6 +34,13 @@ func TestWorkerConfigValidate(t *testing.T) {
 	if err := defaults(t).Validate(); err != nil {
 		t.Fatalf("the defaults are refused: %v", err)
 	}
+	// With no reconciler, the retries are all the deadline must cover.
+	noReconciler := defaults(t)
+	noReconciler.ReconcileInterval = 0
+	noReconciler.Deadline = noReconciler.backoff().Horizon(noReconciler.MaxAttempts, noReconciler.JobTimeout)
+	if err := noReconciler.Validate(); err != nil {
+		t.Fatalf("a deadline of the retry horizon, with no reconciler: %v", err)
+	}
 	noKey := defaults(t)
 	noKey.Webhooks = process.Webhooks{}
 	if err := noKey.Validate(); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRETS_KEY") {
@@ -47,6 +54,8 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"ErrProcessorForgetsKeys", func(c *Config) { c.ProcessorKeyRetention = 24 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
 		{"ErrRetentionEatsMargin", func(c *Config) { c.KeyRetention.KeyRetention = 200 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
 		{"ErrDeadlineBeforeRetries", func(c *Config) { c.Deadline = time.Minute }, "OPERATION_DEADLINE"},
+		// Past the retries, the reconciler needs its interval and a pass.
+		{"ErrDeadlineBeforeReconciler", func(c *Config) { c.Deadline = c.backoff().Horizon(c.MaxAttempts, c.JobTimeout) + c.ReconcileTimeout }, "RECONCILE_INTERVAL"},
 		{"ErrJobTimeout", func(c *Config) { c.JobTimeout = c.ProcessorTimeout }, "JOB_TIMEOUT"},
 		{"ErrStuckAfter", func(c *Config) { c.StuckAfter = c.JobTimeout }, "RECONCILE_STUCK_AFTER"},
 		{"ErrBackoff", func(c *Config) { c.RetryMaxDelay = c.RetryBaseDelay / 2 }, "RETRY_BASE_DELAY"},

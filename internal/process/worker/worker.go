@@ -58,8 +58,8 @@ type Config struct {
 	RetryBaseDelay         time.Duration      `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
 	RetryMaxDelay          time.Duration      `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
 	Deadline               time.Duration      `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
-	ReconcileInterval      time.Duration      `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often the reconciler runs (0: never)"`
-	ReconcileTimeout       time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile run (sweep and a batch); a dead worker's run holds the next up that long at most"`
+	ReconcileInterval      time.Duration      `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often each worker runs a reconcile pass (sweep and a batch), and the ledger comparison runs (0: never)"`
+	ReconcileTimeout       time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile pass (sweep and a batch); OPERATION_DEADLINE must cover the retry horizon, RECONCILE_INTERVAL and this"`
 	LedgerTimeout          time.Duration      `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
 	ReconcileWindow        time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
 	StuckAfter             time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
@@ -100,6 +100,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("RECONCILE_STUCK_AFTER (%s) must exceed JOB_TIMEOUT (%s), or running jobs look stuck", c.StuckAfter, c.JobTimeout)
 	case c.Deadline < horizon:
 		return fmt.Errorf("OPERATION_DEADLINE (%s) must be at least the jobs' retry horizon (%s, from OPERATION_MAX_ATTEMPTS, RETRY_*_DELAY and JOB_TIMEOUT), so the reconciler has the last word", c.Deadline, horizon)
+	case c.ReconcileInterval > 0 && c.Deadline < c.reconciledBy(horizon):
+		return fmt.Errorf("OPERATION_DEADLINE (%s) must be at least the worst-case time to reconcile (%s: the jobs' retry horizon, then RECONCILE_INTERVAL and a tenth for its jitter, then RECONCILE_TIMEOUT for the pass to reach it), or the reconciler gives up through the fence on operations it has not yet tried",
+			c.Deadline, c.reconciledBy(horizon))
 	case c.ProcessorKeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
 		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
 			c.ProcessorKeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
@@ -120,6 +123,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("RIVER_UI_USER (%q) must be set and free of ':' when RIVER_UI_PASSWORD is", c.RiverUIUser)
 	}
 	return c.Common.Validate()
+}
+
+// reconciledBy is the worst-case time from an operation's creation to the
+// reconciler's first try of it: its jobs' retry horizon, then the wait for
+// the next pass of some worker, then that pass's own time.
+func (c Config) reconciledBy(horizon time.Duration) time.Duration {
+	return horizon + c.ReconcileInterval + c.ReconcileInterval/10 + c.ReconcileTimeout
 }
 
 // Worker is the worker process: River running the jobs that drive every
@@ -158,7 +168,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider())
 	gw.PageSize = cfg.LedgerPageSize
 	kinds := operations.Kinds(gw)
-	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, kinds.CrashPoints()...); err != nil {
+	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, append(kinds.CrashPoints(), operation.CrashReconcileClaimed)...); err != nil {
 		return nil, err
 	}
 	if cfg.CrashPoint.CrashPoint != "" {
@@ -193,7 +203,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool),
 		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter}
 	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
-		BatchSize: cfg.ReconcileBatch}
+		BatchSize: cfg.ReconcileBatch, Tracer: cfg.Provider()}
 	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
 	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: jobs,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
@@ -204,11 +214,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		RescueAfter:       outbox.RescueAfter(cfg.JobTimeout),
 		Backoff:           cfg.backoff(),
 		FetchPollInterval: cfg.FetchPollInterval,
-		ReconcileTimeout:  cfg.ReconcileTimeout,
 		LedgerTimeout:     cfg.LedgerTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
-	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Sweeper: w.Sweeper, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
+	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
 		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider()})
 	if err != nil {
 		pool.Close()
@@ -287,6 +296,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("start river: %w", err)
 	}
 	w.logger.Info("working jobs")
+	if w.cfg.ReconcileInterval > 0 {
+		// Stops with ctx: a pass cut short is safe, each phase being its
+		// own transaction, and the next pass of any worker resumes it.
+		wg.Go(func() { w.Reconciler.Loop(ctx, w.Sweeper, w.cfg.ReconcileInterval, w.cfg.ReconcileTimeout) })
+	}
 	<-ctx.Done()
 
 	w.logger.Info("shutting down: finishing running jobs")
