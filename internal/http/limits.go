@@ -5,38 +5,31 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/httprate"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/render"
 )
 
-// RateLimit is the per-tenant limit on idempotent POSTs, the requests that
-// create keys: at most Requests in each Window, per API process. Zero
-// Requests turns it off.
-type RateLimit struct {
-	Requests int
-	Window   time.Duration
-}
-
-// newLimiter returns the limiter of l, or nil when it is off. A refused
-// request is answered 429 rate_limited with Retry-After (the window), before
-// anything is read or reserved.
-func (s *Server) newLimiter(l RateLimit) *httprate.RateLimiter {
-	if l.Requests <= 0 {
-		return nil
-	}
-	return httprate.NewRateLimiter(l.Requests, l.Window,
-		httprate.WithLimitHandler(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(l.Window.Round(time.Second)/time.Second))))
-			s.writeError(w, r, render.ErrRateLimited)
-		}))
-}
-
-// limited reports whether the tenant of r is over its limit, and if so has
-// answered r.
+// limited reports whether the tenant of r is over its rate limit
+// (tenants.Limiter, across every API replica), and if so has answered r:
+// 429 rate_limited with Retry-After (the rest of the window), before
+// anything is read or reserved. A limit that cannot be counted fails closed,
+// as the store does (503).
 func (s *Server) limited(w http.ResponseWriter, r *http.Request) bool {
-	return s.limiter != nil && s.limiter.RespondOnLimit(w, r, tenantID(r))
+	if s.RateLimit == nil {
+		return false
+	}
+	ok, wait, err := s.RateLimit.Allow(r.Context(), tenantID(r))
+	switch {
+	case err != nil:
+		s.writeError(w, r, err)
+		return true
+	case !ok:
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(wait/time.Second))))
+		s.writeError(w, r, render.ErrRateLimited)
+		return true
+	}
+	return false
 }
 
 // keyMetrics count what the idempotency protocol refused or replayed. They

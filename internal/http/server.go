@@ -17,7 +17,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/go-chi/httprate"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -56,8 +55,9 @@ type Server struct {
 	// Registry, when set, gets the API's metrics, which Internal serves on
 	// /metrics: never the public port.
 	Registry *prometheus.Registry
-	// RateLimit limits each tenant's idempotent POSTs; the zero value is off.
-	RateLimit RateLimit
+	// RateLimit limits each tenant's idempotent POSTs across every API
+	// replica; nil is off.
+	RateLimit *tenants.Limiter
 	// ProcessorWebhooks receives the processor's webhooks.
 	ProcessorWebhooks ProcessorWebhooks
 	// TrustedProxies are the only peers whose forwarding headers
@@ -72,7 +72,6 @@ type Server struct {
 	metrics        *metrics
 	keyMetrics     *keyMetrics
 	webhookMetrics *prometheus.CounterVec
-	limiter        *httprate.RateLimiter
 	// failures counts failed authentications per client (AuthThrottle).
 	failures *tenants.Throttle
 }
@@ -90,7 +89,6 @@ func (s *Server) Handler() http.Handler {
 		s.keyMetrics = newKeyMetrics(s.Registry)
 		s.webhookMetrics = newWebhookMetrics(s.Registry)
 	}
-	s.limiter = s.newLimiter(s.RateLimit)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { s.writeError(w, r, render.ErrRouteNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", strings.Join(allowed(r, req), ", "))

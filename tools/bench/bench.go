@@ -191,8 +191,20 @@ func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained,
 	if err != nil {
 		return nil, nil, err
 	}
+	// The same with the tenant limit on (never reached): what counting each
+	// request in the database the replicas share costs.
+	limitedURL, stopLimited, err := st.anotherAPI(ctx, logger, func(c *api.Config) { c.RateLimit, c.RateWindow = 1 << 30, time.Second })
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stopLimited()
+	checkpoint(ctx, pool, out)
+	if _, err := mode(limitedNewKeysMode, cfg.Clients, newKeys, http.StatusAccepted,
+		func() (int, error) { return send(limitedURL+"/v1/payments", fresh("limited-"), "respond-async") }); err != nil {
+		return nil, nil, err
+	}
 	st.startWorker(ctx)
-	// The worker drains what the first mode queued before anything else is
+	// The worker drains what the first modes queued before anything else is
 	// measured.
 	if err := st.drain(ctx, pool); err != nil {
 		return nil, nil, err
@@ -209,7 +221,11 @@ func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained,
 	replay := func(url string) (int, error) {
 		return send(url+"/v1/payments", replayKeys[next.Add(1)%int64(len(replayKeys))], "")
 	}
-	if _, err := mode(replaysMode, cfg.Clients, sel, http.StatusCreated, func() (int, error) { return replay(st.apiURL) }); err != nil {
+	replays, err := mode(replaysMode, cfg.Clients, sel, http.StatusCreated, func() (int, error) { return replay(st.apiURL) })
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := mode(limitedReplaysMode, cfg.Clients, replays, http.StatusCreated, func() (int, error) { return replay(limitedURL) }); err != nil {
 		return nil, nil, err
 	}
 	// The round trips of the explained modes, counted on the wire by an
@@ -258,6 +274,9 @@ func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained,
 // The modes whose time is explained: where the first phase's time goes.
 const (
 	newKeysMode = "new keys, async, worker stopped"
+	// The limited modes are each a ratio to its unlimited mode.
+	limitedNewKeysMode = "new keys, async, worker stopped, tenant limit on"
+	limitedReplaysMode = "replays, tenant limit on"
 	replaysMode = "replays"
 )
 
@@ -531,17 +550,11 @@ func (s *stack) roundTrips(ctx context.Context, dbURL string, logger *slog.Logge
 		return nil, err
 	}
 	defer w.Close()
-	cfg := s.api
-	cfg.DatabaseURL = wireURL
-	a, err := api.New(ctx, cfg, logger)
+	url, stop, err := s.anotherAPI(ctx, logger, func(c *api.Config) { c.DatabaseURL = wireURL })
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.Run(ctx) })
-	defer wg.Wait()
-	defer cancel()
+	defer stop()
 	const warm, counted = 20, 200
 	trips := make([]float64, len(sends))
 	for i, send := range sends {
@@ -549,13 +562,28 @@ func (s *stack) roundTrips(ctx context.Context, dbURL string, logger *slog.Logge
 			if n == warm {
 				w.trips.Store(0)
 			}
-			if status, err := send("http://" + a.Addr()); err != nil || status != want[i] {
+			if status, err := send(url); err != nil || status != want[i] {
 				return nil, fmt.Errorf("counting round trips: status %d, want %d: %v", status, want[i], err)
 			}
 		}
 		trips[i] = float64(w.trips.Load()) / counted
 	}
 	return trips, nil
+}
+
+// anotherAPI starts an API configured as the stack's, then changed by
+// change, and returns its URL and what stops it.
+func (s *stack) anotherAPI(ctx context.Context, logger *slog.Logger, change func(*api.Config)) (string, func(), error) {
+	cfg := s.api
+	change(&cfg)
+	a, err := api.New(ctx, cfg, logger)
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	return "http://" + a.Addr(), func() { cancel(); wg.Wait() }, nil
 }
 
 func (s *stack) startWorker(ctx context.Context) {

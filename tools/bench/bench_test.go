@@ -28,8 +28,8 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	results := report.Results
-	if len(results) != 9 {
-		t.Fatalf("%d results, want 9:\n%s", len(results), out.String())
+	if len(results) != 11 {
+		t.Fatalf("%d results, want 11:\n%s", len(results), out.String())
 	}
 	for _, r := range results {
 		if r.Ops == 0 || r.PerSecond <= 0 {

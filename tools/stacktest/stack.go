@@ -53,6 +53,12 @@ const (
 	LockTimeout = time.Minute
 )
 
+// RateLimit is a tenant's limit on idempotent POSTs: Requests per Window.
+type RateLimit struct {
+	Requests int
+	Window   time.Duration
+}
+
 // Options tune a stack; the zero value is a healthy service.
 type Options struct {
 	// Chaos is passed to the processor.
@@ -66,7 +72,7 @@ type Options struct {
 	// DBProxy puts a Proxy between the API and Postgres (Stack.Proxy).
 	DBProxy bool
 	// RateLimit limits each tenant's idempotent POSTs; off by default.
-	RateLimit httpapi.RateLimit
+	RateLimit RateLimit
 	// ReconcileInterval schedules the worker's periodic reconciliation, with
 	// runs bounded by ReconcileTimeout; by default tests run it themselves.
 	ReconcileInterval, ReconcileTimeout time.Duration

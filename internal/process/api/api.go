@@ -43,7 +43,7 @@ type Config struct {
 	MaxWait        time.Duration   `envconfig:"IDEMPOTENCY_MAX_WAIT" default:"30s" desc:"the longest Prefer: wait honoured"`
 	LockTimeout    time.Duration   `envconfig:"IDEMPOTENCY_LOCK_TIMEOUT" default:"60s" desc:"age at which a held key lock is stale"`
 	RetryAfter     time.Duration   `envconfig:"RETRY_AFTER" default:"1s" desc:"Retry-After on 202, 409 and 503"`
-	RateLimit      int             `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window (0: no limit)"`
+	RateLimit      int             `envconfig:"TENANT_RATE_LIMIT" default:"100" desc:"idempotent POSTs a tenant may send per window, across every API replica (0: no limit)"`
 	RateWindow     time.Duration   `envconfig:"TENANT_RATE_WINDOW" default:"1s" desc:"the rate limit's window"`
 	KeyCacheTTL    time.Duration   `envconfig:"API_KEY_CACHE_TTL" default:"10s" desc:"how long an API key that authenticated is trusted without a query (0: always query); a deleted key works that much longer"`
 	TrustedProxies httpapi.Proxies `envconfig:"TRUSTED_PROXIES" desc:"addresses or CIDR prefixes of the proxies in front of the API, whose X-Forwarded-For is believed (unset: none is)"`
@@ -138,7 +138,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		MaxWait:           cfg.MaxWait,
 		RetryAfter:        cfg.RetryAfter,
 		Registry:          registry,
-		RateLimit:         httpapi.RateLimit{Requests: cfg.RateLimit, Window: cfg.RateWindow},
 		ProcessorWebhooks: httpapi.ProcessorWebhooks{Secrets: cfg.WebhookSecret, Parse: gateway.ParseEvent},
 		TrustedProxies:    cfg.TrustedProxies,
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
@@ -146,6 +145,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		Endpoints: &endpoints.Service{Ops: ops, Jobs: outbox.Queue{Client: inserter},
 			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey, EventTypes: kinds.EventTypes(),
 			MaxEndpoints: cfg.MaxEndpoints, MaxSecrets: cfg.MaxSecrets},
+	}
+	if cfg.RateLimit > 0 {
+		server.RateLimit = &tenants.Limiter{DB: pool, Requests: cfg.RateLimit, Window: cfg.RateWindow}
 	}
 	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {
