@@ -193,7 +193,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained,
 	}
 	// The same with the tenant limit on (never reached): what counting each
 	// request in the database the replicas share costs.
-	limitedURL, stopLimited, err := st.anotherAPI(ctx, logger, func(c *api.Config) { c.RateLimit, c.RateWindow = 1 << 30, time.Second })
+	limitedURL, stopLimited, err := st.anotherAPI(ctx, logger, func(c *api.Config) { c.RateLimit, c.RateWindow = 1<<30, time.Second })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -277,7 +277,7 @@ const (
 	// The limited modes are each a ratio to its unlimited mode.
 	limitedNewKeysMode = "new keys, async, worker stopped, tenant limit on"
 	limitedReplaysMode = "replays, tenant limit on"
-	replaysMode = "replays"
+	replaysMode        = "replays"
 )
 
 func explain(mode string) bool { return mode == newKeysMode || mode == replaysMode }
