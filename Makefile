@@ -17,9 +17,11 @@ run: export WEBHOOK_ALLOW_PRIVATE_NETWORKS ?= true
 run: migrate seed
 	./scripts/run.sh
 
-## test: every test, under the race detector, against the Postgres at TEST_DATABASE_URL (default: local)
+## test: every test, under the race detector, against the Postgres at TEST_DATABASE_URL (default: local);
+## then the end-to-end suite again through PgBouncer in transaction mode (skipped, saying so, without pgbouncer)
 test:
 	$(GO) test -race -count=1 ./...
+	E2E_POOLER=1 $(GO) test -race -count=1 ./e2e/
 
 ## chaos: the invariants under kills, outages and races, with its own stack and database
 ## (CHAOS_PROFILE=short, about two minutes, or long; CHAOS_SEED repeats a run)

@@ -12,12 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/tools/pgbouncer"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testio"
 )
@@ -39,7 +41,20 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	if usePooler = os.Getenv("E2E_POOLER") != ""; usePooler {
+		if _, err := pgbouncer.Binary(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e through the pooler (E2E_POOLER): SKIPPED, every test:", err)
+			os.RemoveAll(dir)
+			os.Exit(0)
+		}
+	}
 	code := m.Run()
+	if pooler != nil {
+		pooler.Stop()
+	}
+	if poolerDir != "" {
+		os.RemoveAll(poolerDir)
+	}
 	os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -48,6 +63,51 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// pooler, when E2E_POOLER is set (usePooler), is the PgBouncer in
+// transaction mode that the API and the worker of every test reach Postgres
+// through, as in production; what needs a session goes past it
+// (DATABASE_SESSION_URL). It is started with the first stack.
+var (
+	usePooler   bool
+	pooler      *pgbouncer.Bouncer
+	poolerDir   string
+	poolerErr   error
+	poolerStart sync.Once
+)
+
+// poolerConns is its pool per test database: fewer than the API's and the
+// worker's connections together, so that they wait for one another.
+const poolerConns = 5
+
+// serviceEnv is how the API and the worker reach the database of s: through
+// the pooler when there is one, with the session URL past it.
+func (s *stack) serviceEnv() []string {
+	if !usePooler {
+		return []string{s.db}
+	}
+	direct := strings.TrimPrefix(s.db, "DATABASE_URL=")
+	poolerStart.Do(func() {
+		upstream, err := pgbouncer.Upstream(direct)
+		if poolerErr = err; err != nil {
+			return
+		}
+		// Not below binDir, which only its owner may enter.
+		var dir string
+		if dir, poolerErr = os.MkdirTemp("", "payments-e2e-pgbouncer-"); poolerErr == nil {
+			poolerDir = dir
+			pooler, poolerErr = pgbouncer.Start(upstream, poolerConns, dir)
+		}
+	})
+	if poolerErr != nil {
+		s.t.Fatalf("start pgbouncer: %v", poolerErr)
+	}
+	pooled, err := pooler.URL(direct)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return []string{"DATABASE_URL=" + pooled, "DATABASE_SESSION_URL=" + direct}
 }
 
 // process is a running binary.
@@ -199,12 +259,12 @@ func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string, pr
 
 // startWorker starts (or restarts) the worker.
 func (s *stack) startWorker(env ...string) {
-	s.worker = start(s.t, "worker", append(append([]string{s.db, "PROCESSOR_URL=" + s.processorURL}, webhooksEnv...), append(fastWorker, env...)...))
+	s.worker = start(s.t, "worker", append(append(append(s.serviceEnv(), "PROCESSOR_URL="+s.processorURL), webhooksEnv...), append(fastWorker, env...)...))
 }
 
 // startAPI starts (or restarts) the API and waits until it is ready.
 func (s *stack) startAPI(env ...string) {
-	s.api = start(s.t, "api", append(append([]string{s.db, "API_ADDR=" + s.apiAddr, internalAddr}, webhooksEnv...), env...))
+	s.api = start(s.t, "api", append(append(append(s.serviceEnv(), "API_ADDR="+s.apiAddr, internalAddr), webhooksEnv...), env...))
 	waitHealthy(s.t, s.apiURL+"/readyz", s.api)
 }
 

@@ -26,7 +26,7 @@ func TestTenantLimitAcrossReplicas(t *testing.T) {
 	urls := []string{s.apiURL}
 	for range 2 {
 		addr := freeAddr(t)
-		p := start(t, "api", append(append([]string{s.db, "API_ADDR=" + addr, internalAddr}, webhooksEnv...), env...))
+		p := start(t, "api", append(append(append(s.serviceEnv(), "API_ADDR="+addr, internalAddr), webhooksEnv...), env...))
 		waitHealthy(t, "http://"+addr+"/readyz", p)
 		urls = append(urls, "http://"+addr)
 	}

@@ -32,7 +32,7 @@ func TestTimeoutCardSettledByWebhook(t *testing.T) {
 	t.Parallel()
 	// The worker's call outlives the wait, so only a webhook can answer in
 	// time; the processor holds its answer longer than the call waits.
-	slowCall := []string{"PROCESSOR_TIMEOUT=8s", "JOB_TIMEOUT=10s", "RECONCILE_STUCK_AFTER=60s", "RECONCILE_INTERVAL=1h"}
+	slowCall := []string{"PROCESSOR_TIMEOUT=8s", "JOB_TIMEOUT=10s", "RECONCILE_STUCK_AFTER=60s", "RECONCILE_INTERVAL=0"}
 	const body = `{"amount":4200,"currency":"USD","payment_method":"pm_card_timeout"}`
 
 	for _, webhooks := range []bool{true, false} {

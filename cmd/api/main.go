@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	}
 	switch command {
 	case "migrate":
-		return api.Migrate(ctx, cfg.DatabaseURL, logger)
+		return api.Migrate(ctx, cfg.Session(), logger)
 	case "seed":
 		flags := flag.NewFlagSet("seed", flag.ContinueOnError)
 		flags.SetOutput(stdout)

@@ -30,12 +30,30 @@ type DBTX interface {
 // the database: connections are made when needed, so a server can start, and
 // fail closed, while it is down.
 func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	return open(ctx, url, maxConns, false)
+}
+
+// OpenPooled opens a pool, as Open does, through a pooler in transaction
+// mode (PgBouncer, or a cloud pooler that behaves like it), which hands each
+// transaction whatever server connection is free: nothing may rely on a
+// session. pgx's default prepares named statements per connection, which
+// the next transaction's connection does not have; here it caches only
+// their descriptions and sends each on the unnamed statement, still one
+// round trip, unless the URL chose a mode (default_query_exec_mode).
+func OpenPooled(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	return open(ctx, url, maxConns, true)
+}
+
+func open(ctx context.Context, url string, maxConns int32, pooled bool) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	if pooled && cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

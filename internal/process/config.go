@@ -22,17 +22,22 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
 )
 
 // Common is the configuration every process reads.
 type Common struct {
-	DatabaseURL string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable" desc:"Postgres connection URL"`
-	AppEnv      string `envconfig:"APP_ENV" default:"production" desc:"production, development (allows api seed) or test (allows CRASH_POINT)"`
+	DatabaseURL string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable" desc:"Postgres connection URL, or a pooler's in transaction mode (then set DATABASE_SESSION_URL too)"`
+	// SessionURL, when set, reaches Postgres past the pooler DatabaseURL
+	// names, for what needs a session of its own.
+	SessionURL string `envconfig:"DATABASE_SESSION_URL" desc:"when DATABASE_URL is a pooler in transaction mode: Postgres past it, for what needs a session (LISTEN, River's client, migrations); unset: DATABASE_URL"`
+	AppEnv     string `envconfig:"APP_ENV" default:"production" desc:"production, development (allows api seed) or test (allows CRASH_POINT)"`
 	// LogFormat is "json" for machines (the default) or "text" for a person
 	// at a terminal (make run).
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
@@ -46,6 +51,45 @@ type Common struct {
 	// tests give each process its own, recording in memory. It is never read
 	// from the environment.
 	TracerProvider trace.TracerProvider `ignored:"true"`
+}
+
+// Pooled reports whether DatabaseURL is a pooler: whether SessionURL is set.
+func (c Common) Pooled() bool { return c.SessionURL != "" }
+
+// Session is the URL of what needs a session of its own: SessionURL when
+// set, else DatabaseURL.
+func (c Common) Session() string {
+	if c.Pooled() {
+		return c.SessionURL
+	}
+	return c.DatabaseURL
+}
+
+// OpenPools opens the process's pool for its transactions, of at most
+// DB_MAX_CONNS, through the pooler when there is one (database.OpenPooled),
+// and its pool for what needs a session, of at most sessionConns, past the
+// pooler: the same pool when there is none. Neither waits for the database.
+func (c Common) OpenPools(ctx context.Context, sessionConns int32) (pool, session *pgxpool.Pool, err error) {
+	if !c.Pooled() {
+		pool, err = database.Open(ctx, c.DatabaseURL, c.DBMaxConns)
+		return pool, pool, err
+	}
+	if pool, err = database.OpenPooled(ctx, c.DatabaseURL, c.DBMaxConns); err != nil {
+		return nil, nil, err
+	}
+	if session, err = database.Open(ctx, c.SessionURL, sessionConns); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, session, nil
+}
+
+// ClosePools closes what OpenPools opened.
+func ClosePools(pool, session *pgxpool.Pool) {
+	pool.Close()
+	if session != pool {
+		session.Close()
+	}
 }
 
 // KeyRetention is shared by the API, which finishes the keys of refusals it

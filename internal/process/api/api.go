@@ -85,6 +85,7 @@ type API struct {
 	Keys *idempotency.Store
 
 	pool     *pgxpool.Pool
+	session  *pgxpool.Pool // past the pooler, when there is one; else pool
 	listener *idempotency.Listener
 	http     *process.HTTPServer
 	internal *process.HTTPServer
@@ -106,22 +107,25 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	if cfg.CrashPoint.CrashPoint != "" {
 		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
 	}
-	pool, err := database.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	// The session pool only lends its settings to the listener, which holds
+	// a connection of its own.
+	pool, session, err := cfg.OpenPools(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
+	closeDB := func() { process.ClosePools(pool, session) }
 	if err := pool.Ping(ctx); err != nil {
 		logger.Warn("database not reachable yet: failing closed until it is", "err", err)
 	}
 	inserter, err := outbox.NewInserter(pool, process.Quiet(logger))
 	if err != nil {
-		pool.Close()
+		closeDB()
 		return nil, err
 	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &API{pool: pool, listener: idempotency.NewListener(pool, logger), logger: logger}
+	a := &API{pool: pool, session: session, listener: idempotency.NewListener(session, logger), logger: logger}
 	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	// The API makes no processor call: its kinds have no processor.
 	kinds := operations.Kinds(nil)
@@ -151,13 +155,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	}
 	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {
-		pool.Close()
+		closeDB()
 		return nil, err
 	}
 	a.internal, err = process.Listen(cfg.InternalAddr, server.Internal(), logger, 10*time.Second, 5*time.Second)
 	if err != nil {
 		a.http.Close()
-		pool.Close()
+		closeDB()
 		return nil, err
 	}
 	return a, nil
@@ -172,7 +176,7 @@ func (a *API) InternalAddr() string { return a.internal.Addr() }
 // Run serves until ctx ends, then lets in-flight requests finish within the
 // shutdown timeout, and closes the API.
 func (a *API) Run(ctx context.Context) error {
-	defer a.pool.Close()
+	defer process.ClosePools(a.pool, a.session)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -194,11 +198,13 @@ func (a *API) Run(ctx context.Context) error {
 func (a *API) Close() {
 	a.http.Close()
 	a.internal.Close()
-	a.pool.Close()
+	process.ClosePools(a.pool, a.session)
 }
 
 // Migrate creates the database if it is missing and applies every
-// migration, the service's and River's.
+// migration, the service's and River's: past the pooler, when there is one
+// (databaseURL is then DATABASE_SESSION_URL), since goose holds a lock of
+// the session while it migrates.
 func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error {
 	if err := database.EnsureDatabase(ctx, databaseURL); err != nil {
 		return err

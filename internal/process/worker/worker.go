@@ -23,7 +23,6 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/example/payments/internal/crash"
-	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
@@ -145,11 +144,16 @@ type Worker struct {
 	cfg       Config
 	logger    *slog.Logger
 	pool      *pgxpool.Pool
+	session   *pgxpool.Pool // past the pooler, when there is one; else pool
 	river     *river.Client[pgx.Tx]
 	http      *process.HTTPServer
 	announcer *idempotency.Announcer
 	dashboard *riverui.Handler // nil when RIVER_UI_PASSWORD is unset
 }
+
+// riverConns bounds the session pool of River's client when the worker
+// runs through a pooler: its fetches, completions, leader and notifier.
+const riverConns = 8
 
 // announceCooldown is the shortest time between two announcements of
 // finished keys: a waiting request learns of its key up to this much later,
@@ -174,12 +178,18 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	if cfg.CrashPoint.CrashPoint != "" {
 		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
 	}
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	// River's client, whose notifier LISTENs, runs on the session pool.
+	pool, session, err := cfg.OpenPools(ctx, riverConns)
 	if err != nil {
 		return nil, err
 	}
+	closeDB := func() { process.ClosePools(pool, session) }
+	if err := pool.Ping(ctx); err != nil {
+		closeDB()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
 
-	w := &Worker{cfg: cfg, logger: logger, pool: pool}
+	w := &Worker{cfg: cfg, logger: logger, pool: pool, session: session}
 	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
@@ -188,7 +198,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		reviewCollector{db: pool, kinds: kinds.ReviewKinds()})
 	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
 	if err != nil {
-		pool.Close()
+		closeDB()
 		return nil, err
 	}
 	jobs := outbox.Queue{Client: lister}
@@ -207,7 +217,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
 	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: jobs,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
-	w.river, err = outbox.NewWorker(pool, process.Quiet(logger), outbox.WorkerConfig{
+	w.river, err = outbox.NewWorker(session, process.Quiet(logger), outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
 		WebhookWorkers:    cfg.WebhookConcurrency,
 		JobTimeout:        cfg.JobTimeout,
@@ -220,7 +230,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
 		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider()})
 	if err != nil {
-		pool.Close()
+		closeDB()
 		return nil, err
 	}
 
@@ -233,14 +243,14 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		logger.Info("River dashboard off: RIVER_UI_PASSWORD is unset")
 	} else {
 		if w.dashboard, err = newDashboard(w.river, process.Quiet(logger)); err != nil {
-			pool.Close()
+			closeDB()
 			return nil, err
 		}
 		mux.Handle(dashboardPrefix+"/", denyFraming(protectDashboard(cfg.RiverUIUser, cfg.RiverUIPassword, w.dashboard)))
 	}
 	w.http, err = process.Listen(cfg.MetricsAddr, mux, logger, 10*time.Second, 5*time.Second)
 	if err != nil {
-		pool.Close()
+		closeDB()
 		return nil, err
 	}
 	return w, nil
@@ -267,7 +277,7 @@ func (w *Worker) MetricsAddr() string { return w.http.Addr() }
 // finish within the shutdown timeout, cancels what is left, and closes the
 // worker.
 func (w *Worker) Run(ctx context.Context) error {
-	defer w.pool.Close()
+	defer process.ClosePools(w.pool, w.session)
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -318,5 +328,5 @@ func (w *Worker) Run(ctx context.Context) error {
 // Close releases a worker that was never run.
 func (w *Worker) Close() {
 	w.http.Close()
-	w.pool.Close()
+	process.ClosePools(w.pool, w.session)
 }

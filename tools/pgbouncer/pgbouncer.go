@@ -1,0 +1,194 @@
+// Package pgbouncer runs PgBouncer in transaction mode in front of a
+// Postgres, as production runs the service behind a pooler: for the
+// end-to-end tests (E2E_POOLER) and the chaos run (CHAOS_PROFILE=pooler),
+// which also kills and restarts it.
+package pgbouncer
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// ErrMissing reports that the pgbouncer binary is not installed.
+var ErrMissing = errors.New("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+
+// Binary is the path of the pgbouncer binary (Debian puts it in
+// /usr/sbin, which a user's PATH may lack), or ErrMissing.
+func Binary() (string, error) {
+	for _, name := range []string{"pgbouncer", "/usr/sbin/pgbouncer"} {
+		if bin, err := exec.LookPath(name); err == nil {
+			return bin, nil
+		}
+	}
+	return "", ErrMissing
+}
+
+// Bouncer is a running PgBouncer.
+type Bouncer struct {
+	// Addr is where it listens, on loopback.
+	Addr     string
+	dir      string
+	bin      string
+	upstream string
+	poolSize int
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when cmd has exited
+}
+
+// Start runs PgBouncer in transaction mode on a free loopback port, in front
+// of the Postgres at upstream (host:port) for every database, trusting every
+// user as that Postgres does, with at most poolSize server connections per
+// database and user, and its files in dir (which, run as root, user
+// postgres must reach: not below a directory only root can enter).
+func Start(upstream string, poolSize int, dir string) (*Bouncer, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	b := &Bouncer{Addr: addr, dir: dir, bin: bin, upstream: upstream, poolSize: poolSize}
+	if err := b.writeConfig(); err != nil {
+		return nil, err
+	}
+	if err := b.start(); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// config is transaction pooling: each transaction gets whatever server
+// connection is free, as PgBouncer and the cloud poolers run in production.
+const config = `[databases]
+* = host=%s port=%s
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %s
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = transaction
+default_pool_size = %d
+max_client_conn = 1000
+ignore_startup_parameters = extra_float_digits
+logfile = %s
+`
+
+func (b *Bouncer) writeConfig() error {
+	upHost, upPort, err := net.SplitHostPort(b.upstream)
+	if err != nil {
+		return fmt.Errorf("upstream %q: %w", b.upstream, err)
+	}
+	_, port, _ := net.SplitHostPort(b.Addr)
+	// PgBouncer refuses to run as root: run as root, it is told to become
+	// postgres, who must read these files.
+	if err := os.Chmod(b.dir, 0o777); err != nil {
+		return err
+	}
+	users := filepath.Join(b.dir, "users.txt")
+	if err := os.WriteFile(users, []byte(`"postgres" ""`+"\n"), 0o644); err != nil {
+		return err
+	}
+	ini := fmt.Sprintf(config, upHost, upPort, port, users, b.poolSize, filepath.Join(b.dir, "pgbouncer.log"))
+	return os.WriteFile(b.ini(), []byte(ini), 0o644)
+}
+
+func (b *Bouncer) ini() string { return filepath.Join(b.dir, "pgbouncer.ini") }
+
+// start runs it and waits until it accepts connections.
+func (b *Bouncer) start() error {
+	args := []string{b.ini()}
+	if os.Geteuid() == 0 {
+		args = append([]string{"-u", "postgres"}, args...)
+	}
+	b.cmd = exec.Command(b.bin, args...)
+	out, err := os.OpenFile(filepath.Join(b.dir, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	b.cmd.Stdout, b.cmd.Stderr = out, out
+	// Its own process group: a signal to the test's group is not its.
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := b.cmd.Start(); err != nil {
+		return fmt.Errorf("start pgbouncer: %w", err)
+	}
+	exited := make(chan struct{})
+	b.exited = exited
+	go func() { _ = b.cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", b.Addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(b.dir, "stderr.log"))
+			return fmt.Errorf("pgbouncer exited at start: %v\n%s", b.cmd.ProcessState, log)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Stop()
+			return fmt.Errorf("pgbouncer did not listen on %s within 10s", b.Addr)
+		}
+	}
+}
+
+// URL is dbURL with its host and port those of the bouncer.
+func (b *Bouncer) URL(dbURL string) (string, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", err
+	}
+	u.Host = b.Addr
+	return u.String(), nil
+}
+
+// Kill kills it with SIGKILL, as a crash would: every client connection
+// drops, mid-transaction or not.
+func (b *Bouncer) Kill() {
+	_ = b.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.exited
+}
+
+// Restart starts it again on the same port, after Kill.
+func (b *Bouncer) Restart() error { return b.start() }
+
+// Stop ends it, if it still runs.
+func (b *Bouncer) Stop() {
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.exited:
+	case <-time.After(5 * time.Second):
+		_ = b.cmd.Process.Signal(syscall.SIGKILL)
+		<-b.exited
+	}
+}
+
+// Upstream is host:port of the Postgres in dbURL.
+func Upstream(dbURL string) (string, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", err
+	}
+	port := u.Port()
+	if port == "" {
+		port = strconv.Itoa(5432)
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
+}
