@@ -41,14 +41,20 @@ type Profile struct {
 	OutageEvery, Outage time.Duration
 	// Quiesce bounds the wait for every operation to settle.
 	Quiesce time.Duration
+	// TarpitEvery is how often the tarpit tenant pays (tarpit.go), and
+	// DeliveryBound how soon after its creation every event of the other
+	// tenants must be delivered all the same.
+	TarpitEvery, DeliveryBound time.Duration
 }
 
 // Profiles are the runs by name: short for CI, long for the proof by hand.
 var Profiles = map[string]Profile{
 	"short": {Name: "short", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
-		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute},
+		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second},
 	"long": {Name: "long", Load: 30 * time.Minute, Clients: 48, KillEvery: 6 * time.Second,
-		OutageEvery: 8 * time.Minute, Outage: 25 * time.Second, Quiesce: 10 * time.Minute},
+		OutageEvery: 8 * time.Minute, Outage: 25 * time.Second, Quiesce: 10 * time.Minute,
+		TarpitEvery: 15 * time.Second, DeliveryBound: 30 * time.Second},
 }
 
 // Config is one run.
@@ -76,17 +82,16 @@ const (
 
 // stack is the running processes of a run.
 type stack struct {
-	cfg        Config
-	procs      []*proc
-	processor  *proc
-	apiURLs    [2]string
-	rng        *rand.Rand
-	kills      map[string]*atomic.Int64
-	outageN    atomic.Int64
-	outage     atomic.Bool
-	outageLog  []window
-	outageMu   sync.Mutex
-	processorM sync.Mutex // the killer and the outage take turns with the processor
+	cfg       Config
+	procs     []*proc
+	processor *proc
+	apiURLs   [2]string
+	rng       *rand.Rand
+	kills     map[string]*atomic.Int64
+	outageN   atomic.Int64
+	outage    atomic.Bool
+	outageLog []window
+	outageMu  sync.Mutex
 	// webhookSecret signs the processor's webhooks, and the injector's.
 	webhookSecret string
 	// receiver takes the tenants' webhooks, recording each event it
@@ -94,6 +99,12 @@ type stack struct {
 	receiver     *proc
 	receiverSeen string
 	receiverDown atomic.Int64
+	// tarpit holds every attempt to the tarpit tenant's endpoints.
+	tarpit *tarpit
+	// downs are the times the run itself held merchant deliveries up:
+	// workers and the receiver killed, the receiver taken down.
+	downsMu sync.Mutex
+	downs   []down
 }
 
 // window is a time span, such as an outage.
@@ -122,7 +133,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 			return nil, fmt.Errorf("api %s: %w\n%s", args[0], err, b)
 		}
 	}
+	pool, err := database.Connect(ctx, dbURL, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	if err := createTarpitTenant(ctx, pool); err != nil {
+		return nil, err
+	}
 
+	// Every process the run starts is stopped on every way out of it: here
+	// (the deferred stopAll, on success, failure, and SIGINT or SIGTERM,
+	// which end ctx), and by the kernel if the run itself dies (proc).
 	s, err := startStack(ctx, cfg, dbURL)
 	if err != nil {
 		return nil, err
@@ -131,11 +153,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	if err := s.startReceiver(ctx); err != nil {
 		return nil, err
 	}
-	pool, err := database.Connect(ctx, dbURL, 0)
-	if err != nil {
+	if err := s.startTarpit(ctx); err != nil {
 		return nil, err
 	}
-	defer pool.Close()
 
 	l := newLoad(s.apiURLs, cfg.Seed)
 	secrets, err := webhook.ParseSecrets(s.webhookSecret)
@@ -151,9 +171,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	wg.Go(func() { s.outages(loadCtx) })
 	wg.Go(func() { inj.run(loadCtx) })
 	wg.Go(func() { s.receiverOutage(loadCtx) })
+	wg.Go(func() { l.tarpitPayments(loadCtx, cfg.Profile.TarpitEvery) })
 	wg.Go(func() { progress(loadCtx, out, started, cfg.Profile.Load, l, s) })
 	l.run(loadCtx, cfg.Profile.Clients)
 	wg.Wait()
+	// Interrupted (SIGINT, SIGTERM): stop, without a verdict.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted: %w", err)
+	}
 	if err := s.ensureUp(ctx); err != nil {
 		return nil, err
 	}
@@ -169,7 +194,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	}
 	sum.ReceiverKills, sum.ReceiverOutages = s.kills["receiver"].Load(), s.receiverDown.Load()
 	sum.Injected = Injected{Contradictions: inj.contradictions.Load(), Unknown: inj.unknown.Load(), Refused: inj.refused.Load(), Wrong: inj.wrong}
-	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, sum); err != nil {
+	sum.Tarpit = s.tarpit.stats()
+	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, cfg.Profile.DeliveryBound, s.downWindows(), sum); err != nil {
 		return nil, err
 	}
 	sum.Print(out)
@@ -261,24 +287,37 @@ func (s *stack) kill(ctx context.Context) {
 		case <-t.C:
 		}
 		p := s.procs[s.rng.IntN(len(s.procs))]
-		if p == s.processor {
-			if !s.processorM.TryLock() {
-				continue // cut off already
-			}
-			s.restart(ctx, p)
-			s.processorM.Unlock()
-			continue
+		if !p.turn.TryLock() {
+			continue // down on purpose already (an outage)
 		}
 		s.restart(ctx, p)
+		p.turn.Unlock()
 	}
 }
 
+// restart kills p and starts it again; the caller holds p.turn.
 func (s *stack) restart(ctx context.Context, p *proc) {
+	from := time.Now()
 	p.kill()
 	s.kills[p.kind].Add(1)
 	if err := p.start(context.WithoutCancel(ctx)); err != nil {
 		fmt.Fprintf(p.log, "=== chaos: restart failed: %v\n", err)
 	}
+	if p.kind == "worker" || p.kind == "receiver" {
+		s.addDown(down{window{from, time.Now()}, p.kind == "worker"})
+	}
+}
+
+func (s *stack) addDown(d down) {
+	s.downsMu.Lock()
+	defer s.downsMu.Unlock()
+	s.downs = append(s.downs, d)
+}
+
+func (s *stack) downWindows() []down {
+	s.downsMu.Lock()
+	defer s.downsMu.Unlock()
+	return append([]down(nil), s.downs...)
 }
 
 // outages cuts the processor off for Outage, from a third of the load on and
@@ -293,7 +332,7 @@ func (s *stack) outages(ctx context.Context) {
 		case <-next:
 		}
 		next = time.After(s.cfg.Profile.OutageEvery)
-		s.processorM.Lock()
+		s.processor.turn.Lock()
 		from := time.Now()
 		s.outage.Store(true)
 		s.processor.kill()
@@ -306,7 +345,7 @@ func (s *stack) outages(ctx context.Context) {
 		s.outageMu.Lock()
 		s.outageLog = append(s.outageLog, window{from, time.Now()})
 		s.outageMu.Unlock()
-		s.processorM.Unlock()
+		s.processor.turn.Unlock()
 	}
 }
 
@@ -319,6 +358,9 @@ func (s *stack) outageWindows() []window {
 // ensureUp starts again any process that is down.
 func (s *stack) ensureUp(ctx context.Context) error {
 	for _, p := range s.procs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		p.mu.Lock()
 		done := p.done
 		p.mu.Unlock()
@@ -333,10 +375,15 @@ func (s *stack) ensureUp(ctx context.Context) error {
 	return nil
 }
 
+// stopAll stops every process of the stack (SIGTERM, then SIGKILL after
+// a while) and the tarpit.
 func (s *stack) stopAll() {
 	var wg sync.WaitGroup
 	for _, p := range s.procs {
 		wg.Go(p.stop)
+	}
+	if s.tarpit != nil {
+		s.tarpit.close()
 	}
 	wg.Wait()
 }

@@ -40,6 +40,10 @@ type Summary struct {
 	Deliveries                     map[string]int
 	DeliveryAttempts               int
 	ReceiverKills, ReceiverOutages int64
+	// Tarpit is what the tarpit tenant's endpoints held; Latency how long
+	// the other tenants' events waited for delivery meanwhile.
+	Tarpit  Tarpit
+	Latency Latency
 
 	// Invariants in the order they are printed, with their violations.
 	Invariants []Invariant
@@ -85,6 +89,12 @@ func (s *Summary) Print(out io.Writer) {
 		s.Webhooks["delivered"], s.Webhooks["dropped"], s.Webhooks["pending"], s.Webhooks["abandoned"], s.Webhooks["settled"], s.Webhooks["agreed"])
 	fmt.Fprintf(tw, "merchant webhooks\t%d delivered, %d failed, %d pending, in %d attempts; receiver killed %d times, down %d times for 10 s\n",
 		s.Deliveries["delivered"], s.Deliveries["failed"], s.Deliveries["pending"], s.DeliveryAttempts, s.ReceiverKills, s.ReceiverOutages)
+	fmt.Fprintf(tw, "delivery wait\t%d events of acme and globex: median %s, p99 %s, max %s; max %s out of the shadow of kills and outages (%d events in it), bound %s\n",
+		s.Latency.Events, s.Latency.P50.Round(100*time.Millisecond), s.Latency.P99.Round(100*time.Millisecond),
+		s.Latency.Max.Round(100*time.Millisecond), s.Latency.MaxNet.Round(100*time.Millisecond), s.Latency.Shadowed, s.Latency.Bound)
+	fmt.Fprintf(tw, "tarpit tenant\t%d endpoints holding attempts %s: %d events, %d deliveries (%d delivered); %d attempts held, %d given up on by the sender; at most %d at once (limit %d), %d to one endpoint (limit %d)\n",
+		s.Tarpit.Endpoints, s.Tarpit.Hold, s.Tarpit.Events, s.Tarpit.Deliveries["pending"]+s.Tarpit.Deliveries["failed"]+s.Tarpit.Deliveries["delivered"],
+		s.Tarpit.Deliveries["delivered"], s.Tarpit.Held, s.Tarpit.Cut, s.Tarpit.MaxInFlight, tenantInFlight, s.Tarpit.MaxToOne, endpointInFlight)
 	fmt.Fprintf(tw, "injected webhooks\t%d contradictions and %d for unknown operations (to review), %d forged or stale (refused)\n",
 		s.Injected.Contradictions, s.Injected.Unknown, s.Injected.Refused)
 	fmt.Fprintf(tw, "needs review\t%d cases, all injected on purpose\n", s.ReviewKept)
@@ -129,9 +139,10 @@ const unsettled = `SELECT
 	+ (SELECT count(*) FROM refunds WHERE status = 'processing')
 	+ (SELECT count(*) FROM reconciliations)
 	+ (SELECT count(*) FROM processor_events WHERE result IS NULL)
-	+ (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')`
+	+ (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND tenant_id <> '` + tarpitTenantID + `')`
 
-// settle waits until nothing accepted is left unsettled (the service settles
+// settle waits until nothing accepted is left unsettled (but the tarpit
+// tenant's deliveries, which never end) (the service settles
 // by itself: invariant 7, no client retry needed), then sends again, with the
 // same key, every operation that got no final answer, as a client that keeps
 // its keys does (one whose every request was lost is only now accepted), and
@@ -161,7 +172,7 @@ func settle(ctx context.Context, l *load, pool *pgxpool.Pool, bound time.Duratio
 }
 
 // check verifies every invariant and fills sum.
-func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, receiverSeen string, sum *Summary) error {
+func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, receiverSeen string, bound time.Duration, downs []down, sum *Summary) error {
 	ops := l.all()
 	for _, o := range ops {
 		if o.refund {
@@ -195,10 +206,18 @@ SELECT settled_by, count(*) FROM (SELECT settled_by FROM payments UNION ALL SELE
 WHERE settled_by IS NOT NULL GROUP BY settled_by`); err != nil {
 		return err
 	}
-	if sum.Deliveries, err = countBy(ctx, pool, `SELECT status, count(*) FROM webhook_deliveries GROUP BY status`); err != nil {
+	if sum.Deliveries, err = countBy(ctx, pool, `SELECT status, count(*) FROM webhook_deliveries WHERE tenant_id <> '`+tarpitTenantID+`' GROUP BY status`); err != nil {
 		return err
 	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM webhook_delivery_attempts`).Scan(&sum.DeliveryAttempts); err != nil {
+	if err := pool.QueryRow(ctx, `
+SELECT count(*) FROM webhook_delivery_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+WHERE d.tenant_id <> '`+tarpitTenantID+`'`).Scan(&sum.DeliveryAttempts); err != nil {
+		return fmt.Errorf("count: %w", err)
+	}
+	if sum.Tarpit.Deliveries, err = countBy(ctx, pool, `SELECT status, count(*) FROM webhook_deliveries WHERE tenant_id = '`+tarpitTenantID+`' GROUP BY status`); err != nil {
+		return err
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE tenant_id = '`+tarpitTenantID+`'`).Scan(&sum.Tarpit.Events); err != nil {
 		return fmt.Errorf("count: %w", err)
 	}
 	if sum.Webhooks, err = countBy(ctx, pool, `
@@ -307,6 +326,15 @@ SELECT 'refund ' || id || ' has no key' FROM refunds WHERE idempotency_key_id IS
 		return fmt.Errorf("merchant webhooks: %w", err)
 	}
 	sum.Invariants = append(sum.Invariants, Invariant{Name: "every event delivered, verified and processed once; none not committed", Violations: merchants})
+	fair, lat, err := checkFairDelivery(ctx, pool, bound, downs, sum.Tarpit)
+	if err != nil {
+		return fmt.Errorf("fair delivery: %w", err)
+	}
+	sum.Latency = lat
+	sum.Invariants = append(sum.Invariants,
+		Invariant{Name: fmt.Sprintf("other tenants' events delivered within %s, the tarpit's notwithstanding", bound), Violations: fair},
+		Invariant{Name: fmt.Sprintf("the tarpit held at most %d attempts at once, %d to one endpoint", tenantInFlight, endpointInFlight),
+			Violations: checkTarpitLimits(sum.Tarpit)})
 	injected := append([]string(nil), sum.Injected.Wrong...)
 	if sum.Injected.Contradictions == 0 || sum.Injected.Refused == 0 {
 		injected = append(injected, "nothing was injected: the check would be vacuous")

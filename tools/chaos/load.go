@@ -16,8 +16,9 @@ import (
 	"github.com/example/payments/client"
 )
 
-// The demo tenants, whose keys the seed creates.
-var tenants = []struct{ id, apiKey string }{{"ten_acme", "sk_test_acme"}, {"ten_globex", "sk_test_globex"}}
+// The tenants: the demo tenants, whose keys the seed creates, which the load
+// drives, and the tarpit tenant (tarpit.go), which the run creates.
+var tenants = []struct{ id, apiKey string }{{"ten_acme", "sk_test_acme"}, {"ten_globex", "sk_test_globex"}, {tarpitTenantID, "sk_test_tarpit"}}
 
 // methods are the payment methods sent, with their weights: mostly cards that
 // succeed, and every token with an outcome of its own.
@@ -117,7 +118,7 @@ func (r *recorder) firstFinal(apiKey, key string) []byte {
 // ends, from many goroutines, against both APIs and both tenants.
 type load struct {
 	rec     *recorder
-	clients [2][2][2]*client.Client // [api][tenant][async]
+	clients [2][3][2]*client.Client // [api][tenant][async]
 	seed    uint64
 
 	mu      sync.Mutex
@@ -163,7 +164,7 @@ func (l *load) run(ctx context.Context, n int) {
 // that succeeded sometimes refunds, sometimes racing ones that together
 // exceed it.
 func (l *load) scenario(ctx context.Context, rng *rand.Rand, key string) {
-	o := &op{tenant: rng.IntN(2), key: key, method: pick(rng), amount: int64(100 + rng.IntN(9900)), sentAt: time.Now()}
+	o := &op{tenant: rng.IntN(tarpitTenant), key: key, method: pick(rng), amount: int64(100 + rng.IntN(9900)), sentAt: time.Now()}
 	o.body, _ = json.Marshal(client.CreatePaymentParams{Amount: o.amount, Currency: "USD", PaymentMethod: o.method})
 	l.add(o)
 	async := rng.IntN(5) == 0
