@@ -174,8 +174,18 @@ func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error
 		return 0, d.record(ctx, a, outcome{result: ResultDisabled, err: "the endpoint is disabled"})
 	}
 	out := d.attempt(ctx, a)
-	return out.wait, d.record(ctx, a, out)
+	// The attempt is recorded even when the job's own time ran out during
+	// it (River cancels ctx at JOB_TIMEOUT, which may be shorter than
+	// AttemptTimeout): its log line, its place among the attempts in flight
+	// and its schedule never depend on the job's deadline.
+	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	return out.wait, d.record(rec, a, out)
 }
+
+// recordTimeout bounds the recording of an attempt whose job has run out of
+// time.
+const recordTimeout = 10 * time.Second
 
 // claim takes a place among the attempts in flight and counts the attempt,
 // in one transaction; pgx.ErrNoRows when the delivery is not pending.

@@ -3,6 +3,7 @@ package http_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -217,6 +218,32 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 		if n := s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`); n != 1 {
 			t.Fatalf("%d failed after a refused recovery, want 1", n)
 		}
+	})
+
+	t.Run("AttemptCutByTheJobsTimeoutIsRecorded", func(t *testing.T) {
+		t.Parallel()
+		// The job's time (2 s) runs out before the attempt's own 15 s.
+		s := stacktest.New(t, stacktest.Options{JobTimeout: 2 * time.Second, ProcessorTimeout: time.Second})
+		s.StartWorker()
+		h := newReceiver(t, 0)
+		h.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+			// Holds every attempt until the sender gives up: the server
+			// notices a closed connection only once the body is read.
+			_, _ = io.Copy(io.Discard, r.Body)
+			select {
+			case <-r.Context().Done():
+			case <-time.After(20 * time.Second):
+			}
+			return true
+		}
+		e := registerWith(t, s, h).ID
+		paidPayment(t, s, "pay-1")
+		stacktest.WaitFor(t, "the cut attempt logged", func() bool { return len(deliveryLog(t, s, e)) >= 1 })
+		if l := deliveryLog(t, s, e)[0]; l.Error == nil || *l.Error != "the receiver did not answer in time" || l.NextRetryAt == nil {
+			t.Fatalf("logged %+v", l)
+		}
+		// Its place among the attempts in flight went back in the same
+		// transaction as its log line.
 	})
 
 	t.Run("LogHidesNetworkErrors", func(t *testing.T) {

@@ -6,6 +6,7 @@ package stacktest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -67,6 +68,8 @@ type Options struct {
 	MaxAttempts int
 	// Deadline bounds how long an operation may be attempted (default 1h).
 	Deadline time.Duration
+	// JobTimeout bounds one run of a job (default 30s).
+	JobTimeout time.Duration
 	// ProcessorTimeout is the gateway's timeout (default 5s).
 	ProcessorTimeout time.Duration
 	// DBProxy puts a Proxy between the API and Postgres (Stack.Proxy).
@@ -236,7 +239,7 @@ func New(t testing.TB, opts Options) *Stack {
 	webhooksFor(t, &wcfg.Webhooks, !opts.PublicEndpointsOnly)
 	wcfg.WebhookSchedule = opts.WebhookSchedule
 	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.Deadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
-	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = 30*time.Second, 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
+	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = cmp.Or(opts.JobTimeout, 30*time.Second), 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
 	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = opts.ReconcileInterval, opts.ReapInterval, time.Hour, time.Minute
 	if opts.ReconcileTimeout > 0 {
 		wcfg.ReconcileTimeout = opts.ReconcileTimeout
