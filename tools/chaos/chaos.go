@@ -25,6 +25,7 @@ import (
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/tools/pgbouncer"
 )
 
 // Profile is how long and how hard a run is.
@@ -45,6 +46,11 @@ type Profile struct {
 	// DeliveryBound how soon after its creation every event of the other
 	// tenants must be delivered all the same.
 	TarpitEvery, DeliveryBound time.Duration
+	// PoolerConns, when set, puts PgBouncer in transaction mode between the
+	// APIs and workers and Postgres, with that many server connections (fewer
+	// than its clients'), killed and restarted every PoolerKillEvery.
+	PoolerConns     int
+	PoolerKillEvery time.Duration
 }
 
 // Profiles are the runs by name: short for CI, long for the proof by hand.
@@ -52,6 +58,9 @@ var Profiles = map[string]Profile{
 	"short": {Name: "short", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second},
+	"pooler": {Name: "pooler", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
+		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8, PoolerKillEvery: 15 * time.Second},
 	"long": {Name: "long", Load: 30 * time.Minute, Clients: 48, KillEvery: 6 * time.Second,
 		OutageEvery: 8 * time.Minute, Outage: 25 * time.Second, Quiesce: 10 * time.Minute,
 		TarpitEvery: 15 * time.Second, DeliveryBound: 30 * time.Second},
@@ -142,10 +151,23 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		return nil, err
 	}
 
+	// The APIs and workers reach Postgres through the pooler, when the
+	// profile has one, and what needs a session past it.
+	serviceDB := []string{"DATABASE_URL=" + dbURL}
+	var bouncer *pgbouncer.Bouncer
+	if cfg.Profile.PoolerConns > 0 {
+		if bouncer, serviceDB, err = startPooler(cfg, dbURL); err != nil {
+			return nil, err
+		}
+		defer bouncer.Stop()
+		defer os.RemoveAll(bouncer.Dir())
+		fmt.Fprintf(out, "chaos: through PgBouncer in transaction mode at %s, %d server connections\n", bouncer.Addr, cfg.Profile.PoolerConns)
+	}
+
 	// Every process the run starts is stopped on every way out of it: here
 	// (the deferred stopAll, on success, failure, and SIGINT or SIGTERM,
 	// which end ctx), and by the kernel if the run itself dies (proc).
-	s, err := startStack(ctx, cfg, dbURL)
+	s, err := startStack(ctx, cfg, dbURL, serviceDB)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +190,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	defer stopLoad()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.kill(loadCtx) })
+	if bouncer != nil {
+		wg.Go(func() { s.killPooler(loadCtx, bouncer) })
+	}
 	wg.Go(func() { s.outages(loadCtx) })
 	wg.Go(func() { inj.run(loadCtx) })
 	wg.Go(func() { s.receiverOutage(loadCtx) })
@@ -207,10 +232,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	return sum, nil
 }
 
-// startStack starts the processor, two APIs and two workers.
-func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
+// startStack starts the processor, two APIs and two workers; the APIs and
+// workers reach the database with serviceDB's settings.
+func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []string) (*stack, error) {
 	s := &stack{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), kills: map[string]*atomic.Int64{}}
-	for _, kind := range []string{"api", "worker", "processor"} {
+	for _, kind := range []string{"api", "worker", "processor", "pooler"} {
 		s.kills[kind] = new(atomic.Int64)
 	}
 	addr := func() string {
@@ -220,7 +246,9 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 		}
 		return a
 	}
-	common := []string{"DATABASE_URL=" + dbURL, "LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=5s"}
+	common := []string{"LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=5s"}
+	service := append(append([]string{}, common...), serviceDB...)
+	common = append(common, "DATABASE_URL="+dbURL)
 	key := make([]byte, 32)
 	_, _ = crand.Read(key) // never fails, per crypto/rand
 	// The API and the worker share the key of the endpoints' secrets, and
@@ -247,7 +275,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 	s.procs = append(s.procs, s.processor)
 	for i, a := range apiAddrs {
 		p, err := newProc(fmt.Sprintf("api-%d", i+1), "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
-			append(append(common, webhooks...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
+			append(append(service, webhooks...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
 				"IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret))
 		if err != nil {
 			return nil, err
@@ -257,7 +285,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 	for i := range 2 {
 		m := addr()
 		p, err := newProc(fmt.Sprintf("worker-%d", i+1), "worker", filepath.Join(cfg.Bin, "worker"), cfg.Logs, "http://"+m+"/healthz",
-			append(append(common, webhooks...), "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
+			append(append(service, webhooks...), "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
 				"PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT="+jobTimeout.String(), "RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=1s",
 				"OPERATION_MAX_ATTEMPTS=4", "OPERATION_DEADLINE="+operationDeadline.String(), "RECONCILE_INTERVAL=1s",
 				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s", "WEBHOOK_RETRY_SCHEDULE="+receiverSchedule))
@@ -273,6 +301,51 @@ func startStack(ctx context.Context, cfg Config, dbURL string) (*stack, error) {
 		}
 	}
 	return s, nil
+}
+
+// startPooler starts PgBouncer in front of dbURL's server and returns it
+// and the settings that reach the database through it.
+func startPooler(cfg Config, dbURL string) (*pgbouncer.Bouncer, []string, error) {
+	upstream, err := pgbouncer.Upstream(dbURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Not below the logs, which the pooler's user may not reach.
+	dir, err := os.MkdirTemp("", "chaos-pgbouncer-")
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := pgbouncer.Start(upstream, cfg.Profile.PoolerConns, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	pooled, err := b.URL(dbURL)
+	if err != nil {
+		b.Stop()
+		return nil, nil, err
+	}
+	return b, []string{"DATABASE_URL=" + pooled, "DATABASE_SESSION_URL=" + dbURL}, nil
+}
+
+// killPooler SIGKILLs the pooler every PoolerKillEvery, dropping every
+// connection through it mid-transaction or not, and starts it again a
+// second later, until ctx ends.
+func (s *stack) killPooler(ctx context.Context, b *pgbouncer.Bouncer) {
+	t := time.NewTicker(s.cfg.Profile.PoolerKillEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b.Kill()
+		s.kills["pooler"].Add(1)
+		sleep(ctx, time.Second)
+		if err := b.Restart(); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: restart the pooler: %v\n", err)
+		}
+	}
 }
 
 // kill SIGKILLs a random process every KillEvery and restarts it, until ctx

@@ -79,7 +79,7 @@ func (s *Summary) Print(out io.Writer) {
 	fmt.Fprintf(tw, "\nchaos summary\tprofile %s, seed %d, load %s\n", s.Profile, s.Seed, s.Load)
 	fmt.Fprintf(tw, "operations\t%d payments, %d refunds; %d requests, %d duplicate sends, %d re-sends, %d asking not to wait\n",
 		s.Payments, s.Refunds, s.Requests, s.Dups, s.Resends, s.Async)
-	fmt.Fprintf(tw, "kills (SIGKILL)\tapi %d, worker %d, processor %d\n", s.Kills["api"], s.Kills["worker"], s.Kills["processor"])
+	fmt.Fprintf(tw, "kills (SIGKILL)\tapi %d, worker %d, processor %d, pooler %d\n", s.Kills["api"], s.Kills["worker"], s.Kills["processor"], s.Kills["pooler"])
 	fmt.Fprintf(tw, "processor outages\t%d, each longer than a worker's retry budget\n", s.Outages)
 	fmt.Fprintf(tw, "payments\t%d succeeded, %d failed (%d given up through the fence)\n", s.Succeeded, s.Failed, s.GivenUp)
 	fmt.Fprintf(tw, "refunds\t%d succeeded, %d failed, %d refused (exceeding or not refundable)\n", s.RefundsSucceeded, s.RefundsFailed, s.RefundsRefused)

@@ -149,6 +149,9 @@ func (b *Bouncer) start() error {
 	}
 }
 
+// Dir is where its files are.
+func (b *Bouncer) Dir() string { return b.dir }
+
 // URL is dbURL with its host and port those of the bouncer.
 func (b *Bouncer) URL(dbURL string) (string, error) {
 	u, err := url.Parse(dbURL)
