@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/tools/freeport"
 	"github.com/example/payments/tools/pgbouncer"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testio"
@@ -172,12 +172,11 @@ func (p *process) stop(t *testing.T) {
 // freeAddr returns a loopback address with a port free right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // waitHealthy polls url until it answers 200.

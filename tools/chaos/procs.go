@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/example/payments/tools/freeport"
 )
 
 // proc is one real OS process of the stack: a binary of cmd/ with its
@@ -153,11 +154,4 @@ func waitHealthy(ctx context.Context, url string, exited <-chan struct{}) error 
 }
 
 // freePort returns a loopback address whose port is free right now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func freePort() (string, error) { return freeport.Addr() }

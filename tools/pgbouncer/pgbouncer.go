@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/example/payments/tools/freeport"
 )
 
 // ErrMissing reports that the pgbouncer binary is not installed.
@@ -53,12 +55,11 @@ func Start(upstream string, poolSize int, dir string) (*Bouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Restarted on the same port after a kill (Restart).
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
 	b := &Bouncer{Addr: addr, dir: dir, bin: bin, upstream: upstream, poolSize: poolSize}
 	if err := b.writeConfig(); err != nil {
 		return nil, err
