@@ -93,7 +93,7 @@ type Deliverer struct {
 	Observer Observer
 	// EndpointInFlight and TenantInFlight bound the attempts in flight to
 	// one endpoint and for one tenant, across every worker: a delivery over
-	// either waits (BusyWait) without spending an attempt, so that a slow or
+	// either waits its turn without spending an attempt, so that a slow or
 	// failing endpoint delays only its own tenant's events.
 	EndpointInFlight, TenantInFlight int
 	// DisableAfter disables an endpoint whose attempts have all failed for
@@ -101,9 +101,11 @@ type Deliverer struct {
 	DisableAfter time.Duration
 }
 
-// BusyWait is how long a delivery waits when its endpoint or its tenant
-// has its share of attempts in flight.
-const BusyWait = time.Second
+// slotHeld is the longest an attempt holds its place among the attempts in
+// flight: a place a dead worker left stops counting after it. A delivery
+// waiting for a place is woken by the attempt that frees one (wakeNext); its
+// job also runs again on its own after slotHeld, in case that wake was lost.
+const slotHeld = AttemptTimeout + 5*time.Second
 
 // deliveryOf reads who a pending delivery is for.
 const deliveryOf = `SELECT tenant_id, endpoint_id FROM webhook_deliveries WHERE id = $1 AND status = 'pending'`
@@ -112,17 +114,45 @@ const deliveryOf = `SELECT tenant_id, endpoint_id FROM webhook_deliveries WHERE 
 // ($3) and the tenant ($2) each have fewer than their share ($4, $5). It
 // runs under the tenant's lock (lockTenantSlots), so that two workers
 // cannot both take the last place, after purgeSlots has dropped the places
-// that stopped counting: those a dead worker left, past their until, and
-// this delivery's own from an attempt that never recorded.
+// that stopped counting (those a dead worker left, past their until, and
+// this delivery's own from an attempt that never recorded) and the
+// delivery's place in the waiting line. A delivery that finds no place
+// joins the line (wait) with its job's id, in the same transaction.
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
-	purgeSlots      = `DELETE FROM webhook_sending WHERE (tenant_id = $1 AND until <= now()) OR delivery_id = $2`
-	takeSlot        = `
+	purgeSlots      = `
+WITH waited AS (DELETE FROM webhook_waiting WHERE delivery_id = $2)
+DELETE FROM webhook_sending WHERE (tenant_id = $1 AND until <= now()) OR delivery_id = $2`
+	takeSlot = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
 WHERE (SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
 	AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5`
+	wait = `
+INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id, job_id) VALUES ($1, $2, $3, $4)
+ON CONFLICT (delivery_id) DO UPDATE SET job_id = excluded.job_id`
 )
+
+// wakeNext takes from the line the delivery of tenant $1 that has waited
+// longest for a place whose endpoint now has room under its share ($2), and
+// returns its job's id. It runs under the tenant's lock, after the attempt's
+// own place is released: the tenant has room, since a place was just freed.
+const wakeNext = `
+DELETE FROM webhook_waiting WHERE delivery_id = (
+	SELECT w.delivery_id FROM webhook_waiting w
+	WHERE w.tenant_id = $1 AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $2
+	ORDER BY w.since LIMIT 1)
+RETURNING job_id`
+
+// Job is the River job making a delivery's attempts: its id, which the
+// waiting line keeps, and Wake, which makes another waiting delivery's job
+// run now inside tx (River's JobRetryTx; a job that is gone is no error),
+// so that a freed place is taken at once rather than when some waiting job
+// next looks.
+type Job struct {
+	ID   int64
+	Wake func(ctx context.Context, tx pgx.Tx, jobID int64) error
+}
 
 // claimAttempt counts an attempt of a pending delivery and reads what it
 // needs: its chain, its endpoint as it stands (with the version a 410
@@ -151,27 +181,28 @@ type attempt struct {
 // attempts in flight.
 var errBusy = errors.New("the endpoint or its tenant has its share of attempts in flight")
 
-// Deliver makes the next attempt of delivery id and records it. It returns
-// how long to wait before the next attempt (the job snoozes that long), or
-// zero when the delivery is over: delivered, failed, or nothing to do (an
-// endpoint deleted, a delivery already done). A delivery over its share of
-// attempts in flight waits BusyWait, its attempt not spent. Whatever fails
+// Deliver makes the next attempt of delivery id, by job, and records it. It
+// returns how long to wait before the next attempt (the job snoozes that
+// long), or zero when the delivery is over: delivered, failed, or nothing to
+// do (an endpoint deleted, a delivery already done). A delivery over its
+// share of attempts in flight joins the waiting line, its attempt not spent,
+// until the attempt that frees a place wakes it (slotHeld at most). Whatever fails
 // once the attempt is counted (the event's read, a secret that does not
 // decrypt, the POST) is that attempt's outcome, logged and on the schedule.
 // An error is the service's own (the database, while claiming or
 // recording), and the job is retried as any other.
-func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error) {
-	a, err := d.claim(ctx, id)
+func (d *Deliverer) Deliver(ctx context.Context, id int64, job Job) (time.Duration, error) {
+	a, err := d.claim(ctx, id, job.ID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, nil
 	case errors.Is(err, errBusy):
-		return jitter(BusyWait), nil
+		return jitter(slotHeld), nil
 	case err != nil:
 		return 0, fmt.Errorf("claim delivery %d: %w", id, err)
 	}
 	if a.status != StatusEnabled {
-		return 0, d.record(ctx, a, outcome{result: ResultDisabled, err: "the endpoint is disabled"})
+		return 0, d.record(ctx, a, outcome{result: ResultDisabled, err: "the endpoint is disabled"}, job.Wake)
 	}
 	out := d.attempt(ctx, a)
 	// The attempt is recorded even when the job's own time ran out during
@@ -180,7 +211,7 @@ func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error
 	// and its schedule never depend on the job's deadline.
 	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	return out.wait, d.record(rec, a, out)
+	return out.wait, d.record(rec, a, out, job.Wake)
 }
 
 // recordTimeout bounds the recording of an attempt whose job has run out of
@@ -188,12 +219,14 @@ func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error
 const recordTimeout = 10 * time.Second
 
 // claim takes a place among the attempts in flight and counts the attempt,
-// in one transaction; pgx.ErrNoRows when the delivery is not pending.
-func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
+// in one transaction; pgx.ErrNoRows when the delivery is not pending, and
+// errBusy when it joined the waiting line as job instead.
+func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
 	a := attempt{id: id}
 	if err := d.DB.QueryRow(ctx, deliveryOf, id).Scan(&a.tenantID, &a.endpoint); err != nil {
 		return a, err
 	}
+	busy := false
 	err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
 			return err
@@ -201,17 +234,20 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID, id); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight,
-			AttemptTimeout+5*time.Second)
+		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, slotHeld)
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return errBusy
+		if busy = tag.RowsAffected() == 0; busy {
+			_, err := tx.Exec(ctx, wait, id, a.endpoint, a.tenantID, job)
+			return err
 		}
 		return tx.QueryRow(ctx, claimAttempt, id).Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number,
 			&a.url, &a.status, &a.version, &a.sealed)
 	})
+	if err == nil && busy {
+		err = errBusy
+	}
 	return a, err
 }
 
@@ -411,12 +447,17 @@ RETURNING status = 'disabled'`
 // endpoint: a 410 disables it, a 2xx ends its run of failures, a failure
 // continues it (and may disable it). The attempt's place in flight is
 // given up with it.
-func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
+func (d *Deliverer) record(ctx context.Context, a attempt, out outcome, wake func(context.Context, pgx.Tx, int64) error) error {
 	tx, err := d.DB.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	// The tenant's lock first, as claim takes it: a delivery joining the
+	// line meanwhile is in it by the time wakeNext looks.
+	if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
+		return fmt.Errorf("lock the tenant's places: %w", err)
+	}
 	var errText *string
 	if out.err != "" {
 		errText = &out.err
@@ -427,6 +468,16 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 	}
 	if _, err := tx.Exec(ctx, releaseSlot, a.id); err != nil {
 		return fmt.Errorf("release slot: %w", err)
+	}
+	var next int64
+	switch err := tx.QueryRow(ctx, wakeNext, a.tenantID, d.EndpointInFlight).Scan(&next); {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("wake the next delivery: %w", err)
+	default:
+		if err := wake(ctx, tx, next); err != nil {
+			return fmt.Errorf("wake the next delivery: %w", err)
+		}
 	}
 	disabled := false
 	switch out.result {

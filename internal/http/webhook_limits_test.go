@@ -250,10 +250,12 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 // TestWebhookFairness: one tenant's tarpit endpoints, which hold every
 // attempt for seconds and then fail, delay only that tenant's events: the
 // other tenant's arrive within seconds, though the tarpit's attempts alone
-// would keep every delivery worker busy for half a minute.
+// would keep every delivery worker busy for half a minute. The worker has
+// ten delivery workers, four for a tenant, two to an endpoint.
 func TestWebhookFairness(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+	s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour},
+		WebhookConcurrency: 10, TenantInFlight: 4, EndpointInFlight: 2})
 	s.StartWorker()
 	const hold = 8 * time.Second
 	var held atomic.Int64
@@ -293,5 +295,53 @@ func TestWebhookFairness(t *testing.T) {
 	}
 	if n := s.Count(`SELECT count(*) FROM webhook_sending WHERE tenant_id = $1`, stacktest.GlobexID); n > 4 {
 		t.Fatalf("%d tarpit attempts in flight, over the tenant's share of 4", n)
+	}
+}
+
+// TestWebhookWaitingLine: deliveries over their endpoint's share wait in
+// line, and the attempt that frees a place wakes the next at once. With one
+// attempt at a time to the endpoint, each held 300 ms, the deliveries of six
+// payments arrive one after another in about their holds, though a waiting
+// job looks again on its own only after 20 s.
+func TestWebhookWaitingLine(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{EndpointInFlight: 1})
+	s.StartWorker()
+	const hold = 300 * time.Millisecond
+	var inFlight, most atomic.Int64
+	h := newReceiver(t, 0)
+	h.front = func(_ http.ResponseWriter, r *http.Request, _ int64) bool {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select { // the receiver's own latency
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
+		return false
+	}
+	registerWith(t, s, h)
+	start := time.Now()
+	for i := range 6 {
+		paidPayment(t, s, fmt.Sprintf("line-%d", i))
+	}
+	var n int
+	stacktest.WaitFor(t, "every delivery delivered", func() bool {
+		n = s.Count(`SELECT count(*) FROM webhook_deliveries`)
+		return n >= 6 && s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == n
+	})
+	took := time.Since(start)
+	if bound := time.Duration(n)*hold + 5*time.Second; took > bound {
+		t.Fatalf("%d deliveries one at a time took %s, more than their holds and 5 s (%s): the line did not move as places freed", n, took, bound)
+	}
+	if m := most.Load(); m != 1 {
+		t.Fatalf("%d attempts at once to an endpoint whose share is 1", m)
+	}
+	if w := s.Count(`SELECT count(*) FROM webhook_waiting`); w != 0 {
+		t.Fatalf("%d deliveries still in the line", w)
+	}
+	if a := s.Count(`SELECT count(*) FROM webhook_delivery_attempts`); a != n {
+		t.Fatalf("%d attempts for %d deliveries: waiting spent attempts", a, n)
 	}
 }

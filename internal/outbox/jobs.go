@@ -126,7 +126,7 @@ type DeliveryWorker struct {
 // Work makes the delivery's next attempt, and snoozes until the one after
 // when it failed with attempts left.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {
-	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID)
+	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID, endpoints.Job{ID: job.ID, Wake: wakeJob})
 	if err != nil {
 		return err
 	}
@@ -134,6 +134,16 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs])
 		return river.JobSnooze(wait)
 	}
 	return nil
+}
+
+// wakeJob makes the waiting delivery job id run now, in tx; a job River no
+// longer has (a delivery's job removed by hand) has nothing to wake.
+func wakeJob(ctx context.Context, tx pgx.Tx, id int64) error {
+	_, err := river.ClientFromContext[pgx.Tx](ctx).JobRetryTx(ctx, tx, id)
+	if errors.Is(err, river.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // stopWhenHandedOff cancels the job of an operation handed to the

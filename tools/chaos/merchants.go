@@ -55,11 +55,11 @@ func (s *stack) startReceiver(ctx context.Context) error {
 	return s.receiver.start(ctx)
 }
 
-// receiverDelay bounds the receiver's random wait before it answers. One
-// endpoint takes WEBHOOK_ENDPOINT_IN_FLIGHT (2) attempts at once: at up to
-// 200 ms each (100 on average) that is about 18 a second, fewer than the
-// load asks of each tenant's (every event twice, its first delivery being
-// refused), and their deliveries queued for themselves, a minute and more.
+// receiverDelay bounds the receiver's random wait before it answers. The
+// load asks of each tenant's one endpoint every event twice (its first
+// delivery refused): with WEBHOOK_ENDPOINT_IN_FLIGHT (8) attempts at once,
+// each freed place taken by the next delivery in line as soon as it frees,
+// the endpoint keeps up.
 const receiverDelay = 50 * time.Millisecond
 
 // receiverOutage takes the receiver down for ten seconds at two thirds of

@@ -142,8 +142,8 @@ type Tarpit struct {
 // either set otherwise in its environment, which the workers inherit,
 // stands for a service that stopped enforcing them, and fails.
 const (
-	tenantInFlight   = 4
-	endpointInFlight = 2
+	tenantInFlight   = 16
+	endpointInFlight = 8
 )
 
 func (t *tarpit) stats() Tarpit {

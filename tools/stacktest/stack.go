@@ -87,6 +87,10 @@ type Options struct {
 	// WebhookSchedule is the wait before each retry of a merchant webhook
 	// (default 100ms, 200ms, 400ms).
 	WebhookSchedule endpoints.Schedule
+	// WebhookConcurrency, TenantInFlight and EndpointInFlight, when set,
+	// are WEBHOOK_CONCURRENCY, WEBHOOK_TENANT_IN_FLIGHT and
+	// WEBHOOK_ENDPOINT_IN_FLIGHT.
+	WebhookConcurrency, TenantInFlight, EndpointInFlight int
 	// AuthThrottle limits failed authentications per client address; off by
 	// default, since every test client shares the loopback address.
 	AuthThrottle httpapi.AuthThrottle
@@ -134,12 +138,13 @@ type Stack struct {
 	// WebhookSecret is the processor's webhook secret the API verifies with.
 	WebhookSecret string
 
-	client      *http.Client
-	apiInternal string
-	procProxy   *Proxy
-	worker      *worker.Worker
-	run         func(name string, p interface{ Run(context.Context) error })
-	startOnce   sync.Once
+	client       *http.Client
+	apiInternal  string
+	procInternal string
+	procProxy    *Proxy
+	worker       *worker.Worker
+	run          func(name string, p interface{ Run(context.Context) error })
+	startOnce    sync.Once
 }
 
 // New starts a stack for t; everything stops when t ends.
@@ -228,6 +233,7 @@ func New(t testing.TB, opts Options) *Stack {
 		t.Fatal(err)
 	}
 	s.run("fakeprocessor", proc)
+	s.procInternal = "http://" + proc.InternalAddr()
 	s.procProxy = NewProxy(t, proc.Addr())
 	s.Processor = Endpoint{URL: "http://" + s.procProxy.Addr()}
 
@@ -238,6 +244,9 @@ func New(t testing.TB, opts Options) *Stack {
 	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = db.URL, "127.0.0.1:0", s.Processor.URL
 	webhooksFor(t, &wcfg.Webhooks, !opts.PublicEndpointsOnly)
 	wcfg.WebhookSchedule = opts.WebhookSchedule
+	wcfg.WebhookConcurrency = cmp.Or(opts.WebhookConcurrency, wcfg.WebhookConcurrency)
+	wcfg.TenantInFlight = cmp.Or(opts.TenantInFlight, wcfg.TenantInFlight)
+	wcfg.EndpointInFlight = cmp.Or(opts.EndpointInFlight, wcfg.EndpointInFlight)
 	wcfg.ProcessorTimeout, wcfg.MaxAttempts, wcfg.Deadline = opts.ProcessorTimeout, opts.MaxAttempts, opts.Deadline
 	wcfg.JobTimeout, wcfg.FetchPollInterval, wcfg.RetryBaseDelay, wcfg.RetryMaxDelay = cmp.Or(opts.JobTimeout, 30*time.Second), 100*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond
 	wcfg.ReconcileInterval, wcfg.ReapInterval, wcfg.ReconcileWindow, wcfg.StuckAfter = opts.ReconcileInterval, opts.ReapInterval, time.Hour, time.Minute
@@ -429,6 +438,13 @@ func (s *Stack) APIMetrics() string {
 func (s *Stack) WorkerMetrics() string {
 	s.T.Helper()
 	return s.get("http://" + s.worker.MetricsAddr() + "/metrics")
+}
+
+// ProcessorMetrics is what the processor serves on /metrics, on its
+// internal listener.
+func (s *Stack) ProcessorMetrics() string {
+	s.T.Helper()
+	return s.get(s.procInternal + "/metrics")
 }
 
 // get is the body of a GET of url, which must answer.

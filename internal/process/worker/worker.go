@@ -47,9 +47,9 @@ type Config struct {
 	ProcessorURL           string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
 	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
 	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
-	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"10" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
-	EndpointInFlight       int                `envconfig:"WEBHOOK_ENDPOINT_IN_FLIGHT" default:"2" desc:"webhook attempts in flight to one endpoint, across every worker; more wait their turn"`
-	TenantInFlight         int                `envconfig:"WEBHOOK_TENANT_IN_FLIGHT" default:"4" desc:"webhook attempts in flight for one tenant, across every worker: a tenant's share of the delivery workers"`
+	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"40" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
+	EndpointInFlight       int                `envconfig:"WEBHOOK_ENDPOINT_IN_FLIGHT" default:"8" desc:"webhook attempts in flight to one endpoint, across every worker; more wait in line, each woken by the attempt that frees a place"`
+	TenantInFlight         int                `envconfig:"WEBHOOK_TENANT_IN_FLIGHT" default:"16" desc:"webhook attempts in flight for one tenant, across every worker: a tenant's share of the delivery workers"`
 	DisableAfter           time.Duration      `envconfig:"WEBHOOK_DISABLE_AFTER" default:"120h" desc:"an endpoint whose every attempt has failed for this long is disabled (failing)"`
 	JobTimeout             time.Duration      `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
 	FetchPollInterval      time.Duration      `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
