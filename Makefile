@@ -4,7 +4,7 @@ export DATABASE_URL
 
 GO ?= go
 
-.PHONY: run test chaos bench build migrate seed vet fuzz clean
+.PHONY: help run test chaos bench build migrate seed vet fuzz clean
 
 ## run: build, migrate, seed the demo tenants and Acme's webhook endpoint at the demo receiver, then run
 ## processor, worker, API and receiver until Ctrl-C (logs as text; LOG_FORMAT=json for what production writes)
@@ -63,3 +63,8 @@ fuzz:
 
 clean:
 	rm -rf bin/ chaos-logs/
+
+## help: list these targets, from their comments
+help:
+	@awk '/^## [a-z]+:/ { sub(/^## /, ""); split($$0, t, ":"); sub(/^[^:]*: */, ""); printf "\n  %-8s %s\n", t[1], $$0; next } \
+		/^## / { sub(/^## /, ""); printf "  %-8s %s\n", "", $$0 }' $(MAKEFILE_LIST)

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
@@ -29,7 +28,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err := process.Load(&cfg); err != nil {
 		return err
 	}
-	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "api")
+	logger, err := cfg.Logger(stdout)
+	if err != nil {
+		return err
+	}
+	logger = logger.With("process", "api")
 	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "api", stdout)
 	if err != nil {
 		return err

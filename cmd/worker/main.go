@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/worker"
@@ -37,7 +36,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		}
 		return worker.Review(ctx, cfg.DatabaseURL, args[1:], stdout)
 	}
-	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "worker")
+	logger, err := cfg.Logger(stdout)
+	if err != nil {
+		return err
+	}
+	logger = logger.With("process", "worker")
 	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "worker", stdout)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/tracing"
@@ -45,11 +46,30 @@ func (*TraceInsert) InsertMany(ctx context.Context, many []*rivertype.JobInsertP
 	results, err := doInner(ctx)
 	if span := trace.SpanFromContext(ctx); err == nil && span.IsRecording() {
 		for _, res := range results {
-			span.AddEvent("job inserted", trace.WithAttributes(
-				attribute.String("river.job.kind", res.Job.Kind), attribute.Int64("river.job.id", res.Job.ID)))
+			attrs := append(messagingAttrs(res.Job.Queue, res.Job.ID, semconv.MessagingOperationTypeCreate, "insert"),
+				attribute.String("river.job.kind", res.Job.Kind), attribute.Int64("river.job.id", res.Job.ID))
+			span.AddEvent("job inserted", trace.WithAttributes(attrs...))
 		}
 	}
 	return results, err
+}
+
+// messagingSystem is messaging.system for River: the semantic conventions
+// name no value for it, and allow a system's own.
+const messagingSystem = "river"
+
+// messagingAttrs are OpenTelemetry's messaging attributes of a job, a
+// message in River's queue: what is done with it (op, River's name for it
+// opName), the queue (messaging.destination.name) and the job's id
+// (messaging.message.id).
+func messagingAttrs(queue string, id int64, op attribute.KeyValue, opName string) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		semconv.MessagingSystemKey.String(messagingSystem),
+		op,
+		semconv.MessagingOperationName(opName),
+		semconv.MessagingDestinationName(queue),
+		semconv.MessagingMessageID(strconv.FormatInt(id, 10)),
+	}
 }
 
 // withTraceContext returns metadata, a JSON object, with carrier's entries
@@ -130,13 +150,13 @@ func NewTraceWork(tp trace.TracerProvider, logger *slog.Logger) *TraceWork {
 func (m *TraceWork) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) (err error) {
 	ctx = tracing.Propagator.Extract(ctx, traceContextOf(job.Metadata))
 	op := operationOf(job)
-	attrs := append([]attribute.KeyValue{
+	attrs := append(messagingAttrs(job.Queue, job.ID, semconv.MessagingOperationTypeProcess, "process"),
 		attribute.String("river.job.kind", job.Kind),
 		attribute.Int64("river.job.id", job.ID),
 		attribute.Int("river.job.attempt", job.Attempt),
 		attribute.Int("river.job.max_attempts", job.MaxAttempts),
-		attribute.String("river.queue", job.Queue),
-	}, op.spanAttrs()...)
+		attribute.String("river.queue", job.Queue))
+	attrs = append(attrs, op.spanAttrs()...)
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
 	if inserter := trace.SpanContextFromContext(ctx); job.Attempt > 1 && inserter.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: inserter,

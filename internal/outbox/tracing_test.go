@@ -73,8 +73,10 @@ func TestTraceInsert(t *testing.T) {
 			t.Errorf("job 0 lost its own metadata: %s", p.Metadata)
 		}
 	}
-	if events := rec.Ended()[0].Events(); len(events) != 2 || events[0].Name != "job inserted" {
-		t.Errorf("inserting span's events %v, want two 'job inserted'", events)
+	if events := rec.Ended()[0].Events(); len(events) != 2 || events[0].Name != "job inserted" ||
+		!hasAttr(events[0].Attributes, attribute.String("messaging.operation.type", "create")) ||
+		!hasAttr(events[0].Attributes, attribute.String("messaging.message.id", "1")) {
+		t.Errorf("inserting span's events %v, want two 'job inserted' with messaging attributes", events)
 	}
 
 	untouched := &rivertype.JobInsertParams{Kind: "reconcile", Metadata: []byte(`{}`)}
@@ -142,6 +144,16 @@ func TestTraceWork(t *testing.T) {
 		if !hasAttr(s.Attributes(), attribute.String("payments.payment_id", "pay_123")) ||
 			!hasAttr(s.Attributes(), attribute.Int("river.job.attempt", i+1)) {
 			t.Errorf("attempt %d attributes %v", i+1, s.Attributes())
+		}
+		// OpenTelemetry's messaging semantic conventions, on a consumer span.
+		for _, want := range []attribute.KeyValue{
+			attribute.String("messaging.system", "river"), attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.operation.name", "process"), attribute.String("messaging.destination.name", "default"),
+			attribute.String("messaging.message.id", "42"),
+		} {
+			if !hasAttr(s.Attributes(), want) || s.SpanKind() != trace.SpanKindConsumer {
+				t.Errorf("attempt %d (%s) attributes %v lack %v", i+1, s.SpanKind(), s.Attributes(), want)
+			}
 		}
 	}
 

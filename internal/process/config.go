@@ -38,9 +38,8 @@ type Common struct {
 	// names, for what needs a session of its own.
 	SessionURL string `envconfig:"DATABASE_SESSION_URL" desc:"when DATABASE_URL is a pooler in transaction mode: Postgres past it, for what needs a session (LISTEN, River's client, migrations); unset: DATABASE_URL"`
 	AppEnv     string `envconfig:"APP_ENV" default:"production" desc:"production, development (allows api seed) or test (allows CRASH_POINT)"`
-	// LogFormat is "json" for machines (the default) or "text" for a person
-	// at a terminal (make run).
-	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	// Logging is LOG_FORMAT and LOG_LEVEL.
+	Logging
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s" desc:"how long in-flight work may finish on shutdown"`
 	// DBMaxConns sizes the process's pool; see docs/SCALING.md.
 	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own)"`
@@ -158,8 +157,8 @@ func Load(cfg any) error {
 
 // Validate checks what every process shares.
 func (c Common) Validate() error {
-	if c.LogFormat != "json" && c.LogFormat != "text" {
-		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
+	if err := c.Logging.Validate(); err != nil {
+		return err
 	}
 	return c.OTel.Validate()
 }

@@ -11,6 +11,43 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// Logging is how a program logs, read from the environment with the rest of
+// its configuration.
+type Logging struct {
+	// LogFormat is "json" for machines (the default) or "text" for a person
+	// at a terminal (make run).
+	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	// LogLevel is the least severe level written: debug, info (the
+	// default), warn or error.
+	LogLevel string `envconfig:"LOG_LEVEL" default:"info" desc:"the least severe records written: debug, info, warn or error"`
+}
+
+// logLevels are the values of LOG_LEVEL.
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
+}
+
+// Validate refuses a format or a level this program does not know, naming
+// the variable.
+func (l Logging) Validate() error {
+	if l.LogFormat != "json" && l.LogFormat != "text" {
+		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", l.LogFormat)
+	}
+	if _, ok := logLevels[l.LogLevel]; !ok {
+		return fmt.Errorf("LOG_LEVEL (%q) must be debug, info, warn or error", l.LogLevel)
+	}
+	return nil
+}
+
+// Logger is NewLogger as l says, writing to w; an error for a format or a
+// level it does not know.
+func (l Logging) Logger(w io.Writer) (*slog.Logger, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return NewLogger(w, l.LogFormat, logLevels[l.LogLevel]), nil
+}
+
 // NewLogger returns a logger writing records of level and above to w: JSON
 // for machines, or text, one readable line a record, for a person at a
 // terminal (LOG_FORMAT). A record logged with a context holding a span

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,4 +63,62 @@ func TestTraceIDs(t *testing.T) {
 			t.Errorf("quiet line %q", buf.String())
 		}
 	})
+}
+
+// TestLogLevel: LOG_LEVEL is read with the rest of the configuration,
+// info by default; each level writes its records and the more severe ones,
+// and an unknown level is refused, naming the variable.
+func TestLogLevel(t *testing.T) {
+	t.Setenv("LOG_LEVEL", "") // restored when the test ends
+	os.Unsetenv("LOG_LEVEL")
+	var cfg Common
+	if err := Load(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LogLevel != "info" {
+		t.Fatalf("default LOG_LEVEL %q, want info", cfg.LogLevel)
+	}
+	t.Setenv("LOG_LEVEL", "debug")
+	if err := Load(&cfg); err != nil || cfg.LogLevel != "debug" {
+		t.Fatalf("LOG_LEVEL=debug read as %q (%v)", cfg.LogLevel, err)
+	}
+	for _, tt := range []struct {
+		level string
+		want  []string // the messages written, of debug, info, warn and error
+	}{
+		{"debug", []string{"d", "i", "w", "e"}},
+		{"info", []string{"i", "w", "e"}},
+		{"warn", []string{"w", "e"}},
+		{"error", []string{"e"}},
+	} {
+		var buf bytes.Buffer
+		logger, err := Logging{LogFormat: "json", LogLevel: tt.level}.Logger(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logger.Debug("d")
+		logger.Info("i")
+		logger.Warn("w")
+		logger.Error("e")
+		var got []string
+		for line := range strings.Lines(buf.String()) {
+			var rec struct{ Msg string }
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, rec.Msg)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("LOG_LEVEL=%s wrote %v, want %v", tt.level, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"verbose", "INFO", "warning"} {
+		cfg.LogLevel = bad
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "LOG_LEVEL") {
+			t.Errorf("LOG_LEVEL=%s: %v, want an error naming LOG_LEVEL", bad, err)
+		}
+		if _, err := cfg.Logger(io.Discard); err == nil {
+			t.Errorf("LOG_LEVEL=%s: a logger made", bad)
+		}
+	}
 }

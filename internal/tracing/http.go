@@ -28,7 +28,9 @@ func Or(tp trace.TracerProvider) trace.TracerProvider {
 }
 
 // Middleware makes a server span of each request, a child of the caller's
-// span when the request carries a traceparent. Health checks make none: load
+// span when the request carries one in a format Propagator reads (a
+// traceparent by default; b3, jaeger… as OTEL_PROPAGATORS says; Propagator
+// is read once, here). Health checks make none: load
 // balancers poll them. It reads only the trace context, bounded
 // (inboundTraceContext): never baggage, which is then neither stored nor
 // sent on. As chi middleware (first in the router), it names
@@ -42,14 +44,20 @@ func Or(tp trace.TracerProvider) trace.TracerProvider {
 // (the service counts its requests in Prometheus); it still traces the
 // calls this service makes (Transport).
 func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
+	return serverSpans(tp, Propagator)
+}
+
+// serverSpans is Middleware reading the trace context prop propagates.
+func serverSpans(tp trace.TracerProvider, prop propagation.TextMapPropagator) func(http.Handler) http.Handler {
 	tracer := Or(tp).Tracer(instrumentation)
+	fields := prop.Fields()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 				next.ServeHTTP(w, r)
 				return
 			}
-			ctx := propagation.TraceContext{}.Extract(r.Context(), inboundTraceContext(r.Header))
+			ctx := prop.Extract(r.Context(), inboundTraceContext(r.Header, fields))
 			ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
 			r = r.WithContext(ctx)
@@ -82,27 +90,42 @@ func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
 // bytes in version 00, the only version defined; a longer one (a later
 // version's extra fields, or junk) is ignored, and the request starts a
 // trace of its own. W3C asks that a tracestate of up to 512 bytes be
-// propagated; a longer one is dropped, the traceparent kept.
+// propagated; a longer one is dropped, the traceparent kept. The headers of
+// the other formats OTEL_PROPAGATORS may name (b3, X-B3-*, uber-trace-id,
+// X-Amzn-Trace-Id, ot-tracer-*) are ids and flags, far shorter than
+// maxOtherField.
 const (
 	maxTraceparent = 55
 	maxTracestate  = 512
+	maxOtherField  = 256
 )
 
 // inboundTraceContext is what a server takes from the headers of a request:
-// its traceparent, sent once and within maxTraceparent, and then its
-// tracestate, within maxTracestate. Nothing else is read, baggage least of
-// all, whatever its size: what a client sends is carried no further than
-// this trace's ids and a bounded tracestate.
-func inboundTraceContext(h http.Header) propagation.MapCarrier {
+// each of fields, the headers of the configured propagator, that is sent
+// once and within its bound, and tracestate, several headers being one list
+// (W3C trace context, 3.3.1.1), within maxTracestate. Nothing else is read,
+// baggage least of all (its header, and the baggage prefixes of the jaeger
+// and ottrace formats, which are not fields), whatever its size: what a
+// client sends is carried no further than this trace's ids and a bounded
+// tracestate.
+func inboundTraceContext(h http.Header, fields []string) propagation.MapCarrier {
 	carrier := propagation.MapCarrier{}
-	parents := h.Values("Traceparent")
-	if len(parents) != 1 || len(parents[0]) > maxTraceparent {
-		return carrier
-	}
-	carrier["traceparent"] = parents[0]
-	// Several tracestate headers are one list (W3C trace context, 3.3.1.1).
-	if state := strings.Join(h.Values("Tracestate"), ","); state != "" && len(state) <= maxTracestate {
-		carrier["tracestate"] = state
+	for _, field := range fields {
+		limit := maxOtherField
+		switch strings.ToLower(field) {
+		case "baggage":
+			continue
+		case "tracestate":
+			if state := strings.Join(h.Values(field), ","); state != "" && len(state) <= maxTracestate {
+				carrier[field] = state
+			}
+			continue
+		case "traceparent":
+			limit = maxTraceparent
+		}
+		if values := h.Values(field); len(values) == 1 && len(values[0]) <= limit {
+			carrier[field] = values[0]
+		}
 	}
 	return carrier
 }
@@ -150,7 +173,8 @@ func method(m string) attribute.KeyValue {
 }
 
 // Transport wraps base (nil: http.DefaultTransport) in a client span per
-// request, and sends the span's context on as traceparent and tracestate.
+// request, and sends the span's context on as Propagator writes it (by
+// default traceparent and tracestate; Propagator is read once, here).
 func Transport(base http.RoundTripper, tp trace.TracerProvider) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport

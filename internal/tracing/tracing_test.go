@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -21,6 +22,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
+
+	"github.com/example/payments/tools/otlptest"
 )
 
 func TestMain(m *testing.M) {
@@ -28,15 +31,16 @@ func TestMain(m *testing.M) {
 }
 
 // TestExporters: each value of OTEL_TRACES_EXPORTER, and an unknown one
-// refused with the variable named.
+// (or a list, which autoexport does not read) refused with the variable
+// named; an unknown propagator likewise.
 func TestExporters(t *testing.T) {
 	t.Parallel()
-	for _, ok := range []string{"", "none", "console", "otlp", "otlp,console", " console , none "} {
+	for _, ok := range []string{"", "none", "console", "otlp", " console "} {
 		if err := (OTel{Exporter: ok}).Validate(); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"jaeger", "zipkin", "console,stdout"} {
+	for _, bad := range []string{"jaeger", "zipkin", "console,stdout", "otlp,console"} {
 		err := (OTel{Exporter: bad}).Validate()
 		if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
 			t.Errorf("%q: %v, want an error naming OTEL_TRACES_EXPORTER", bad, err)
@@ -44,6 +48,120 @@ func TestExporters(t *testing.T) {
 		if _, err := NewProvider(context.Background(), OTel{Exporter: bad}, "api", nil); err == nil {
 			t.Errorf("%q: NewProvider made a provider", bad)
 		}
+	}
+	for _, ok := range []string{"", "tracecontext,baggage", "b3", "b3multi,tracecontext", "jaeger", "xray", "ottrace", "none"} {
+		if err := (OTel{Propagators: ok}).Validate(); err != nil {
+			t.Errorf("OTEL_PROPAGATORS=%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"w3c", "tracecontext,zipkin"} {
+		if err := (OTel{Propagators: bad}).Validate(); err == nil || !strings.Contains(err.Error(), "OTEL_PROPAGATORS") {
+			t.Errorf("OTEL_PROPAGATORS=%q: %v, want an error naming OTEL_PROPAGATORS", bad, err)
+		}
+	}
+}
+
+// TestOTLP: OTEL_TRACES_EXPORTER=otlp sends spans over the protocol
+// OTEL_EXPORTER_OTLP_PROTOCOL names (gRPC to a gRPC receiver, HTTP/protobuf,
+// the default, to an HTTP one) at OTEL_EXPORTER_OTLP_ENDPOINT, with the
+// resource OTEL_RESOURCE_ATTRIBUTES gives: its service.name wins over the
+// program's name, and OTEL_SERVICE_NAME over both. It sets the environment,
+// so it runs alone.
+func TestOTLP(t *testing.T) {
+	for _, tt := range []struct {
+		name, protocol, serviceName, want string
+	}{
+		{"GRPC", "grpc", "", "from-resource-attributes"},
+		{"HTTP", "http/protobuf", "", "from-resource-attributes"},
+		{"Default", "", "from-service-name", "from-service-name"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rcv := otlptest.HTTP(t)
+			if tt.protocol == "grpc" {
+				rcv = otlptest.GRPC(t)
+			}
+			t.Setenv("OTEL_TRACES_EXPORTER", "otlp")
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tt.protocol)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint)
+			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-resource-attributes,deployment.environment.name=test")
+			t.Setenv("OTEL_SERVICE_NAME", tt.serviceName)
+			tp, err := NewProvider(context.Background(), OTel{Exporter: "otlp", ServiceName: tt.serviceName}, "api", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, span := tp.Tracer("test").Start(context.Background(), "exported")
+			span.End()
+			// Shutdown flushes the batch.
+			if err := tp.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := rcv.Find("exported")
+			if !ok {
+				t.Fatalf("the receiver got %v, not the span", rcv.Spans())
+			}
+			want := cmp.Or(tt.protocol, "http/protobuf")
+			if got.Protocol != want || got.TraceID != span.SpanContext().TraceID().String() {
+				t.Errorf("span %+v, want trace %s over %s", got, span.SpanContext().TraceID(), want)
+			}
+			if got.Resource["service.name"] != tt.want || got.Resource["deployment.environment.name"] != "test" ||
+				got.Resource["telemetry.sdk.language"] != "go" {
+				t.Errorf("resource %v, want service.name %q, the other attributes and the SDK's", got.Resource, tt.want)
+			}
+		})
+	}
+	t.Run("BadProtocol", func(t *testing.T) {
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+		if _, err := NewProvider(context.Background(), OTel{Exporter: "otlp"}, "api", nil); err == nil {
+			t.Fatal("a provider made for an unknown OTLP protocol")
+		}
+	})
+}
+
+// TestPropagators: the server middleware continues the trace in the format
+// OTEL_PROPAGATORS names, and only that one: with b3, a b3 header is read
+// and a traceparent is not, and a job's metadata (what the outbox injects)
+// carries b3.
+func TestPropagators(t *testing.T) {
+	t.Parallel()
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	for _, tt := range []struct {
+		name, propagators, header, value string
+		continued                        bool
+	}{
+		{"B3", "b3", "b3", traceID + "-00f067aa0ba902b7-1", true},
+		{"B3IgnoresTraceparent", "b3", "traceparent", "00-" + traceID + "-00f067aa0ba902b7-01", false},
+		{"B3Multi", "b3multi", "X-B3-TraceId", traceID, false}, // no span id: not a context
+		{"Jaeger", "jaeger", "uber-trace-id", traceID + ":00f067aa0ba902b7:0:1", true},
+		{"Default", "", "traceparent", "00-" + traceID + "-00f067aa0ba902b7-01", true},
+		{"None", "none", "traceparent", "00-" + traceID + "-00f067aa0ba902b7-01", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			prop, err := OTel{Propagators: tt.propagators}.propagator()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen trace.SpanContext
+			var metadata propagation.MapCarrier
+			r := chi.NewRouter()
+			r.Use(serverSpans(tp, prop))
+			r.Get("/v1/x", func(w http.ResponseWriter, r *http.Request) {
+				seen = trace.SpanContextFromContext(r.Context())
+				metadata = propagation.MapCarrier{}
+				prop.Inject(r.Context(), metadata)
+			})
+			req := httptest.NewRequest(http.MethodGet, "/v1/x", nil)
+			req.Header.Set(tt.header, tt.value)
+			r.ServeHTTP(httptest.NewRecorder(), req)
+			if !seen.IsValid() || (seen.TraceID().String() == traceID) != tt.continued {
+				t.Fatalf("handler's trace %s; continued %s: want %v", seen.TraceID(), traceID, tt.continued)
+			}
+			if tt.propagators == "b3" && !strings.HasPrefix(metadata["b3"], seen.TraceID().String()+"-"+seen.SpanID().String()) {
+				t.Errorf("metadata %v, want the handler's span as b3", metadata)
+			}
+		})
 	}
 }
 

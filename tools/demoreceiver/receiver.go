@@ -6,6 +6,7 @@
 package demoreceiver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +36,7 @@ const maxIDLength = 255
 // Config is the configuration of the receiver program.
 type Config struct {
 	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"the least severe records written: debug, info, warn or error"`
 	Addr      string `envconfig:"RECEIVER_ADDR" default:":9092" desc:"address to listen on"`
 	Path      string `envconfig:"RECEIVER_PATH" default:"/webhooks" desc:"the path webhooks are POSTed to"`
 	// Secret prints as the number of secrets it holds, never them.
@@ -48,11 +50,18 @@ type Config struct {
 	tracing.OTel
 }
 
+// Logging is how the receiver logs, as every program does; an empty level
+// is the default, info.
+func (c Config) Logging() process.Logging {
+	return process.Logging{LogFormat: c.LogFormat, LogLevel: cmp.Or(c.LogLevel, "info")}
+}
+
 // Validate checks the settings New cannot work without.
 func (c Config) Validate() error {
+	if err := c.Logging().Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.LogFormat != "json" && c.LogFormat != "text":
-		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
 	case c.Secret.Empty():
 		return errors.New("RECEIVER_SECRET holds no secret")
 	case !strings.HasPrefix(c.Path, "/"):

@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/example/payments/internal/process"
@@ -36,7 +35,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err := process.Load(&cfg); err != nil {
 		return err
 	}
-	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "demoreceiver")
+	logger, err := cfg.Logging().Logger(stdout)
+	if err != nil {
+		return err
+	}
+	logger = logger.With("process", "demoreceiver")
 	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "demoreceiver", stdout)
 	if err != nil {
 		return err

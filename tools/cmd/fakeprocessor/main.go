@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/tools/fakeprocessor/processor"
@@ -32,7 +31,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	if err := process.Load(&cfg); err != nil {
 		return err
 	}
-	logger := process.NewLogger(stdout, cfg.LogFormat, slog.LevelInfo).With("process", "fakeprocessor")
+	logger, err := cfg.Logger(stdout)
+	if err != nil {
+		return err
+	}
+	logger = logger.With("process", "fakeprocessor")
 	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "fakeprocessor", stdout)
 	if err != nil {
 		return err
