@@ -15,6 +15,7 @@ import (
 	"time"
 
 	httpapi "github.com/example/payments/internal/http"
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/tools/stacktest"
 )
 
@@ -291,7 +292,7 @@ func TestExpiredKey(t *testing.T) {
 	first := s.Pay(acme, "old", visa)
 	p := decodePayment(t, first.Body)
 	s.Exec(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second'`)
-	if expired, deleted, err := s.Keys.Reap(ctx, 10); err != nil || expired != 1 || deleted != 0 {
+	if expired, deleted, err := s.Keys.Reap(ctx, idempotency.ReapPace{Batch: 10}); err != nil || expired != 1 || deleted != 0 {
 		t.Fatalf("reap: %d expired, %d deleted, %v", expired, deleted, err)
 	}
 
@@ -316,7 +317,7 @@ func TestExpiredKey(t *testing.T) {
 	}
 
 	s.Exec(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second'`)
-	if expired, deleted, err := s.Keys.Reap(ctx, 10); err != nil || expired != 0 || deleted != 1 {
+	if expired, deleted, err := s.Keys.Reap(ctx, idempotency.ReapPace{Batch: 10}); err != nil || expired != 0 || deleted != 1 {
 		t.Fatalf("reap tombstones: %d expired, %d deleted, %v", expired, deleted, err)
 	}
 	again := s.Pay(acme, "old", visa)

@@ -450,46 +450,6 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-// expireKeys turns a batch of finished keys past their retention into
-// tombstones: the response goes, the key, its fingerprint and what it created
-// stay until the tombstone's own expiry.
-const expireKeys = `
-UPDATE idempotency_keys
-SET recovery_point = 'expired', response_status = NULL, response_headers = NULL, response_body = NULL,
-	locked_at = NULL, updated_at = now(), expires_at = now() + $2::interval
-WHERE id IN (
-	SELECT id FROM idempotency_keys
-	WHERE recovery_point = 'finished' AND expires_at < now()
-	ORDER BY expires_at
-	LIMIT $1
-	FOR UPDATE SKIP LOCKED)`
-
-// reapTombstones deletes a batch of tombstones past their expiry.
-const reapTombstones = `
-DELETE FROM idempotency_keys WHERE id IN (
-	SELECT id FROM idempotency_keys
-	WHERE recovery_point = 'expired' AND expires_at < now()
-	ORDER BY expires_at
-	LIMIT $1
-	FOR UPDATE SKIP LOCKED)`
-
-// Reap turns finished keys past their retention into tombstones and deletes
-// tombstones past theirs, batch keys per statement, until none is left.
-// Unfinished keys are never reaped, and what a key created outlives it. It
-// returns how many keys it expired and how many tombstones it deleted.
-func (s *Store) Reap(ctx context.Context, batch int) (expired, deleted int, err error) {
-	if s.TombstoneRetention <= 0 {
-		return 0, 0, errors.New("reap keys: the store has no TombstoneRetention set")
-	}
-	if expired, err = database.InBatches(ctx, s.DB, expireKeys, batch, s.TombstoneRetention); err != nil {
-		return expired, 0, fmt.Errorf("expire keys: %w", err)
-	}
-	if deleted, err = database.InBatches(ctx, s.DB, reapTombstones, batch); err != nil {
-		return expired, deleted, fmt.Errorf("reap tombstones: %w", err)
-	}
-	return expired, deleted, nil
-}
-
 const countUnfinished = `
 SELECT count(*), count(*) FILTER (WHERE updated_at < now() - $1::interval)
 FROM idempotency_keys WHERE recovery_point NOT IN ('finished', 'expired')`

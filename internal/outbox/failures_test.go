@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/outbox"
@@ -383,11 +384,11 @@ func TestReaper(t *testing.T) {
 			t.Fatalf("%s: %d", key, res.Status)
 		}
 	}
-	if expired, deleted, err := s.Keys.Reap(ctx, 2); err != nil || expired+deleted != 0 {
+	if expired, deleted, err := s.Keys.Reap(ctx, idempotency.ReapPace{Batch: 2}); err != nil || expired+deleted != 0 {
 		t.Fatalf("before expiry: %d, %d, %v", expired, deleted, err)
 	}
 	s.Exec(`UPDATE idempotency_keys SET expires_at = expires_at - interval '25 hours' WHERE expires_at IS NOT NULL`)
-	if expired, deleted, err := s.Keys.Reap(ctx, 2); err != nil || expired != 5 || deleted != 0 {
+	if expired, deleted, err := s.Keys.Reap(ctx, idempotency.ReapPace{Batch: 2}); err != nil || expired != 5 || deleted != 0 {
 		t.Fatalf("after expiry: %d expired, %d deleted, %v", expired, deleted, err)
 	}
 	if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE recovery_point = 'expired' AND response_body IS NULL`); n != 5 {
@@ -400,7 +401,7 @@ func TestReaper(t *testing.T) {
 		t.Fatalf("retry under a tombstone: %d %s", res.Status, res.Body)
 	}
 	s.Exec(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE recovery_point = 'expired'`)
-	if expired, deleted, err := s.Keys.Reap(ctx, 2); err != nil || expired != 0 || deleted != 5 {
+	if expired, deleted, err := s.Keys.Reap(ctx, idempotency.ReapPace{Batch: 2}); err != nil || expired != 0 || deleted != 5 {
 		t.Fatalf("tombstones past theirs: %d expired, %d deleted, %v", expired, deleted, err)
 	}
 	if n := s.Count(`SELECT count(*) FROM payments`); n != 6 {

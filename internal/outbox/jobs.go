@@ -232,8 +232,10 @@ type ReapWorker struct {
 	// Webhooks is how long the webhooks' events, deliveries and expired
 	// secrets are kept.
 	Webhooks endpoints.Retention
-	Batch    int
-	Logger   *slog.Logger
+	// Pace paces the keys' reaping; its Batch is also the most processor
+	// events, deliveries, events or secrets one statement prunes.
+	Pace   idempotency.ReapPace
+	Logger *slog.Logger
 	// Reaped, when set, is told how many keys each run expired and how
 	// many tombstones it deleted.
 	Reaped func(expired, deleted int)
@@ -241,7 +243,7 @@ type ReapWorker struct {
 
 // Work reaps until no expired key or event is left.
 func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
-	expired, deleted, err := w.Keys.Reap(ctx, w.Batch)
+	expired, deleted, err := w.Keys.Reap(ctx, w.Pace)
 	if expired+deleted > 0 {
 		w.Logger.InfoContext(ctx, "reaped idempotency keys", "expired", expired, "tombstones_deleted", deleted)
 	}
@@ -251,14 +253,14 @@ func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	if err != nil {
 		return err
 	}
-	pruned, err := w.Ops.PruneProcessorEvents(ctx, w.EventRetention, w.Batch)
+	pruned, err := w.Ops.PruneProcessorEvents(ctx, w.EventRetention, w.Pace.Batch)
 	if pruned > 0 {
 		w.Logger.InfoContext(ctx, "pruned processor events", "deleted", pruned)
 	}
 	if err != nil {
 		return err
 	}
-	deliveries, events, secrets, err := endpoints.Prune(ctx, w.Ops.DB, w.Webhooks, w.Batch)
+	deliveries, events, secrets, err := endpoints.Prune(ctx, w.Ops.DB, w.Webhooks, w.Pace.Batch)
 	if deliveries+events+secrets > 0 {
 		w.Logger.InfoContext(ctx, "pruned webhooks", "deliveries", deliveries, "events", events, "secrets", secrets)
 	}

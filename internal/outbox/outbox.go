@@ -166,8 +166,9 @@ type Deps struct {
 	Ops        *operation.Runner
 	Reconciler *operation.Reconciler
 	Keys       *idempotency.Store
-	// ReapBatch is how many keys (or events) one delete statement reaps.
-	ReapBatch int
+	// ReapPace paces the reaper: its Batch is how many keys (or events) one
+	// statement reaps.
+	ReapPace idempotency.ReapPace
 	// EventRetention is how long a processed processor event is kept.
 	EventRetention time.Duration
 	// Webhooks is how long the webhooks' records are kept.
@@ -214,7 +215,7 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 	}
 	if deps.Keys != nil {
 		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention, Webhooks: deps.Webhooks,
-			Batch: deps.ReapBatch, Logger: deps.Logger, Reaped: deps.Reaped}); err != nil {
+			Pace: deps.ReapPace, Logger: deps.Logger, Reaped: deps.Reaped}); err != nil {
 			return nil, err
 		}
 	}

@@ -10,7 +10,9 @@
 //   - payments waited for end to end (API, worker, processor), against the
 //     insert ceiling, and at low concurrency for latency;
 //   - new keys again with millions of finished keys in the table, against
-//     the empty table.
+//     the empty table;
+//   - when asked for (RetentionKeys), new keys while the reaper reaps that
+//     many expired keys, against new keys without it (retention.go).
 package bench
 
 import (
@@ -39,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
 	"github.com/example/payments/internal/process/worker"
@@ -58,6 +61,20 @@ type Config struct {
 	BigTable int
 	// ProfileDir, when set, receives a CPU profile of each mode.
 	ProfileDir string
+	// RetentionKeys, when positive, adds the retention mode (retention.go):
+	// that many expired keys, and as many expired tombstones, reaped while
+	// new keys are measured. Zero leaves it out.
+	RetentionKeys int
+	// RetentionDuration is how long the retention mode measures, in slices
+	// of Duration, the reaper off in one and on in the next; zero means two
+	// slices. It ends sooner once the reaper has caught up.
+	RetentionDuration time.Duration
+	// RetentionOnly runs the retention mode alone: no ceilings, no other
+	// mode.
+	RetentionOnly bool
+	// RetentionPace, when set, is the retention mode's reaper's pace
+	// instead of the worker's default (a zero Batch: REAP_BATCH).
+	RetentionPace *idempotency.ReapPace
 }
 
 // Result is one mode measured.
@@ -77,16 +94,20 @@ type Result struct {
 type Report struct {
 	Results   []Result
 	Explained []Explained
+	// Retention is the retention mode, when it ran.
+	Retention *RetentionResult
 }
 
 // Run measures everything and writes a progress line per mode, the results
 // table and where the time went to out.
 func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
-	results, explained, err := run(ctx, cfg, out)
-	return Report{Results: results, Explained: explained}, err
+	var report Report
+	var err error
+	report.Results, report.Explained, err = run(ctx, cfg, out, &report.Retention)
+	return report, err
 }
 
-func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained, error) {
+func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionResult) ([]Result, []Explained, error) {
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL+"&pool_max_conns="+strconv.Itoa(cfg.Clients))
 	if err != nil {
 		return nil, nil, err
@@ -95,9 +116,11 @@ func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained,
 	if err := (&tenants.Store{DB: pool}).SeedDemos(ctx); err != nil {
 		return nil, nil, err
 	}
-	insert, sel, err := ceilings(ctx, pool, cfg, out)
-	if err != nil {
-		return nil, nil, err
+	var insert, sel Result
+	if !cfg.RetentionOnly {
+		if insert, sel, err = ceilings(ctx, pool, cfg, out); err != nil {
+			return nil, nil, err
+		}
 	}
 	stats := newStatStatements(ctx, pool, out)
 
@@ -131,6 +154,29 @@ func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained,
 	post := func(key, prefer string) (int, error) { return send(st.apiURL+"/v1/payments", key, prefer) }
 	var seq atomic.Int64
 	fresh := func(prefix string) string { return prefix + strconv.FormatInt(seq.Add(1), 10) }
+	// The retention mode, last when the others run: it needs the worker
+	// stopped, and leaves the table as a reaper run leaves it.
+	retain := func() error {
+		if cfg.RetentionKeys <= 0 {
+			return nil
+		}
+		if err := st.drain(ctx, pool); err != nil {
+			return err
+		}
+		r, err := retention(ctx, cfg, pool, st, func() (int, error) { return post(fresh("ret-new-"), "respond-async") }, out)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		*retained = &r
+		return nil
+	}
+	if cfg.RetentionOnly {
+		if err := retain(); err != nil {
+			return nil, nil, err
+		}
+		PrintRetention(out, **retained)
+		return nil, nil, nil
+	}
 
 	results := []Result{insert, sel}
 	var explained []Explained
@@ -263,8 +309,14 @@ func run(ctx context.Context, cfg Config, out io.Writer) ([]Result, []Explained,
 			return nil, nil, err
 		}
 	}
+	if err := retain(); err != nil {
+		return nil, nil, err
+	}
 	Print(out, results)
 	PrintExplained(out, explained)
+	if *retained != nil {
+		PrintRetention(out, **retained)
+	}
 	if hwm, err := peakRSS(); err == nil {
 		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
 	}
@@ -478,13 +530,18 @@ func Print(out io.Writer, results []Result) {
 type stack struct {
 	apiURL string
 	// api is the API's configuration, for another API of the same.
-	api    api.Config
+	api api.Config
+	// worker is the worker's configuration, for the reaper's settings.
+	worker worker.Config
 	w      *worker.Worker
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	workerCancel context.CancelFunc
 	workerDone   chan struct{}
+	// workerRan is whether the worker was ever run: one that was not must
+	// be closed.
+	workerRan bool
 }
 
 // start builds the processor and the API, serving, and the worker, not yet
@@ -534,6 +591,7 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 	s.apiURL, s.api = "http://"+a.Addr(), acfg
 	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = dbURL, "127.0.0.1:0", "http://"+p.Addr()
 	wcfg.Concurrency = 32
+	s.worker = wcfg
 	if s.w, err = worker.New(ctx, wcfg, logger); err != nil {
 		return nil, err
 	}
@@ -587,6 +645,7 @@ func (s *stack) anotherAPI(ctx context.Context, logger *slog.Logger, change func
 }
 
 func (s *stack) startWorker(ctx context.Context) {
+	s.workerRan = true
 	ctx, s.workerCancel = context.WithCancel(ctx)
 	s.workerDone = make(chan struct{})
 	go func() { defer close(s.workerDone); _ = s.w.Run(ctx) }()
@@ -618,6 +677,9 @@ func (s *stack) drain(ctx context.Context, pool *pgxpool.Pool) error {
 
 func (s *stack) stop() {
 	s.stopWorker()
+	if !s.workerRan {
+		s.w.Close()
+	}
 	s.cancel()
 	s.wg.Wait()
 }

@@ -67,6 +67,8 @@ type Config struct {
 	TombstoneRetention     time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
 	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
 	ReapBatch              int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
+	ReapBatchTime          time.Duration      `envconfig:"REAP_BATCH_TIME" default:"20ms" desc:"how long one batch of the key reaper should take: its batches are sized to it, up to REAP_BATCH (0: every batch REAP_BATCH keys)"`
+	ReapRest               float64            `envconfig:"REAP_REST" default:"1" desc:"the key reaper's rest after each batch, as a multiple of the batch's time, leaving the database to the service meanwhile (0: flat out)"`
 	EventRetention         time.Duration      `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
 	WebhookEventRetention  time.Duration      `envconfig:"WEBHOOK_EVENT_RETENTION" default:"720h" desc:"how long an event, and its deliveries and their attempts once over, are kept (GET /v1/events answers for that long)"`
 	WebhookSecretRetention time.Duration      `envconfig:"WEBHOOK_SECRET_RETENTION" default:"24h" desc:"how long an expired signing secret is kept before it is deleted"`
@@ -81,6 +83,11 @@ func (c Config) backoff() outbox.Backoff {
 	return outbox.Backoff{Base: c.RetryBaseDelay, Max: c.RetryMaxDelay}
 }
 
+// ReapPace is the key reaper's pace: REAP_BATCH, REAP_BATCH_TIME, REAP_REST.
+func (c Config) ReapPace() idempotency.ReapPace {
+	return idempotency.ReapPace{Batch: c.ReapBatch, Target: c.ReapBatchTime, Pause: c.ReapRest}
+}
+
 // Validate refuses settings under which a payment could be charged twice or
 // left behind, naming the setting to change.
 func (c Config) Validate() error {
@@ -93,6 +100,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WORKER_CONCURRENCY, WEBHOOK_CONCURRENCY, WEBHOOK_ENDPOINT_IN_FLIGHT, WEBHOOK_TENANT_IN_FLIGHT, OPERATION_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
 	case c.DisableAfter <= 0:
 		return fmt.Errorf("WEBHOOK_DISABLE_AFTER (%s) must be positive", c.DisableAfter)
+	case c.ReapBatchTime < 0 || c.ReapRest < 0:
+		return fmt.Errorf("REAP_BATCH_TIME (%s) and REAP_REST (%g) must not be negative", c.ReapBatchTime, c.ReapRest)
 	case c.RetryBaseDelay <= 0 || c.RetryMaxDelay < c.RetryBaseDelay:
 		return fmt.Errorf("RETRY_BASE_DELAY (%s) must be positive and at most RETRY_MAX_DELAY (%s)", c.RetryBaseDelay, c.RetryMaxDelay)
 	case c.StuckAfter <= c.JobTimeout:
@@ -227,7 +236,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		LedgerTimeout:     cfg.LedgerTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
-	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapBatch: cfg.ReapBatch,
+	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapPace: cfg.ReapPace(),
 		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider()})
 	if err != nil {
 		closeDB()

@@ -15,8 +15,10 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
+	"github.com/example/payments/internal/process/worker"
 	"github.com/example/payments/tools/bench"
 )
 
@@ -26,6 +28,12 @@ type config struct {
 	Duration    time.Duration `envconfig:"BENCH_DURATION" default:"10s" desc:"how long each mode is measured"`
 	BigTable    int           `envconfig:"BENCH_BIG_TABLE" default:"2000000" desc:"finished keys in the table for the last mode (0: skip it)"`
 	ProfileDir  string        `envconfig:"BENCH_PROFILE_DIR" desc:"when set, a CPU profile of each mode is written there (go tool pprof reads it)"`
+	// The retention mode is off unless asked for: it is long.
+	RetentionKeys     int           `envconfig:"BENCH_RETENTION_KEYS" default:"0" desc:"when positive, the retention mode: this many expired keys (and as many expired tombstones) reaped while new keys are measured"`
+	RetentionDuration time.Duration `envconfig:"BENCH_RETENTION_DURATION" desc:"how long the retention mode measures new keys, in slices of BENCH_DURATION with the reaper off, then on, and so on; it ends sooner once the reaper has caught up (default: two slices)"`
+	RetentionOnly     bool          `envconfig:"BENCH_RETENTION_ONLY" default:"false" desc:"run the retention mode alone, without the ceilings and the other modes"`
+	ReapBatchTime     time.Duration `envconfig:"BENCH_REAP_BATCH_TIME" default:"-1ns" desc:"the retention mode's reaper's REAP_BATCH_TIME (negative: the worker's default)"`
+	ReapRest          float64       `envconfig:"BENCH_REAP_REST" default:"-1" desc:"the retention mode's reaper's REAP_REST (negative: the worker's default)"`
 }
 
 func main() { process.Main("bench", run) }
@@ -39,6 +47,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := envconfig.Process("", &cfg); err != nil {
 		return err
 	}
+	// The reaper's pace as the worker's, unless asked otherwise.
+	var pace *idempotency.ReapPace
+	if cfg.ReapBatchTime >= 0 || cfg.ReapRest >= 0 {
+		var w worker.Config
+		if err := envconfig.Process("bench_unset", &w); err != nil {
+			return err
+		}
+		p := w.ReapPace()
+		if cfg.ReapBatchTime >= 0 {
+			p.Target = cfg.ReapBatchTime
+		}
+		if cfg.ReapRest >= 0 {
+			p.Pause = cfg.ReapRest
+		}
+		pace = &p
+	}
 	name := fmt.Sprintf("bench_%d", time.Now().Unix())
 	url, drop, err := database.CreateFresh(ctx, cfg.DatabaseURL, name)
 	if err != nil {
@@ -50,6 +74,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "bench: %d clients, %s a mode, database %s (dropped at the end)\n", cfg.Clients, cfg.Duration, name)
 	_, err = bench.Run(ctx, bench.Config{DatabaseURL: url, Clients: cfg.Clients, Duration: cfg.Duration, BigTable: cfg.BigTable,
-		ProfileDir: cfg.ProfileDir}, stdout)
+		ProfileDir: cfg.ProfileDir, RetentionKeys: cfg.RetentionKeys, RetentionDuration: cfg.RetentionDuration,
+		RetentionOnly: cfg.RetentionOnly, RetentionPace: pace}, stdout)
 	return err
 }

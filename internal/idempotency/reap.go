@@ -1,0 +1,175 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ReapPace paces the reaper beside the service's own writes.
+type ReapPace struct {
+	// Batch is the most keys one statement reaps (REAP_BATCH).
+	Batch int
+	// Target, when set, is how long a batch should take (REAP_BATCH_TIME):
+	// each stage sizes its next batch from how long its last one took per
+	// key, from a tenth of Batch (where it starts) to Batch. Zero: every
+	// batch is Batch keys.
+	Target time.Duration
+	// Pause is how long the reaper rests after each batch, as a multiple of
+	// the time the batch took (REAP_REST): 0 reaps flat out; 1 leaves the
+	// database to the service at least half of the reaper's time.
+	Pause float64
+}
+
+// expireKeys turns a batch of finished keys past their retention into
+// tombstones: the response goes; the key, its fingerprint and what it
+// created stay until the tombstone's own expiry. The batch's keys are the
+// first due from the expiry the last batch reached ($3), and it returns
+// their expiries, so that the next batch starts past them.
+const expireKeys = `
+WITH batch AS (
+	SELECT id, expires_at FROM idempotency_keys
+	WHERE recovery_point = 'finished' AND expires_at < now() AND expires_at >= $3
+	ORDER BY expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED)
+UPDATE idempotency_keys k
+SET recovery_point = 'expired', response_status = NULL, response_headers = NULL, response_body = NULL,
+	locked_at = NULL, updated_at = now(), expires_at = now() + $2::interval
+FROM batch
+WHERE k.id = batch.id
+RETURNING batch.expires_at`
+
+// reapTombstones deletes a batch of tombstones past their expiry, from the
+// expiry the last batch reached ($2), as expireKeys.
+const reapTombstones = `
+WITH batch AS (
+	SELECT id, expires_at FROM idempotency_keys
+	WHERE recovery_point = 'expired' AND expires_at < now() AND expires_at >= $2
+	ORDER BY expires_at
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED)
+DELETE FROM idempotency_keys k
+USING batch
+WHERE k.id = batch.id
+RETURNING batch.expires_at`
+
+// Reap reaps at most Batch keys a statement, each statement its own
+// transaction: finished keys past their retention become tombstones,
+// tombstones past theirs are deleted, unfinished keys are never touched and
+// what a key created outlives it. So that a reaper with a backlog to catch
+// up on can run beside the service at its full throughput:
+//
+//   - each batch starts at the expiry where the last one ended. Batches that
+//     each scanned their index from its start stepped over the entries of
+//     the keys reaped before them, dead until VACUUM: a batch of a run that
+//     had reaped a million keys stepped over a million entries, so a run's
+//     cost grew with the square of its backlog (docs/BENCHMARKS.md,
+//     "Retention"). A key skipped because it was locked is reaped by the
+//     next run, which starts from the beginning;
+//   - with a Target, its batches are bounded in time as well as in keys:
+//     each takes about Target whatever the machine and its load;
+//   - after each batch it pauses for Pause times the batch's own time, so
+//     that its WAL and its CPU come in bounded bursts with room between them
+//     for the service's commits, whose flushes would otherwise queue behind
+//     megabytes of the reaper's WAL. The pause is pacing only: every batch
+//     commits on its own, and nothing relies on the pause for correctness;
+//   - it takes the two stages in turn, a batch of each, so that a run cut
+//     short has made progress on both rather than starving the deletes;
+//   - it stops, without error, when ctx's deadline (the job's timeout) is
+//     nearer than twice the longest batch and pause it has seen, so that a
+//     run ends with every batch committed instead of one cancelled, and the
+//     next run carries on.
+//
+// It returns how many keys it expired and how many tombstones it deleted.
+func (s *Store) Reap(ctx context.Context, p ReapPace) (expired, deleted int, err error) {
+	if s.TombstoneRetention <= 0 {
+		return 0, 0, errors.New("reap keys: the store has no TombstoneRetention set")
+	}
+	if p.Batch < 1 || p.Pause < 0 || p.Target < 0 {
+		return 0, 0, fmt.Errorf("reap keys: batch %d, target %s and pause %g: the batch must be positive, the others not negative",
+			p.Batch, p.Target, p.Pause)
+	}
+	least := p.Batch
+	if p.Target > 0 {
+		least = max(1, p.Batch/10)
+	}
+	type stage struct {
+		name  string
+		run   func(limit int, from time.Time) (pgx.Rows, error)
+		n     *int
+		limit int
+		from  time.Time // the latest expiry reaped so far
+		done  bool
+	}
+	stages := []*stage{
+		{name: "expire keys", n: &expired, limit: least, run: func(limit int, from time.Time) (pgx.Rows, error) {
+			return s.DB.Query(ctx, expireKeys, limit, s.TombstoneRetention, from)
+		}},
+		{name: "reap tombstones", n: &deleted, limit: least, run: func(limit int, from time.Time) (pgx.Rows, error) {
+			return s.DB.Query(ctx, reapTombstones, limit, from)
+		}},
+	}
+	var step time.Duration // the longest batch and its pause so far
+	for left := len(stages); left > 0; {
+		for _, st := range stages {
+			if st.done {
+				continue
+			}
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < 2*step {
+				return expired, deleted, nil
+			}
+			start := time.Now()
+			rows, err := st.run(st.limit, st.from)
+			if err != nil {
+				return expired, deleted, fmt.Errorf("%s: %w", st.name, err)
+			}
+			n := 0
+			for rows.Next() {
+				var at time.Time
+				if err := rows.Scan(&at); err != nil {
+					rows.Close()
+					return expired, deleted, fmt.Errorf("%s: %w", st.name, err)
+				}
+				n++
+				if at.After(st.from) {
+					st.from = at
+				}
+			}
+			if err := rows.Err(); err != nil {
+				return expired, deleted, fmt.Errorf("%s: %w", st.name, err)
+			}
+			took := time.Since(start)
+			*st.n += n
+			if n < st.limit {
+				st.done = true
+				left--
+			} else if p.Target > 0 {
+				st.limit = max(least, min(p.Batch, int(float64(st.limit)*float64(p.Target)/float64(max(took, time.Microsecond)))))
+			}
+			pause := time.Duration(float64(took) * p.Pause)
+			step = max(step, took+pause)
+			if pause > 0 && left > 0 {
+				if err := sleep(ctx, pause); err != nil {
+					return expired, deleted, err
+				}
+			}
+		}
+	}
+	return expired, deleted, nil
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
