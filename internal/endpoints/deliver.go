@@ -102,53 +102,79 @@ type Deliverer struct {
 }
 
 // slotHeld is the longest an attempt holds its place among the attempts in
-// flight: a place a dead worker left stops counting after it. A delivery
-// waiting for a place is woken by the attempt that frees one (wakeNext); its
-// job also runs again on its own after slotHeld, in case that wake was lost.
+// flight: a place a dead worker left (or one handed to a delivery whose job
+// never came for it) stops counting after it. A delivery waiting in line is
+// handed a place by the attempt that frees one (handOver); its job also
+// looks again on its own after slotHeld, jittered, for the places that
+// expired instead.
 const slotHeld = AttemptTimeout + 5*time.Second
 
-// deliveryOf reads who a pending delivery is for.
-const deliveryOf = `SELECT tenant_id, endpoint_id FROM webhook_deliveries WHERE id = $1 AND status = 'pending'`
+// deliveryOf reads who a pending delivery is for, and, without a lock,
+// whether it may take a place (it holds one already, one handed to it, or
+// its endpoint and its tenant have room, places past their until not
+// counting: $2, $3) and whether it waits in line. A delivery in line that
+// may not goes back to waiting without writing anything or taking the
+// tenant's lock, so that a long line costs one cheap read a delivery every
+// slotHeld.
+const deliveryOf = `
+SELECT d.tenant_id, d.endpoint_id,
+	EXISTS (SELECT 1 FROM webhook_sending s WHERE s.delivery_id = d.id)
+		OR ((SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = d.endpoint_id AND s.until > now()) < $2
+			AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = d.tenant_id AND s.until > now()) < $3),
+	EXISTS (SELECT 1 FROM webhook_waiting w WHERE w.delivery_id = d.id)
+FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 
-// takeSlot takes a place among the attempts in flight, when the endpoint
-// ($3) and the tenant ($2) each have fewer than their share ($4, $5). It
-// runs under the tenant's lock (lockTenantSlots), so that two workers
-// cannot both take the last place, after purgeSlots has dropped the places
-// that stopped counting (those a dead worker left, past their until, and
-// this delivery's own from an attempt that never recorded) and the
-// delivery's place in the waiting line. A delivery that finds no place
-// joins the line (wait) with its job's id, in the same transaction.
+// takeSlot takes a place among the attempts in flight: the delivery's own
+// (handed to it, or left by an attempt of its own that never recorded),
+// else a new one when the endpoint ($3) and the tenant ($2) each have fewer
+// than their share ($4, $5). It runs under the tenant's lock
+// (lockTenantSlots), so that two workers cannot both take the last place,
+// after purgeSlots has dropped the tenant's places past their until (a dead
+// worker's) and the delivery's place in line. A delivery that finds no
+// place joins the line (wait) with its job's id, in the same transaction.
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
 	purgeSlots      = `
 WITH waited AS (DELETE FROM webhook_waiting WHERE delivery_id = $2)
-DELETE FROM webhook_sending WHERE (tenant_id = $1 AND until <= now()) OR delivery_id = $2`
+DELETE FROM webhook_sending WHERE tenant_id = $1 AND until <= now()`
 	takeSlot = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
-WHERE (SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
-	AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5`
+WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
+	OR ((SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
+		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
+ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until`
 	wait = `
 INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id, job_id) VALUES ($1, $2, $3, $4)
 ON CONFLICT (delivery_id) DO UPDATE SET job_id = excluded.job_id`
 )
 
-// wakeNext takes from the line the delivery of tenant $1 that has waited
-// longest for a place whose endpoint now has room under its share ($2), and
-// returns its job's id. It runs under the tenant's lock, after the attempt's
-// own place is released: the tenant has room, since a place was just freed.
-const wakeNext = `
-DELETE FROM webhook_waiting WHERE delivery_id = (
-	SELECT w.delivery_id FROM webhook_waiting w
-	WHERE w.tenant_id = $1 AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $2
-	ORDER BY w.since LIMIT 1)
-RETURNING job_id`
+// handOver hands the place of attempt $1 (of tenant $2, to endpoint $3) to
+// the delivery of the tenant that has waited longest in line among those
+// whose endpoint has room under its share ($4; the attempt's own endpoint
+// always has, since its place stays there), and returns that delivery's job
+// id; no row when nobody waits who could take it, or the attempt holds no
+// place any more (past its until, purged). It runs under the tenant's lock.
+// The tenant's count does not change: its place passes from one delivery to
+// the next.
+const handOver = `
+WITH next AS (
+	DELETE FROM webhook_waiting WHERE delivery_id = (
+		SELECT w.delivery_id FROM webhook_waiting w
+		WHERE w.tenant_id = $2 AND EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
+			AND (w.endpoint_id = $3
+				OR (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id AND s.until > now()) < $4)
+		ORDER BY w.since LIMIT 1)
+	RETURNING delivery_id, endpoint_id, job_id)
+UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id, until = now() + $5::interval
+FROM next WHERE s.delivery_id = $1
+RETURNING next.job_id`
 
 // Job is the River job making a delivery's attempts: its id, which the
 // waiting line keeps, and Wake, which makes another waiting delivery's job
 // run now inside tx (River's JobRetryTx; a job that is gone is no error),
-// so that a freed place is taken at once rather than when some waiting job
-// next looks.
+// so that a place handed over is taken at once rather than when the waiting
+// job next looks.
 type Job struct {
 	ID   int64
 	Wake func(ctx context.Context, tx pgx.Tx, jobID int64) error
@@ -185,8 +211,8 @@ var errBusy = errors.New("the endpoint or its tenant has its share of attempts i
 // returns how long to wait before the next attempt (the job snoozes that
 // long), or zero when the delivery is over: delivered, failed, or nothing to
 // do (an endpoint deleted, a delivery already done). A delivery over its
-// share of attempts in flight joins the waiting line, its attempt not spent,
-// until the attempt that frees a place wakes it (slotHeld at most). Whatever fails
+// share of attempts in flight waits in line, its attempt not spent, until
+// an attempt hands it its place (or slotHeld passes). Whatever fails
 // once the attempt is counted (the event's read, a secret that does not
 // decrypt, the POST) is that attempt's outcome, logged and on the schedule.
 // An error is the service's own (the database, while claiming or
@@ -220,11 +246,15 @@ const recordTimeout = 10 * time.Second
 
 // claim takes a place among the attempts in flight and counts the attempt,
 // in one transaction; pgx.ErrNoRows when the delivery is not pending, and
-// errBusy when it joined the waiting line as job instead.
+// errBusy when it waits in line as job instead.
 func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
 	a := attempt{id: id}
-	if err := d.DB.QueryRow(ctx, deliveryOf, id).Scan(&a.tenantID, &a.endpoint); err != nil {
+	var may, waiting bool
+	if err := d.DB.QueryRow(ctx, deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).Scan(&a.tenantID, &a.endpoint, &may, &waiting); err != nil {
 		return a, err
+	}
+	if !may && waiting {
+		return a, errBusy
 	}
 	busy := false
 	err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
@@ -454,7 +484,7 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome, wake fun
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	// The tenant's lock first, as claim takes it: a delivery joining the
-	// line meanwhile is in it by the time wakeNext looks.
+	// line meanwhile is in it by the time handOver looks.
 	if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
 		return fmt.Errorf("lock the tenant's places: %w", err)
 	}
@@ -466,14 +496,14 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome, wake fun
 		out.duration.Milliseconds(), errText, out.wait.Milliseconds()); err != nil {
 		return fmt.Errorf("log attempt: %w", err)
 	}
-	if _, err := tx.Exec(ctx, releaseSlot, a.id); err != nil {
-		return fmt.Errorf("release slot: %w", err)
-	}
 	var next int64
-	switch err := tx.QueryRow(ctx, wakeNext, a.tenantID, d.EndpointInFlight).Scan(&next); {
+	switch err := tx.QueryRow(ctx, handOver, a.id, a.tenantID, a.endpoint, d.EndpointInFlight, slotHeld).Scan(&next); {
 	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, releaseSlot, a.id); err != nil {
+			return fmt.Errorf("release slot: %w", err)
+		}
 	case err != nil:
-		return fmt.Errorf("wake the next delivery: %w", err)
+		return fmt.Errorf("hand the place over: %w", err)
 	default:
 		if err := wake(ctx, tx, next); err != nil {
 			return fmt.Errorf("wake the next delivery: %w", err)
