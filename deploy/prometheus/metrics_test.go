@@ -2,9 +2,11 @@ package prometheus
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"maps"
 	"os"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -134,21 +136,44 @@ func dashboardExprs(t *testing.T) map[string][]string {
 	return out
 }
 
-// TestMetricsExported: every metric an alert rule or a dashboard panel reads
-// is one the processes export. The rules' metrics must be there from the
-// first scrape of a process that has served nothing (each counter's known
-// label values start at zero), so that rate() and absent() mean something
-// from the start, and a rule naming a job reads a metric of that job; the
-// dashboard's may need one request (the API's requests by route and status
-// exist once one is served).
-func TestMetricsExported(t *testing.T) {
+// TestMetrics runs the three processes once and checks what they serve on
+// /metrics: every metric the rules and the dashboard read is exported
+// (Exported), promtool's linter finds no problem in any page (Promlint),
+// and a request's and its payment's jobs' trace id are exemplars of their
+// latencies' buckets in OpenMetrics (Exemplars).
+func TestMetrics(t *testing.T) {
 	t.Parallel()
 	s := stacktest.New(t, stacktest.Options{})
 	s.StartWorker()
-	// The job names of prometheus.yml.
+	// The job names of prometheus.yml, each's first scrape.
 	first := map[string]map[string]bool{
 		"api": exported(s.APIMetrics()), "worker": exported(s.WorkerMetrics()), "fakeprocessor": exported(s.ProcessorMetrics()),
 	}
+	if res := s.Pay(stacktest.Acme, "metrics-exported", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`,
+		"traceparent", traceparent); res.Status >= 300 && res.Status != 202 {
+		t.Fatalf("payment: %d %s", res.Status, res.Body)
+	}
+	t.Run("Exported", func(t *testing.T) { testExported(t, s, first) })
+	t.Run("Promlint", func(t *testing.T) { testPromlint(t, s) })
+	t.Run("Exemplars", func(t *testing.T) { testExemplars(t, s) })
+}
+
+// traceparent is the payment's trace context, and traceID its trace id:
+// the processes trace with a no-op provider here, which carries the
+// caller's span context on.
+const (
+	traceID     = "4bf92f3577b34da6a3ce929d0e0e4736"
+	traceparent = "00-" + traceID + "-00f067aa0ba902b7-01"
+)
+
+// testExported: every metric an alert rule or a dashboard panel reads is
+// one the processes export. The rules' metrics must be there from the
+// first scrape of a process that has served nothing (each counter's and
+// histogram's known label values start at zero), so that rate() and
+// absent() mean something from the start, and a rule naming a job reads a
+// metric of that job; the dashboard's may need one request (the API's
+// requests by route and status exist once one is served).
+func testExported(t *testing.T, s *stacktest.Stack, first map[string]map[string]bool) {
 	for _, r := range rules(t) {
 		for _, sel := range selectors(r.Expr) {
 			jobs := slices.Sorted(maps.Keys(first))
@@ -159,10 +184,6 @@ func TestMetricsExported(t *testing.T) {
 				t.Errorf("alert %s reads %s, which %v do not export on their first scrape", r.Alert, sel.name, jobs)
 			}
 		}
-	}
-
-	if res := s.Pay(stacktest.Acme, "metrics-exported", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`); res.Status >= 300 && res.Status != 202 {
-		t.Fatalf("payment: %d %s", res.Status, res.Body)
 	}
 	all := map[string]bool{}
 	for _, page := range []string{s.APIMetrics(), s.WorkerMetrics(), s.ProcessorMetrics()} {
@@ -183,4 +204,45 @@ func TestMetricsExported(t *testing.T) {
 		}
 	}
 	t.Logf("%d rules and %d panels read metrics the processes export", len(rules(t)), len(panels))
+}
+
+// testPromlint: promtool check metrics (Prometheus's linter: names, units,
+// suffixes, help) finds no problem in any process's /metrics.
+func testPromlint(t *testing.T, s *stacktest.Stack) {
+	for process, page := range map[string]string{"api": s.APIMetrics(), "worker": s.WorkerMetrics(), "fakeprocessor": s.ProcessorMetrics()} {
+		cmd := exec.Command(promtool(t), "check", "metrics")
+		cmd.Stdin = strings.NewReader(page)
+		if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Errorf("promtool check metrics on %s's /metrics: %v\n%s", process, err, out)
+		}
+	}
+}
+
+// testExemplars: in OpenMetrics, a bucket of the request's latency has
+// the request's trace id as its exemplar, and so do a bucket of its
+// operation's job and of the processor call the job made, once the worker
+// has run it.
+func testExemplars(t *testing.T, s *stacktest.Stack) {
+	if !hasExemplar(s.APIOpenMetrics(), `payments_http_request_duration_seconds_bucket{method="POST",route="/v1/payments",`) {
+		t.Errorf("no bucket of POST /v1/payments's latency has the exemplar trace_id %s:\n%s", traceID, s.APIOpenMetrics())
+	}
+	if hasExemplar(s.APIMetrics(), "payments_http_request_duration_seconds_bucket") {
+		t.Error("the text format, which has no exemplars, shows one")
+	}
+	stacktest.WaitFor(t, "the payment's job and processor call with their exemplars", func() bool {
+		page := s.WorkerOpenMetrics()
+		return hasExemplar(page, `payments_job_run_duration_seconds_bucket{kind="drive_operation",result="ok",`) &&
+			hasExemplar(page, `payments_processor_call_duration_seconds_bucket{operation="charge",outcome="ok",`)
+	})
+}
+
+// hasExemplar reports whether a line of page that starts with series has
+// the exemplar of traceID.
+func hasExemplar(page, series string) bool {
+	for line := range strings.Lines(page) {
+		if strings.HasPrefix(line, series) && strings.Contains(line, ` # {trace_id="`+traceID+`"}`) {
+			return true
+		}
+	}
+	return false
 }

@@ -70,7 +70,9 @@ var Results = []string{ResultDelivered, ResultRetrying, ResultFailed, ResultGone
 
 // Observer counts what deliveries do, for metrics.
 type Observer interface {
-	Attempted(result string)
+	// Attempted counts an attempt by result, and times it: d is the POST
+	// to the endpoint (zero for no POST), ctx its job's, with its span.
+	Attempted(ctx context.Context, result string, d time.Duration)
 	// Disabled counts an endpoint the deliveries disabled, by reason.
 	Disabled(reason string)
 }
@@ -542,7 +544,7 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome, wake fun
 		return fmt.Errorf("commit: %w", err)
 	}
 	if d.Observer != nil {
-		d.Observer.Attempted(out.result)
+		d.Observer.Attempted(ctx, out.result, out.duration)
 		if disabled {
 			d.Observer.Disabled(ReasonFailing)
 		}

@@ -405,7 +405,10 @@ func TestWebhookDelivery(t *testing.T) {
 		}
 		m := s.WorkerMetrics()
 		for _, want := range []string{`payments_webhook_deliveries_total{result="failed"} 1`, `payments_webhook_deliveries_total{result="retrying"} 3`,
-			`payments_webhook_delivery_attempts_total 4`, `payments_webhook_oldest_undelivered_seconds 0`} {
+			`payments_webhook_delivery_attempts_total 4`, `payments_webhook_oldest_undelivered_seconds 0`,
+			`payments_webhook_attempt_duration_seconds_count{result="failed"} 1`,
+			`payments_webhook_attempt_duration_seconds_count{result="retrying"} 3`,
+			`payments_webhook_attempt_duration_seconds_count{result="delivered"} 0`} {
 			if !strings.Contains(m, want) {
 				t.Errorf("worker metrics lack %s", want)
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
+	imetrics "github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/tenants"
@@ -128,6 +129,9 @@ func (s *Server) Handler() http.Handler {
 			r.Get("/idempotency-keys/{key}", s.getIdempotencyKey)
 		})
 	})
+	if s.metrics != nil {
+		s.metrics.route(r)
+	}
 	return r
 }
 
@@ -136,7 +140,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Internal() http.Handler {
 	mux := http.NewServeMux()
 	if s.Registry != nil {
-		mux.Handle("GET /metrics", metricsHandler(s.Registry))
+		mux.Handle("GET /metrics", imetrics.Handler(s.Registry))
 	}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	return mux

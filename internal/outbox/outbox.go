@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
@@ -182,6 +183,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Tracer makes each job attempt's span; nil means the global provider.
 	Tracer trace.TracerProvider
+	// Registry, when set, gets the attempts' latencies (TraceWork.Timed).
+	Registry prometheus.Registerer
 }
 
 // NewWorker returns a River client that runs the operations' jobs, the
@@ -190,20 +193,21 @@ type Deps struct {
 // trace of the code that inserted it, and one line in the log (TraceWork).
 func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps Deps) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &OperationWorker{Ops: deps.Ops}); err != nil {
+	var kinds []string
+	if err := addWorker(workers, &kinds, &OperationWorker{Ops: deps.Ops}); err != nil {
 		return nil, err
 	}
-	if err := river.AddWorkerSafely(workers, &ProcessorEventWorker{Ops: deps.Ops, Logger: deps.Logger}); err != nil {
+	if err := addWorker(workers, &kinds, &ProcessorEventWorker{Ops: deps.Ops, Logger: deps.Logger}); err != nil {
 		return nil, err
 	}
 	if deps.Deliverer != nil {
-		if err := river.AddWorkerSafely(workers, &DeliveryWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
+		if err := addWorker(workers, &kinds, &DeliveryWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
 			return nil, err
 		}
 	}
 	var periodic []*river.PeriodicJob
 	if deps.Reconciler != nil {
-		if err := river.AddWorkerSafely(workers, &LedgerWorker{Reconciler: deps.Reconciler, Logger: deps.Logger,
+		if err := addWorker(workers, &kinds, &LedgerWorker{Reconciler: deps.Reconciler, Logger: deps.Logger,
 			RunTimeout: cfg.LedgerTimeout}); err != nil {
 			return nil, err
 		}
@@ -214,7 +218,7 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 			&river.PeriodicJobOpts{RunOnStart: true}))
 	}
 	if deps.Keys != nil {
-		if err := river.AddWorkerSafely(workers, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention, Webhooks: deps.Webhooks,
+		if err := addWorker(workers, &kinds, &ReapWorker{Keys: deps.Keys, Ops: deps.Ops, EventRetention: deps.EventRetention, Webhooks: deps.Webhooks,
 			Pace: deps.ReapPace, Logger: deps.Logger, Reaped: deps.Reaped}); err != nil {
 			return nil, err
 		}
@@ -223,6 +227,10 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(cfg.ReapInterval),
 			func() (river.JobArgs, *river.InsertOpts) { return ReapArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true}))
+	}
+	work := NewTraceWork(deps.Tracer, deps.Logger)
+	if deps.Registry != nil {
+		work.Timed(deps.Registry, kinds...)
 	}
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger: logger,
@@ -241,6 +249,6 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		// A payment's request waits for its job: pick jobs up within 2 ms of
 		// their insert notification rather than River's default 100 ms.
 		FetchCooldown: 2 * time.Millisecond,
-		Middleware:    []rivertype.Middleware{&TraceInsert{}, NewTraceWork(deps.Tracer, deps.Logger)},
+		Middleware:    []rivertype.Middleware{&TraceInsert{}, work},
 	})
 }

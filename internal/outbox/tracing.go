@@ -119,9 +119,12 @@ const (
 	OutcomePanic     = "panic"
 )
 
+// Outcomes lists every outcome, for metrics that start at zero.
+var Outcomes = []string{OutcomeOK, OutcomeError, OutcomeSnoozed, OutcomeCancelled, OutcomePanic}
+
 // TraceWork is River worker middleware that makes a span of each attempt of
-// a job, in the trace of the code that inserted it (TraceInsert), and logs
-// the attempt on one line with that span's ids.
+// a job, in the trace of the code that inserted it (TraceInsert), logs the
+// attempt on one line with that span's ids, and, once Timed, times it.
 //
 // The first attempt's span is a child of the inserting span. A retry
 // (attempt 2 and later) is a span of its own in the same trace, beside the
@@ -135,6 +138,8 @@ type TraceWork struct {
 	// Tracer makes the spans; Logger gets the attempts' lines.
 	Tracer trace.Tracer
 	Logger *slog.Logger
+
+	runs *runMetrics
 }
 
 // NewTraceWork returns the worker middleware, its spans made by tp (nil:
@@ -168,7 +173,7 @@ func (m *TraceWork) Work(ctx context.Context, job *rivertype.JobRow, doInner fun
 		if p := recover(); p != nil {
 			span.SetStatus(codes.Error, "panic")
 			span.End()
-			m.log(ctx, job, op, OutcomePanic, time.Since(start), errors.New("panic"))
+			m.done(ctx, job, op, OutcomePanic, time.Since(start), errors.New("panic"))
 			panic(p)
 		}
 	}()
@@ -192,8 +197,16 @@ func (m *TraceWork) Work(ctx context.Context, job *rivertype.JobRow, doInner fun
 		span.AddEvent("job snoozed", trace.WithAttributes(attribute.String("river.job.snooze", snooze.Duration.String())))
 	}
 	span.End()
-	m.log(ctx, job, op, outcome, time.Since(start), err)
+	m.done(ctx, job, op, outcome, time.Since(start), err)
 	return err
+}
+
+// done times an attempt and writes its one line.
+func (m *TraceWork) done(ctx context.Context, job *rivertype.JobRow, op operationArgs, outcome string, d time.Duration, err error) {
+	if m.runs != nil {
+		m.runs.observe(ctx, job.Kind, outcome, d)
+	}
+	m.log(ctx, job, op, outcome, d, err)
 }
 
 // log writes the one line of an attempt.

@@ -447,10 +447,34 @@ func (s *Stack) ProcessorMetrics() string {
 	return s.get(s.procInternal + "/metrics")
 }
 
-// get is the body of a GET of url, which must answer.
-func (s *Stack) get(url string) string {
+// OpenMetricsAccept is the Accept header of a scraper that asks for
+// OpenMetrics, which alone carries exemplars.
+const OpenMetricsAccept = "application/openmetrics-text; version=1.0.0"
+
+// APIOpenMetrics is APIMetrics in OpenMetrics, with the exemplars.
+func (s *Stack) APIOpenMetrics() string {
 	s.T.Helper()
-	res, err := s.client.Get(url)
+	return s.get(s.apiInternal+"/metrics", "Accept", OpenMetricsAccept)
+}
+
+// WorkerOpenMetrics is WorkerMetrics in OpenMetrics, with the exemplars.
+func (s *Stack) WorkerOpenMetrics() string {
+	s.T.Helper()
+	return s.get("http://"+s.worker.MetricsAddr()+"/metrics", "Accept", OpenMetricsAccept)
+}
+
+// get is the body of a GET of url, which must answer; headers are name,
+// value pairs.
+func (s *Stack) get(url string, headers ...string) string {
+	s.T.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		s.T.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := s.client.Do(req)
 	if err != nil {
 		s.T.Fatal(err)
 	}

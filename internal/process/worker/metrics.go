@@ -10,6 +10,7 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
 )
@@ -165,6 +166,8 @@ type deliveryMetrics struct {
 	attempts   prometheus.Counter
 	deliveries *prometheus.CounterVec
 	disabled   *prometheus.CounterVec
+	// durations are the attempts' latencies by result, resolved once.
+	durations map[string]*metrics.Latency
 }
 
 // oldestUndelivered is the age of the oldest pending delivery.
@@ -187,8 +190,14 @@ func newDeliveryMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) deliveryM
 			Help: "Webhook endpoints the deliveries disabled, by reason: failing (every attempt failed for WEBHOOK_DISABLE_AFTER).",
 		}, []string{"reason"}),
 	}
+	hist := metrics.NewHistogram(reg, "payments_webhook_attempt_duration_seconds",
+		"Webhook delivery attempts' latency, the POST to the merchant's endpoint (15 s at most), by result: "+
+			"delivered, retrying, failed, gone or endpoint_disabled.",
+		"result")
+	m.durations = map[string]*metrics.Latency{}
 	for _, result := range endpoints.Results {
 		m.deliveries.WithLabelValues(result)
+		m.durations[result] = hist.With(result)
 	}
 	m.disabled.WithLabelValues(endpoints.ReasonFailing)
 	reg.MustRegister(m.attempts, m.deliveries, m.disabled, oldestCollector{pool: pool})
@@ -196,9 +205,12 @@ func newDeliveryMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) deliveryM
 }
 
 // Attempted implements endpoints.Observer.
-func (m deliveryMetrics) Attempted(result string) {
+func (m deliveryMetrics) Attempted(ctx context.Context, result string, d time.Duration) {
 	m.attempts.Inc()
 	m.deliveries.WithLabelValues(result).Inc()
+	if l, ok := m.durations[result]; ok {
+		l.Observe(ctx, d)
+	}
 }
 
 // Disabled implements endpoints.Observer.

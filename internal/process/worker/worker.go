@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/outbox"
@@ -65,7 +65,7 @@ type Config struct {
 	ReconcileBatch         int                `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
 	LedgerPageSize         int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
 	TombstoneRetention     time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
-	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"10m" desc:"how often keys are reaped (0: never)"`
+	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"1m" desc:"how often the reaper runs (0: never); a run reaps until nothing is left or JOB_TIMEOUT, so with a backlog it runs most of the time"`
 	ReapBatch              int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
 	ReapBatchTime          time.Duration      `envconfig:"REAP_BATCH_TIME" default:"20ms" desc:"how long one batch of the key reaper should take: its batches are sized to it, up to REAP_BATCH (0: every batch REAP_BATCH keys)"`
 	ReapRest               float64            `envconfig:"REAP_REST" default:"1" desc:"the key reaper's rest after each batch, as a multiple of the batch's time, leaving the database to the service meanwhile (0: flat out)"`
@@ -178,7 +178,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 	process.LogConfig(logger, cfg)
-	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider())
+	registry := prometheus.NewRegistry()
+	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider()).Metered(registry)
 	gw.PageSize = cfg.LedgerPageSize
 	kinds := operations.Kinds(gw)
 	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, append(kinds.CrashPoints(), operation.CrashReconcileClaimed)...); err != nil {
@@ -202,7 +203,6 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
-	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		reviewCollector{db: pool, kinds: kinds.ReviewKinds()})
 	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
@@ -237,14 +237,15 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapPace: cfg.ReapPace(),
-		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider()})
+		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider(),
+		Registry: registry})
 	if err != nil {
 		closeDB()
 		return nil, err
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", metrics.Handler(registry))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
 	// The dashboard shows and changes River's jobs, so it is on this internal
 	// listener only, never the API's port, and only with a password.

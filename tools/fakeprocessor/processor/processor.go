@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/fakeprocessor"
@@ -117,7 +117,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		eventsCollector{db: pool})
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", metrics.Handler(registry))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
 	internal, err := process.Listen(cfg.InternalAddr, mux, logger, 10*time.Second, 5*time.Second)
 	if err != nil {
