@@ -1,16 +1,15 @@
 -- +goose Up
 
 -- The deliveries waiting for a place among the attempts in flight
--- (webhook_sending), oldest first: the attempt that frees a place wakes the
--- oldest of its tenant whose endpoint has room, by making its job run now
--- (River's JobRetryTx, by the id its job gave). A wake that is lost (a worker
--- killed between) costs only time: a waiting job runs again on its own after
--- the longest an attempt can hold its place.
+-- (webhook_sending), oldest first. A delivery in line has no job: the
+-- attempt that ends hands its place to the oldest of its tenant whose
+-- endpoint has room and inserts that delivery's job in the transaction that
+-- records it; a periodic sweep hands out the places that expired instead (a
+-- dead worker's).
 CREATE TABLE webhook_waiting (
     delivery_id bigint PRIMARY KEY REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
     endpoint_id text NOT NULL,
     tenant_id   text NOT NULL,
-    job_id      bigint NOT NULL,
     since       timestamptz NOT NULL DEFAULT now()
 );
 

@@ -101,23 +101,22 @@ type Deliverer struct {
 	// DisableAfter disables an endpoint whose attempts have all failed for
 	// this long ('failing').
 	DisableAfter time.Duration
+	// Jobs inserts the job of a delivery handed a place, in the transaction
+	// that hands it.
+	Jobs Jobs
 }
 
 // slotHeld is the longest an attempt holds its place among the attempts in
 // flight: a place a dead worker left (or one handed to a delivery whose job
-// never came for it) stops counting after it. A delivery waiting in line is
-// handed a place by the attempt that frees one (handOver); its job also
-// looks again on its own after slotHeld, jittered, for the places that
-// expired instead.
+// never came for it) stops counting after it, and SweepLine hands it on.
 const slotHeld = AttemptTimeout + 5*time.Second
 
 // deliveryOf reads who a pending delivery is for, and, without a lock,
 // whether it may take a place (it holds one already, one handed to it, or
 // its endpoint and its tenant have room, places past their until not
-// counting: $2, $3) and whether it waits in line. A delivery in line that
-// may not goes back to waiting without writing anything or taking the
-// tenant's lock, so that a long line costs one cheap read a delivery every
-// slotHeld.
+// counting: $2, $3) and whether it waits in line: a job of a delivery in
+// line that may not (a resend's, say) leaves it there without a write or
+// the tenant's lock.
 const deliveryOf = `
 SELECT d.tenant_id, d.endpoint_id,
 	EXISTS (SELECT 1 FROM webhook_sending s WHERE s.delivery_id = d.id)
@@ -132,13 +131,12 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 // than their share ($4, $5). It runs under the tenant's lock
 // (lockTenantSlots), so that two workers cannot both take the last place,
 // after purgeSlots has dropped the tenant's places past their until (a dead
-// worker's) and the delivery's place in line. A delivery that finds no
-// place joins the line (wait) with its job's id, in the same transaction.
+// worker's). A delivery that finds no place joins the line (wait, keeping
+// its place there if it had one), in the same transaction, and its job
+// ends; one that takes a place leaves the line (claimAttempt).
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
-	purgeSlots      = `
-WITH waited AS (DELETE FROM webhook_waiting WHERE delivery_id = $2)
-DELETE FROM webhook_sending WHERE tenant_id = $1 AND until <= now()`
+	purgeSlots      = `DELETE FROM webhook_sending WHERE tenant_id = $1 AND until <= now()`
 	takeSlot = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
@@ -147,17 +145,20 @@ WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
 		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
 ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until`
 	wait = `
-INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id, job_id) VALUES ($1, $2, $3, $4)
-ON CONFLICT (delivery_id) DO UPDATE SET job_id = excluded.job_id`
+INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id) VALUES ($1, $2, $3)
+ON CONFLICT (delivery_id) DO NOTHING`
+	// dropSlot gives up a place handed to a delivery that is not pending
+	// any more; SweepLine hands it on.
+	dropSlot = `DELETE FROM webhook_sending WHERE delivery_id = $1`
 )
 
 // handOver hands the place of attempt $1 (of tenant $2, to endpoint $3) to
 // the delivery of the tenant that has waited longest in line among those
 // whose endpoint has room under its share ($4; the attempt's own endpoint
-// always has, since its place stays there), and returns that delivery's job
-// id; no row when nobody waits who could take it, or the attempt holds no
-// place any more (past its until, purged). It runs under the tenant's lock.
-// The tenant's count does not change: its place passes from one delivery to
+// always has, since its place stays there), and returns that delivery; no
+// row when nobody waits who could take it, or the attempt holds no place
+// any more (past its until, purged). It runs under the tenant's lock. The
+// tenant's count does not change: its place passes from one delivery to
 // the next.
 const handOver = `
 WITH next AS (
@@ -167,26 +168,79 @@ WITH next AS (
 			AND (w.endpoint_id = $3
 				OR (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id AND s.until > now()) < $4)
 		ORDER BY w.since LIMIT 1)
-	RETURNING delivery_id, endpoint_id, job_id)
+	RETURNING delivery_id, endpoint_id)
 UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id, until = now() + $5::interval
 FROM next WHERE s.delivery_id = $1
-RETURNING next.job_id`
+RETURNING next.delivery_id`
 
-// Job is the River job making a delivery's attempts: its id, which the
-// waiting line keeps, and Wake, which makes another waiting delivery's job
-// run now inside tx (River's JobRetryTx; a job that is gone is no error),
-// so that a place handed over is taken at once rather than when the waiting
-// job next looks.
-type Job struct {
-	ID   int64
-	Wake func(ctx context.Context, tx pgx.Tx, jobID int64) error
+// handFree gives a free place of tenant $1 to the delivery that has waited
+// longest in line among those whose endpoint ($2) and tenant ($3) have room,
+// and returns it; no row when there is none. It runs under the tenant's
+// lock, after purgeSlots, one place a statement so that each sees the last.
+const handFree = `
+WITH next AS (
+	DELETE FROM webhook_waiting WHERE delivery_id = (
+		SELECT w.delivery_id FROM webhook_waiting w
+		WHERE w.tenant_id = $1
+			AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $2
+			AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = $1) < $3
+		ORDER BY w.since LIMIT 1)
+	RETURNING delivery_id, endpoint_id)
+INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+SELECT delivery_id, endpoint_id, $1, now() + $4::interval FROM next
+ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until
+RETURNING delivery_id`
+
+// linesWaiting lists the tenants with deliveries in line.
+const linesWaiting = `SELECT DISTINCT tenant_id FROM webhook_waiting`
+
+// SweepLine hands the free places of every tenant with deliveries in line,
+// those a dead worker left past their until among them, to the deliveries
+// that have waited longest, and inserts their jobs: the backstop of
+// handOver, which hands on only the places of attempts that end. A periodic
+// job runs it. It returns how many places it handed.
+func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
+	rows, _ := d.DB.Query(ctx, linesWaiting)
+	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("list the lines: %w", err)
+	}
+	handed := 0
+	for _, tenant := range tenants {
+		var ids []int64
+		err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, lockTenantSlots, tenant); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, purgeSlots, tenant); err != nil {
+				return err
+			}
+			for {
+				var id int64
+				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, d.TenantInFlight, slotHeld).Scan(&id)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return d.Jobs.EnqueueDeliveries(ctx, tx, ids...)
+				}
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+		})
+		if err != nil {
+			return handed, fmt.Errorf("sweep the line of tenant %s: %w", tenant, err)
+		}
+		handed += len(ids)
+	}
+	return handed, nil
 }
 
-// claimAttempt counts an attempt of a pending delivery and reads what it
-// needs: its chain, its endpoint as it stands (with the version a 410
+// claimAttempt counts an attempt of a pending delivery, takes it out of the
+// line, and reads what it needs: its chain, its endpoint as it stands (with the version a 410
 // disables) and the secrets that sign now (database clock).
 const claimAttempt = `
-WITH d AS (
+WITH left_line AS (DELETE FROM webhook_waiting WHERE delivery_id = $1),
+d AS (
 	UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
 	WHERE id = $1 AND status = 'pending'
 	RETURNING tenant_id, endpoint_id, event_id, chain, attempts)
@@ -206,31 +260,30 @@ type attempt struct {
 }
 
 // errBusy reports a delivery whose endpoint or tenant has its share of
-// attempts in flight.
+// attempts in flight: it waits in line.
 var errBusy = errors.New("the endpoint or its tenant has its share of attempts in flight")
 
-// Deliver makes the next attempt of delivery id, by job, and records it. It
-// returns how long to wait before the next attempt (the job snoozes that
-// long), or zero when the delivery is over: delivered, failed, or nothing to
-// do (an endpoint deleted, a delivery already done). A delivery over its
-// share of attempts in flight waits in line, its attempt not spent, until
-// an attempt hands it its place (or slotHeld passes). Whatever fails
+// Deliver makes the next attempt of delivery id and records it. It returns
+// how long to wait before the next attempt (the job snoozes that long), or
+// zero when the job is over: the delivery delivered, failed, or nothing to
+// do (an endpoint deleted, a delivery already done), or waiting in line: a
+// delivery over its share of attempts in flight waits there without a job,
+// its attempt not spent, until an attempt hands it its place and inserts
+// its next job (or SweepLine does, for a place that expired). Whatever fails
 // once the attempt is counted (the event's read, a secret that does not
 // decrypt, the POST) is that attempt's outcome, logged and on the schedule.
 // An error is the service's own (the database, while claiming or
 // recording), and the job is retried as any other.
-func (d *Deliverer) Deliver(ctx context.Context, id int64, job Job) (time.Duration, error) {
-	a, err := d.claim(ctx, id, job.ID)
+func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error) {
+	a, err := d.claim(ctx, id)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, errBusy):
 		return 0, nil
-	case errors.Is(err, errBusy):
-		return jitter(slotHeld), nil
 	case err != nil:
 		return 0, fmt.Errorf("claim delivery %d: %w", id, err)
 	}
 	if a.status != StatusEnabled {
-		return 0, d.record(ctx, a, outcome{result: ResultDisabled, err: "the endpoint is disabled"}, job.Wake)
+		return 0, d.record(ctx, a, outcome{result: ResultDisabled, err: "the endpoint is disabled"})
 	}
 	out := d.attempt(ctx, a)
 	// The attempt is recorded even when the job's own time ran out during
@@ -239,7 +292,7 @@ func (d *Deliverer) Deliver(ctx context.Context, id int64, job Job) (time.Durati
 	// and its schedule never depend on the job's deadline.
 	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	return out.wait, d.record(rec, a, out, job.Wake)
+	return out.wait, d.record(rec, a, out)
 }
 
 // recordTimeout bounds the recording of an attempt whose job has run out of
@@ -248,22 +301,29 @@ const recordTimeout = 10 * time.Second
 
 // claim takes a place among the attempts in flight and counts the attempt,
 // in one transaction; pgx.ErrNoRows when the delivery is not pending, and
-// errBusy when it waits in line as job instead.
-func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
+// errBusy when it waits in line instead.
+func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	a := attempt{id: id}
 	var may, waiting bool
-	if err := d.DB.QueryRow(ctx, deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).Scan(&a.tenantID, &a.endpoint, &may, &waiting); err != nil {
+	err := d.DB.QueryRow(ctx, deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).Scan(&a.tenantID, &a.endpoint, &may, &waiting)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// A place handed to it goes to the next in line at the sweep.
+		if _, err := d.DB.Exec(ctx, dropSlot, id); err != nil {
+			return a, err
+		}
+		return a, pgx.ErrNoRows
+	case err != nil:
 		return a, err
-	}
-	if !may && waiting {
+	case !may && waiting:
 		return a, errBusy
 	}
 	busy := false
-	err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID, id); err != nil {
+		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, slotHeld)
@@ -271,7 +331,7 @@ func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
 			return err
 		}
 		if busy = tag.RowsAffected() == 0; busy {
-			_, err := tx.Exec(ctx, wait, id, a.endpoint, a.tenantID, job)
+			_, err := tx.Exec(ctx, wait, id, a.endpoint, a.tenantID)
 			return err
 		}
 		return tx.QueryRow(ctx, claimAttempt, id).Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number,
@@ -479,7 +539,7 @@ RETURNING status = 'disabled'`
 // endpoint: a 410 disables it, a 2xx ends its run of failures, a failure
 // continues it (and may disable it). The attempt's place in flight is
 // given up with it.
-func (d *Deliverer) record(ctx context.Context, a attempt, out outcome, wake func(context.Context, pgx.Tx, int64) error) error {
+func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 	tx, err := d.DB.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -507,8 +567,8 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome, wake fun
 	case err != nil:
 		return fmt.Errorf("hand the place over: %w", err)
 	default:
-		if err := wake(ctx, tx, next); err != nil {
-			return fmt.Errorf("wake the next delivery: %w", err)
+		if err := d.Jobs.EnqueueDeliveries(ctx, tx, next); err != nil {
+			return fmt.Errorf("hand the place over: %w", err)
 		}
 	}
 	disabled := false

@@ -345,3 +345,33 @@ func TestWebhookWaitingLine(t *testing.T) {
 		t.Fatalf("%d attempts for %d deliveries: waiting spent attempts", a, n)
 	}
 }
+
+// TestWebhookLineSwept: a delivery waits in line without a job while a
+// dead worker's place holds its endpoint's share; once that place is past
+// its until, the periodic sweep hands it on and the delivery arrives, though
+// no attempt ever ended to hand it over and no other delivery came.
+func TestWebhookLineSwept(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{EndpointInFlight: 1})
+	s.StartWorker()
+	h := newReceiver(t, 0)
+	e := registerWith(t, s, h)
+	paidPayment(t, s, "swept-1")
+	stacktest.WaitFor(t, "the first delivery", func() bool {
+		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) >= 1
+	})
+	first := s.Count(`SELECT count(*) FROM webhook_deliveries`)
+	// A place a killed worker left, counting for two more seconds.
+	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+SELECT min(id), $1, $2, now() + interval '2 seconds' FROM webhook_deliveries`, e.ID, stacktest.AcmeID)
+	paidPayment(t, s, "swept-2")
+	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 1 })
+	stacktest.WaitFor(t, "every delivery delivered, the line swept", func() bool {
+		n := s.Count(`SELECT count(*) FROM webhook_deliveries`)
+		return n > first && s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == n &&
+			s.Count(`SELECT count(*) FROM webhook_waiting`) == 0
+	})
+	if n := s.Count(`SELECT count(*) FROM webhook_sending`); n != 0 {
+		t.Fatalf("%d places left held", n)
+	}
+}

@@ -126,7 +126,7 @@ type DeliveryWorker struct {
 // Work makes the delivery's next attempt, and snoozes until the one after
 // when it failed with attempts left.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {
-	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID, endpoints.Job{ID: job.ID, Wake: wakeJob})
+	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID)
 	if err != nil {
 		return err
 	}
@@ -136,12 +136,32 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs])
 	return nil
 }
 
-// wakeJob makes the waiting delivery job id run now, in tx; a job River no
-// longer has (a delivery's job removed by hand) has nothing to wake.
-func wakeJob(ctx context.Context, tx pgx.Tx, id int64) error {
-	_, err := river.ClientFromContext[pgx.Tx](ctx).JobRetryTx(ctx, tx, id)
-	if errors.Is(err, river.ErrNotFound) {
-		return nil
+// SweepLineArgs is the periodic job that hands the webhook places a dead
+// worker left to the deliveries waiting in line (endpoints.SweepLine).
+type SweepLineArgs struct{}
+
+// Kind names the job in River's tables.
+func (SweepLineArgs) Kind() string { return "sweep_webhook_line" }
+
+// InsertOpts: see onePeriodicRun; in the deliveries' queue.
+func (SweepLineArgs) InsertOpts() river.InsertOpts {
+	opts := onePeriodicRun
+	opts.Queue = QueueWebhooks
+	return opts
+}
+
+// SweepLineWorker runs the sweep.
+type SweepLineWorker struct {
+	river.WorkerDefaults[SweepLineArgs]
+	Deliverer *endpoints.Deliverer
+	Logger    *slog.Logger
+}
+
+// Work hands out the free places.
+func (w *SweepLineWorker) Work(ctx context.Context, _ *river.Job[SweepLineArgs]) error {
+	handed, err := w.Deliverer.SweepLine(ctx)
+	if handed > 0 {
+		w.Logger.InfoContext(ctx, "webhook places handed to deliveries in line", "handed", handed)
 	}
 	return err
 }

@@ -69,6 +69,11 @@ func (q Queue) EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...
 	return nil
 }
 
+// SweepLineInterval is how often the webhook places a dead worker left are
+// handed on: a fourth of the time such a place counts (20 s), so that a line
+// whose places all died waits at most half a minute.
+const SweepLineInterval = 5 * time.Second
+
 // liveStates are the states of a job that River will still run: waiting in
 // any way, or running. A job whose worker died stays running until River's
 // rescuer (RescueStuckJobsAfter) makes it retryable, so it is live too.
@@ -200,12 +205,17 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 	if err := addWorker(workers, &kinds, &ProcessorEventWorker{Ops: deps.Ops, Logger: deps.Logger}); err != nil {
 		return nil, err
 	}
+	var periodic []*river.PeriodicJob
 	if deps.Deliverer != nil {
 		if err := addWorker(workers, &kinds, &DeliveryWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
 			return nil, err
 		}
+		if err := addWorker(workers, &kinds, &SweepLineWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
+			return nil, err
+		}
+		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(SweepLineInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return SweepLineArgs{}, nil }, nil))
 	}
-	var periodic []*river.PeriodicJob
 	if deps.Reconciler != nil {
 		if err := addWorker(workers, &kinds, &LedgerWorker{Reconciler: deps.Reconciler, Logger: deps.Logger,
 			RunTimeout: cfg.LedgerTimeout}); err != nil {
