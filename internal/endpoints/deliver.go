@@ -112,16 +112,16 @@ type Deliverer struct {
 const slotHeld = AttemptTimeout + 5*time.Second
 
 // deliveryOf reads who a pending delivery is for, and, without a lock,
-// whether it may take a place (it holds one already, one handed to it, or
-// its endpoint and its tenant have room, places past their until not
-// counting: $2, $3) and whether it waits in line: a job of a delivery in
-// line that may not (a resend's, say) leaves it there without a write or
-// the tenant's lock.
+// whether it holds a place already (handed to it, or left by an attempt of
+// its own that never recorded), whether it may take one (its endpoint and
+// its tenant have room, places past their until not counting: $2, $3) and
+// whether it waits in line: a job of a delivery in line that may not (a
+// resend's, say) leaves it there without a write or the tenant's lock.
 const deliveryOf = `
 SELECT d.tenant_id, d.endpoint_id,
-	EXISTS (SELECT 1 FROM webhook_sending s WHERE s.delivery_id = d.id)
-		OR ((SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = d.endpoint_id AND s.until > now()) < $2
-			AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = d.tenant_id AND s.until > now()) < $3),
+	EXISTS (SELECT 1 FROM webhook_sending s WHERE s.delivery_id = d.id AND s.until > now()),
+	(SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = d.endpoint_id AND s.until > now()) < $2
+		AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = d.tenant_id AND s.until > now()) < $3,
 	EXISTS (SELECT 1 FROM webhook_waiting w WHERE w.delivery_id = d.id)
 FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 
@@ -137,7 +137,7 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
 	purgeSlots      = `DELETE FROM webhook_sending WHERE tenant_id = $1 AND until <= now()`
-	takeSlot = `
+	takeSlot        = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
 WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
@@ -152,26 +152,40 @@ ON CONFLICT (delivery_id) DO NOTHING`
 	dropSlot = `DELETE FROM webhook_sending WHERE delivery_id = $1`
 )
 
-// handOver hands the place of attempt $1 (of tenant $2, to endpoint $3) to
-// the delivery of the tenant that has waited longest in line among those
-// whose endpoint has room under its share ($4; the attempt's own endpoint
-// always has, since its place stays there), and returns that delivery; no
-// row when nobody waits who could take it, or the attempt holds no place
-// any more (past its until, purged). It runs under the tenant's lock. The
-// tenant's count does not change: its place passes from one delivery to
-// the next.
+// handOn hands the place of attempt $1, to endpoint $2, to the delivery to
+// that endpoint that has waited longest in line, and returns it; no row when
+// none waits (or each is being handed a place by another attempt), or the
+// attempt holds no place any more (past its until, purged). It needs no
+// lock: the place stays with its endpoint and its tenant, and their counts
+// do not change. The place moves first, so that a delivery leaves the line
+// only when it has one.
+const handOn = `
+WITH next AS (
+	SELECT delivery_id FROM webhook_waiting WHERE endpoint_id = $2
+	ORDER BY since LIMIT 1 FOR UPDATE SKIP LOCKED),
+moved AS (
+	UPDATE webhook_sending s SET delivery_id = next.delivery_id, until = now() + $3::interval
+	FROM next WHERE s.delivery_id = $1
+	RETURNING s.delivery_id)
+DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
+RETURNING w.delivery_id`
+
+// handOver is handOn when no delivery to the attempt's endpoint waits: the
+// place of attempt $1 goes to the delivery of its tenant $2 that has waited
+// longest among those whose endpoint has room under its share ($3), and
+// moves to that endpoint. It runs under the tenant's lock, as every change
+// of the counts does.
 const handOver = `
 WITH next AS (
-	DELETE FROM webhook_waiting WHERE delivery_id = (
-		SELECT w.delivery_id FROM webhook_waiting w
-		WHERE w.tenant_id = $2 AND EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
-			AND (w.endpoint_id = $3
-				OR (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id AND s.until > now()) < $4)
-		ORDER BY w.since LIMIT 1)
-	RETURNING delivery_id, endpoint_id)
-UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id, until = now() + $5::interval
-FROM next WHERE s.delivery_id = $1
-RETURNING next.delivery_id`
+	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w
+	WHERE w.tenant_id = $2 AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $3
+	ORDER BY w.since LIMIT 1 FOR UPDATE SKIP LOCKED),
+moved AS (
+	UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id, until = now() + $4::interval
+	FROM next WHERE s.delivery_id = $1
+	RETURNING s.delivery_id)
+DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
+RETURNING w.delivery_id`
 
 // handFree gives a free place of tenant $1 to the delivery that has waited
 // longest in line among those whose endpoint ($2) and tenant ($3) have room,
@@ -179,17 +193,18 @@ RETURNING next.delivery_id`
 // lock, after purgeSlots, one place a statement so that each sees the last.
 const handFree = `
 WITH next AS (
-	DELETE FROM webhook_waiting WHERE delivery_id = (
-		SELECT w.delivery_id FROM webhook_waiting w
-		WHERE w.tenant_id = $1
-			AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $2
-			AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = $1) < $3
-		ORDER BY w.since LIMIT 1)
-	RETURNING delivery_id, endpoint_id)
-INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
-SELECT delivery_id, endpoint_id, $1, now() + $4::interval FROM next
-ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until
-RETURNING delivery_id`
+	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w
+	WHERE w.tenant_id = $1
+		AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $2
+		AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = $1) < $3
+	ORDER BY w.since LIMIT 1 FOR UPDATE SKIP LOCKED),
+taken AS (
+	INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+	SELECT delivery_id, endpoint_id, $1, now() + $4::interval FROM next
+	ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until
+	RETURNING delivery_id)
+DELETE FROM webhook_waiting w USING taken WHERE w.delivery_id = taken.delivery_id
+RETURNING w.delivery_id`
 
 // linesWaiting lists the tenants with deliveries in line.
 const linesWaiting = `SELECT DISTINCT tenant_id FROM webhook_waiting`
@@ -235,14 +250,20 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 	return handed, nil
 }
 
-// claimAttempt counts an attempt of a pending delivery, takes it out of the
-// line, and reads what it needs: its chain, its endpoint as it stands (with the version a 410
-// disables) and the secrets that sign now (database clock).
+// claimAttempt counts an attempt of a pending delivery that holds a place
+// ($1's, whose until it moves on by $2), takes it out of the line, and reads
+// what it needs: its chain, its endpoint as it stands (with the version a
+// 410 disables) and the secrets that sign now (database clock). No row when
+// the delivery is not pending or holds no place.
 const claimAttempt = `
-WITH left_line AS (DELETE FROM webhook_waiting WHERE delivery_id = $1),
+WITH held AS (
+	UPDATE webhook_sending SET until = now() + $2::interval
+	WHERE delivery_id = $1 AND until > now()
+	RETURNING delivery_id),
+left_line AS (DELETE FROM webhook_waiting WHERE delivery_id IN (SELECT delivery_id FROM held)),
 d AS (
 	UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
-	WHERE id = $1 AND status = 'pending'
+	WHERE id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM held)
 	RETURNING tenant_id, endpoint_id, event_id, chain, attempts)
 SELECT d.tenant_id, d.endpoint_id, d.event_id, d.chain, d.attempts, e.url, e.status, e.version,
 	ARRAY(SELECT s.ciphertext FROM webhook_endpoint_secrets s
@@ -304,8 +325,8 @@ const recordTimeout = 10 * time.Second
 // errBusy when it waits in line instead.
 func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	a := attempt{id: id}
-	var may, waiting bool
-	err := d.DB.QueryRow(ctx, deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).Scan(&a.tenantID, &a.endpoint, &may, &waiting)
+	var own, may, waiting bool
+	err := d.DB.QueryRow(ctx, deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).Scan(&a.tenantID, &a.endpoint, &own, &may, &waiting)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// A place handed to it goes to the next in line at the sweep.
@@ -315,6 +336,13 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 		return a, pgx.ErrNoRows
 	case err != nil:
 		return a, err
+	case own:
+		// Its place was handed to it: no count changes, no lock. Should the
+		// place have expired meanwhile, it takes one as any other.
+		err := d.scanAttempt(d.DB.QueryRow(ctx, claimAttempt, id, slotHeld), &a)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return a, err
+		}
 	case !may && waiting:
 		return a, errBusy
 	}
@@ -334,13 +362,17 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 			_, err := tx.Exec(ctx, wait, id, a.endpoint, a.tenantID)
 			return err
 		}
-		return tx.QueryRow(ctx, claimAttempt, id).Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number,
-			&a.url, &a.status, &a.version, &a.sealed)
+		return d.scanAttempt(tx.QueryRow(ctx, claimAttempt, id, slotHeld), &a)
 	})
 	if err == nil && busy {
 		err = errBusy
 	}
 	return a, err
+}
+
+// scanAttempt reads claimAttempt's row into a.
+func (d *Deliverer) scanAttempt(row pgx.Row, a *attempt) error {
+	return row.Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number, &a.url, &a.status, &a.version, &a.sealed)
 }
 
 // attempt makes a's attempt: the event read, signed and POSTed.
@@ -545,11 +577,6 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	// The tenant's lock first, as claim takes it: a delivery joining the
-	// line meanwhile is in it by the time handOver looks.
-	if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
-		return fmt.Errorf("lock the tenant's places: %w", err)
-	}
 	var errText *string
 	if out.err != "" {
 		errText = &out.err
@@ -558,18 +585,8 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 		out.duration.Milliseconds(), errText, out.wait.Milliseconds()); err != nil {
 		return fmt.Errorf("log attempt: %w", err)
 	}
-	var next int64
-	switch err := tx.QueryRow(ctx, handOver, a.id, a.tenantID, a.endpoint, d.EndpointInFlight, slotHeld).Scan(&next); {
-	case errors.Is(err, pgx.ErrNoRows):
-		if _, err := tx.Exec(ctx, releaseSlot, a.id); err != nil {
-			return fmt.Errorf("release slot: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("hand the place over: %w", err)
-	default:
-		if err := d.Jobs.EnqueueDeliveries(ctx, tx, next); err != nil {
-			return fmt.Errorf("hand the place over: %w", err)
-		}
+	if err := d.passOn(ctx, tx, a); err != nil {
+		return err
 	}
 	disabled := false
 	switch out.result {
@@ -608,6 +625,34 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 		if disabled {
 			d.Observer.Disabled(ReasonFailing)
 		}
+	}
+	return nil
+}
+
+// passOn hands a's place to the next delivery in line, to its endpoint
+// (handOn) or, under the tenant's lock, to another (handOver), and inserts
+// that delivery's job; or releases the place when nobody waits who could
+// take it.
+func (d *Deliverer) passOn(ctx context.Context, tx pgx.Tx, a attempt) error {
+	var next int64
+	err := tx.QueryRow(ctx, handOn, a.id, a.endpoint, slotHeld).Scan(&next)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
+			return fmt.Errorf("lock the tenant's places: %w", err)
+		}
+		err = tx.QueryRow(ctx, handOver, a.id, a.tenantID, d.EndpointInFlight, slotHeld).Scan(&next)
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, releaseSlot, a.id); err != nil {
+			return fmt.Errorf("release slot: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("hand the place on: %w", err)
+	}
+	if err := d.Jobs.EnqueueDeliveries(ctx, tx, next); err != nil {
+		return fmt.Errorf("hand the place on: %w", err)
 	}
 	return nil
 }
