@@ -16,5 +16,11 @@ CREATE TABLE webhook_waiting (
 CREATE INDEX webhook_waiting_tenant ON webhook_waiting (tenant_id, since);
 CREATE INDEX webhook_waiting_endpoint ON webhook_waiting (endpoint_id, since);
 
+-- An endpoint's last 2xx, to the minute: written at most once a minute, so
+-- that an endpoint's row is not a lock every attempt to it waits for. A run
+-- of failures (failing_since) is over once a 2xx comes after its start.
+ALTER TABLE webhook_endpoints ADD COLUMN last_success_at timestamptz;
+
 -- +goose Down
+ALTER TABLE webhook_endpoints DROP COLUMN last_success_at;
 DROP TABLE webhook_waiting;

@@ -563,18 +563,27 @@ const disableGone = `
 UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'gone', version = version + 1, updated_at = now()
 WHERE id = $1 AND status = 'enabled' AND version = $2`
 
-// healthy ends the endpoint's run of failures.
-const healthy = `UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL`
+// healthy records the endpoint's 2xx, which ends its run of failures: at
+// most once a minute, so that attempts to one endpoint do not queue on its
+// row (a run ends within a minute of the 2xx that ends it).
+const healthy = `
+UPDATE webhook_endpoints SET last_success_at = now()
+WHERE id = $1 AND (last_success_at IS NULL OR last_success_at < now() - interval '1 minute')`
 
-// failing starts or continues the endpoint's run of failures, and disables
-// it once the run has lasted $2 (database clock).
+// failing starts the endpoint's run of failures, when none runs since its
+// last 2xx, and disables it once the run has lasted $2 (database clock); in
+// between, a failure writes nothing.
 const failing = `
 UPDATE webhook_endpoints
-SET failing_since = coalesce(failing_since, now()),
-	status = CASE WHEN failing_since <= now() - $2::interval THEN 'disabled' ELSE status END,
-	disabled_reason = CASE WHEN failing_since <= now() - $2::interval THEN 'failing' ELSE disabled_reason END,
-	version = version + CASE WHEN failing_since <= now() - $2::interval THEN 1 ELSE 0 END
+SET failing_since = CASE WHEN failing_since IS NULL OR failing_since < last_success_at THEN now() ELSE failing_since END,
+	status = CASE WHEN failing_since >= coalesce(last_success_at, '-infinity') AND failing_since <= now() - $2::interval
+		THEN 'disabled' ELSE status END,
+	disabled_reason = CASE WHEN failing_since >= coalesce(last_success_at, '-infinity') AND failing_since <= now() - $2::interval
+		THEN 'failing' ELSE disabled_reason END,
+	version = version + CASE WHEN failing_since >= coalesce(last_success_at, '-infinity') AND failing_since <= now() - $2::interval
+		THEN 1 ELSE 0 END
 WHERE id = $1 AND status = 'enabled'
+	AND (failing_since IS NULL OR failing_since < last_success_at OR failing_since <= now() - $2::interval)
 RETURNING status = 'disabled'`
 
 // record writes the attempt to the delivery log and, when the delivery is

@@ -242,8 +242,21 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 		paidPayment(t, s, "pay-2")
 		stacktest.WaitFor(t, "the 2xx recorded, ending the run of failures", func() bool {
 			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == 1 &&
-				s.Count(`SELECT count(*) FROM webhook_endpoints WHERE failing_since IS NULL AND status = 'enabled'`) == 1
+				s.Count(`SELECT count(*) FROM webhook_endpoints WHERE last_success_at > failing_since AND status = 'enabled'`) == 1
 		})
+		// The next failure starts a run of its own: the endpoint stays
+		// enabled.
+		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+			w.WriteHeader(http.StatusInternalServerError)
+			return true
+		}
+		paidPayment(t, s, "pay-3")
+		stacktest.WaitFor(t, "a new run of failures", func() bool {
+			return s.Count(`SELECT count(*) FROM webhook_endpoints WHERE failing_since > last_success_at`) == 1
+		})
+		if n := s.Count(`SELECT count(*) FROM webhook_endpoints WHERE status = 'enabled'`); n != 1 {
+			t.Fatal("a failure after a 2xx disabled the endpoint on the run the 2xx ended")
+		}
 	})
 }
 
