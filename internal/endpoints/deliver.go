@@ -104,23 +104,15 @@ type Deliverer struct {
 	// Jobs inserts the job of a delivery handed a place, in the transaction
 	// that hands it.
 	Jobs Jobs
-	// JobTimeout is the delivery jobs' JOB_TIMEOUT, when set: an attempt
-	// lasts no longer.
-	JobTimeout time.Duration
 }
 
-// slotHeld is the longest an attempt holds its place among the attempts in
-// flight: the attempt's own bound (AttemptTimeout, or its job's JobTimeout
-// when shorter: River cancels the job then) and a margin. A place a dead
-// worker left, or one handed to a delivery whose job never came for it,
-// stops counting after it, and SweepLine hands it on.
-func (d *Deliverer) slotHeld() time.Duration {
-	bound := AttemptTimeout
-	if d.JobTimeout > 0 {
-		bound = min(bound, d.JobTimeout)
-	}
-	return bound + 5*time.Second
-}
+// SlotHeld is the longest an attempt holds its place among the attempts in
+// flight: the attempt's timeout and a margin for the claim and the event's
+// read. A delivery's job runs no longer (outbox.DeliveryWorker's timeout),
+// so no attempt outlives its place. A place a dead worker left, or one
+// handed to a delivery whose job never came for it, stops counting after
+// it, and SweepLine hands it on.
+const SlotHeld = AttemptTimeout + 5*time.Second
 
 // deliveryOf reads who a pending delivery is for, and, without a lock,
 // whether it holds a place already (handed to it, or left by an attempt of
@@ -243,7 +235,7 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 			}
 			for {
 				var id int64
-				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, d.TenantInFlight, d.slotHeld()).Scan(&id)
+				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Scan(&id)
 				if errors.Is(err, pgx.ErrNoRows) {
 					return d.Jobs.EnqueueDeliveries(ctx, tx, ids...)
 				}
@@ -350,7 +342,7 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	case own:
 		// Its place was handed to it: no count changes, no lock. Should the
 		// place have expired meanwhile, it takes one as any other.
-		err := d.scanAttempt(d.DB.QueryRow(ctx, claimAttempt, id, d.slotHeld()), &a)
+		err := d.scanAttempt(d.DB.QueryRow(ctx, claimAttempt, id, SlotHeld), &a)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return a, err
 		}
@@ -365,7 +357,7 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, d.slotHeld())
+		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld)
 		if err != nil {
 			return err
 		}
@@ -373,7 +365,7 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 			_, err := tx.Exec(ctx, wait, id, a.endpoint, a.tenantID)
 			return err
 		}
-		return d.scanAttempt(tx.QueryRow(ctx, claimAttempt, id, d.slotHeld()), &a)
+		return d.scanAttempt(tx.QueryRow(ctx, claimAttempt, id, SlotHeld), &a)
 	})
 	if err == nil && busy {
 		err = errBusy
@@ -655,12 +647,12 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 // take it.
 func (d *Deliverer) passOn(ctx context.Context, tx pgx.Tx, a attempt) error {
 	var next int64
-	err := tx.QueryRow(ctx, handOn, a.id, a.endpoint, d.slotHeld()).Scan(&next)
+	err := tx.QueryRow(ctx, handOn, a.id, a.endpoint, SlotHeld).Scan(&next)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
 			return fmt.Errorf("lock the tenant's places: %w", err)
 		}
-		err = tx.QueryRow(ctx, handOver, a.id, a.tenantID, d.EndpointInFlight, d.slotHeld()).Scan(&next)
+		err = tx.QueryRow(ctx, handOver, a.id, a.tenantID, d.EndpointInFlight, SlotHeld).Scan(&next)
 	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -123,6 +123,12 @@ type DeliveryWorker struct {
 	Logger    *slog.Logger
 }
 
+// Timeout is a delivery's own, whatever JOB_TIMEOUT says: its attempt's
+// timeout and a margin (endpoints.SlotHeld), so that an attempt ends by the
+// receiver's answer or its own timeout, never cut by the job's, and never
+// outlives its place among the attempts in flight.
+func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return endpoints.SlotHeld }
+
 // Work makes the delivery's next attempt, and snoozes until the one after
 // when it failed with attempts left.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {

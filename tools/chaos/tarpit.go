@@ -23,12 +23,13 @@ import (
 )
 
 // The tarpit: a third tenant, besides the two of the load, whose webhook
-// endpoints each hold every attempt for half the workers' JOB_TIMEOUT (the
-// longest an attempt lasts in this run) and then answer 500, so that its
-// deliveries are never done and always want a worker. It answers before the
-// sender gives up, so that it ends each attempt itself and its count of the
-// attempts it holds at once is exact: an attempt the sender cuts ends, at
-// the receiver, only when the receiver notices the hang-up, which a loaded
+// endpoints each hold every attempt for nearly the sender's attempt timeout
+// (15 s) and then answer 500, so that its deliveries are never done and
+// always want a worker. It answers before the sender gives up (a delivery's
+// job has a timeout of its own above the attempt's, whatever JOB_TIMEOUT
+// says), so that it ends each attempt itself and its count of the attempts
+// it holds at once is exact: an attempt the sender cuts ends, at the
+// receiver, only when the receiver notices the hang-up, which a loaded
 // machine may take longer to do than the next attempt takes to arrive. The
 // tenant pays at a steady pace, for its endpoints to have events. The
 // contract's "Fair" (SPEC.md: at most WEBHOOK_ENDPOINT_IN_FLIGHT attempts to
@@ -38,7 +39,7 @@ import (
 const (
 	tarpitTenant    = 2 // its index in tenants
 	tarpitEndpoints = 8
-	tarpitHold      = jobTimeout / 2
+	tarpitHold      = 14 * time.Second
 )
 
 // tarpitTenantID names the tarpit tenant in the database.
@@ -224,10 +225,10 @@ type down struct {
 }
 
 // deadSlot is how long an attempt's place among those in flight outlives a
-// worker killed during the attempt (SPEC.md, "Fair": the attempt's bound,
-// here the workers' JOB_TIMEOUT, and a margin), unless the delivery's job,
-// rescued, takes its place back first.
-const deadSlot = jobTimeout + 5*time.Second
+// worker killed during the attempt (SPEC.md, "Fair": the attempt's 15 s
+// timeout and a margin), unless the delivery's job, rescued, takes its
+// place back first.
+const deadSlot = 20 * time.Second
 
 // receiverShadow is how long after the receiver came back its absence may
 // still hold an event up: the attempts meanwhile failed, the schedule's
