@@ -70,9 +70,10 @@ func (q Queue) EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...
 }
 
 // SweepLineInterval is how often the webhook places a dead worker left are
-// handed on: a fourth of the time such a place counts (20 s), so that a line
-// whose places all died waits at most half a minute.
-const SweepLineInterval = 5 * time.Second
+// handed on, once they stop counting: a second, so that a line whose places
+// all died waits little longer than they count; a sweep with no line is one
+// read.
+const SweepLineInterval = time.Second
 
 // liveStates are the states of a job that River will still run: waiting in
 // any way, or running. A job whose worker died stays running until River's
