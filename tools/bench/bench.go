@@ -274,6 +274,9 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 	if _, err := mode(limitedReplaysMode, cfg.Clients, replays, http.StatusCreated, func() (int, error) { return replay(limitedURL) }); err != nil {
 		return nil, nil, err
 	}
+	// Its connections go back, for the next API's: a stock Postgres allows
+	// 100.
+	stopLimited()
 	// The round trips of the explained modes, counted on the wire by an
 	// API of their own, one request at a time.
 	trips, err := st.roundTrips(ctx, cfg.DatabaseURL, logger, []func(string) (int, error){
@@ -641,7 +644,8 @@ func (s *stack) anotherAPI(ctx context.Context, logger *slog.Logger, change func
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = a.Run(ctx) })
-	return "http://" + a.Addr(), func() { cancel(); wg.Wait() }, nil
+	var once sync.Once
+	return "http://" + a.Addr(), func() { once.Do(func() { cancel(); wg.Wait() }) }, nil
 }
 
 func (s *stack) startWorker(ctx context.Context) {
