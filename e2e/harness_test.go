@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -259,6 +260,20 @@ func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string, pr
 // startWorker starts (or restarts) the worker.
 func (s *stack) startWorker(env ...string) {
 	s.worker = start(s.t, "worker", append(append(append(s.serviceEnv(), "PROCESSOR_URL="+s.processorURL), webhooksEnv...), append(fastWorker, env...)...))
+}
+
+// payAsync makes crashBody's payment under key, answered at once (202), and
+// returns it.
+func (s *stack) payAsync(t *testing.T, key string) (p struct{ ID string }) {
+	t.Helper()
+	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", key, crashBody, "Prefer", "respond-async")
+	if status != http.StatusAccepted {
+		t.Fatalf("payment: %d %s", status, body)
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // startAPI starts (or restarts) the API and waits until it is ready.

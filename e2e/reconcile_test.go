@@ -21,14 +21,7 @@ func TestReconcilerOutlivesDeadWorker(t *testing.T) {
 	// payment to the reconciler, whose pass claims it and dies.
 	s := startStack(t, testdb.New(t).URL, nil,
 		[]string{"APP_ENV=test", "CRASH_POINT=reconcile_claimed", "OPERATION_MAX_ATTEMPTS=1"}, "PROCESSOR_FAIL_RATE=1")
-	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "orphan", crashBody, "Prefer", "respond-async")
-	if status != http.StatusAccepted {
-		t.Fatalf("payment: %d %s", status, body)
-	}
-	var p struct{ ID string }
-	if err := json.Unmarshal(body, &p); err != nil {
-		t.Fatal(err)
-	}
+	p := s.payAsync(t, "orphan")
 	s.worker.killed(t)
 
 	// The processor is well again; another worker starts.

@@ -188,7 +188,7 @@ func TestLedgerComparison(t *testing.T) {
 // liveJobs stands for the job queue's knowledge of live jobs.
 type liveJobs map[int64]bool
 
-func (l liveJobs) Live(_ context.Context, ids []int64) (map[int64]bool, error) {
+func (l liveJobs) Live(_ context.Context, ids []int64, _ time.Time) (map[int64]bool, error) {
 	live := map[int64]bool{}
 	for _, id := range ids {
 		live[id] = l[id]

@@ -10,11 +10,14 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// LiveJobs tells which of the jobs that drive operations will still run:
-// waiting to run, or running (the job queue itself rescues a job whose worker
-// died mid-run, and runs it again). The job queue implements it.
+// LiveJobs tells which of the jobs that drive operations will still run
+// soon: waiting to run, or running. A job whose worker died mid-run, which
+// the job queue would rescue and run again only later, is not live once it
+// has run for longer than any live one can. The job queue implements it.
 type LiveJobs interface {
-	Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error)
+	// Live reports the live jobs among jobIDs, as of now (the database's
+	// clock).
+	Live(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]bool, error)
 }
 
 // Sweeper finds operations that nothing is driving any more: their key is
@@ -32,10 +35,10 @@ type Sweeper struct {
 }
 
 // quietKeys lists operations whose key is unfinished and quiet, and not yet
-// marked, oldest first, with the job that drives each: every key whose first
-// phase staged a job names it.
+// marked, oldest first, with the job that drives each (every key whose first
+// phase staged a job names it) and the database's clock.
 const quietKeys = `
-SELECT k.resource_type, k.resource_id, k.job_id FROM idempotency_keys k
+SELECT k.resource_type, k.resource_id, k.job_id, now() FROM idempotency_keys k
 WHERE k.recovery_point NOT IN ('finished', 'expired')
 	AND k.updated_at < now() - $1::interval
 	AND k.job_id IS NOT NULL
@@ -56,9 +59,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sweep quiet keys: %w", err)
 	}
+	var now time.Time // the database's
 	ops, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quiet, error) {
 		var q quiet
-		return q, row.Scan(&q.kind, &q.id, &q.jobID)
+		return q, row.Scan(&q.kind, &q.id, &q.jobID, &now)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sweep quiet keys: %w", err)
@@ -67,7 +71,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	for i, op := range ops {
 		jobIDs[i] = op.jobID
 	}
-	live, err := s.Jobs.Live(ctx, jobIDs)
+	live, err := s.Jobs.Live(ctx, jobIDs, now)
 	if err != nil {
 		return 0, fmt.Errorf("sweep: find live jobs: %w", err)
 	}

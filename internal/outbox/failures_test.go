@@ -338,16 +338,26 @@ func TestPeriodicJobs(t *testing.T) {
 }
 
 // TestLiveJobs: the sweep's view of River, asked through River's API. A
-// waiting job is live, and so is a running one, however old: a dead worker's
-// job is River's rescuer's to run again, not the sweep's. A job that will
-// never run again (here cancelled by hand) leaves its operation to the sweep,
-// which hands it to the reconciler.
+// waiting job is live, and so is a running one until it has run for longer
+// than the worker's RescueAfter: then its worker died, and River's rescuer
+// would run it again only at its next pass (every 30 s), so the sweep hands
+// its operation to the reconciler at once. So it does for a retry due that
+// long ago, which no leader has made available, and for a job that will
+// never run again (here cancelled by hand).
 func TestLiveJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := stacktest.New(t, stacktest.Options{})
-	p := paymentOf(t, s.Pay(acme, "stuck", pay("pm_card_visa"), "Prefer", "respond-async").Body)
+	keys := []string{"dead-worker", "no-leader", "cancelled"}
+	var ids []string
+	for _, key := range keys {
+		ids = append(ids, paymentOf(t, s.Pay(acme, key, pay("pm_card_visa"), "Prefer", "respond-async").Body).ID)
+	}
 	s.Exec(`UPDATE idempotency_keys SET updated_at = updated_at - interval '10 minutes'`)
+	job := func(key, set string) {
+		t.Helper()
+		s.Exec(`UPDATE river_job SET ` + set + ` WHERE id = (SELECT job_id FROM idempotency_keys WHERE key = '` + key + `')`)
+	}
 	sweep := func(want int) {
 		t.Helper()
 		if n, err := s.Sweeper.Sweep(ctx); err != nil || n != want {
@@ -355,16 +365,23 @@ func TestLiveJobs(t *testing.T) {
 		}
 	}
 	sweep(0)
-	// The worker took the job and was killed long ago: River still says running.
-	s.Exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() - interval '1 hour'`)
+	// Taken by a worker a moment ago: running, and live.
+	job("dead-worker", `state = 'running', attempt = 1, attempted_at = now() - interval '1 second'`)
+	job("no-leader", `state = 'retryable', attempt = 1, scheduled_at = now() - interval '1 second'`)
 	sweep(0)
-	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now()`)
-	sweep(1)
-	if r, err := s.Reconciler.Run(ctx); err != nil || r.Settled != 1 {
+	// Taken long ago by a worker that died; due long ago, and never made
+	// available; cancelled.
+	job("dead-worker", `attempted_at = now() - interval '1 hour'`)
+	job("no-leader", `scheduled_at = now() - interval '1 hour'`)
+	job("cancelled", `state = 'cancelled', finalized_at = now()`)
+	sweep(3)
+	if r, err := s.Reconciler.Run(ctx); err != nil || r.Settled != 3 {
 		t.Fatalf("report %+v, %v", r, err)
 	}
-	if n := s.ChargesAtProcessor(p.ID); n != 1 {
-		t.Fatalf("processor charges = %d, want 1", n)
+	for _, id := range ids {
+		if n := s.ChargesAtProcessor(id); n != 1 {
+			t.Fatalf("processor charges for %s = %d, want 1", id, n)
+		}
 	}
 }
 

@@ -35,6 +35,9 @@ import (
 // endpoints.Jobs.
 type Queue struct {
 	Client *river.Client[pgx.Tx]
+	// RescueAfter is the workers' RescueAfter: a job running for longer
+	// belongs to a dead worker (Live). Zero counts every running job live.
+	RescueAfter time.Duration
 }
 
 // EnqueueOperation implements operation.JobQueue.
@@ -77,7 +80,8 @@ const SweepLineInterval = time.Second
 
 // liveStates are the states of a job that River will still run: waiting in
 // any way, or running. A job whose worker died stays running until River's
-// rescuer (RescueStuckJobsAfter) makes it retryable, so it is live too.
+// rescuer (RescueStuckJobsAfter) makes it retryable (Live leaves it out once
+// stalled).
 var liveStates = []rivertype.JobState{
 	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRetryable,
 	rivertype.JobStateRunning, rivertype.JobStateScheduled,
@@ -105,8 +109,9 @@ func (q Queue) Backlog(ctx context.Context) (available int, oldest time.Duration
 const maxListed = 10_000
 
 // Live implements operation.LiveJobs, by asking River for the jobs among
-// jobIDs in a live state, at most maxListed at a time.
-func (q Queue) Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error) {
+// jobIDs in a live state, at most maxListed at a time, and leaving out
+// those River has left behind (stalled).
+func (q Queue) Live(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]bool, error) {
 	live := map[int64]bool{}
 	for ids := range slices.Chunk(jobIDs, maxListed) {
 		res, err := q.Client.JobList(ctx, river.NewJobListParams().IDs(ids...).States(liveStates...).First(len(ids)))
@@ -114,10 +119,32 @@ func (q Queue) Live(ctx context.Context, jobIDs []int64) (map[int64]bool, error)
 			return nil, fmt.Errorf("list live jobs: %w", err)
 		}
 		for _, job := range res.Jobs {
-			live[job.ID] = true
+			if !q.stalled(job, now) {
+				live[job.ID] = true
+			}
 		}
 	}
 	return live, nil
+}
+
+// stalled reports a job River will run again only late: one running for
+// longer than RescueAfter, whose worker died (River's rescuer, which passes
+// every 30 s, makes it retryable only at its next pass), or one due for
+// its retry longer ago than that, which no leader has made available (the
+// scheduler is the leader's, and a dead leader's term must run out first).
+// Its operation goes to the reconciler meanwhile: a job that does run again
+// finds the key moved on, or loses the race to it, as any other runner.
+func (q Queue) stalled(job *rivertype.JobRow, now time.Time) bool {
+	if q.RescueAfter <= 0 {
+		return false
+	}
+	switch job.State {
+	case rivertype.JobStateRunning:
+		return job.AttemptedAt != nil && now.Sub(*job.AttemptedAt) > q.RescueAfter
+	case rivertype.JobStateRetryable:
+		return now.Sub(job.ScheduledAt) > q.RescueAfter
+	}
+	return false
 }
 
 // InsertCooldown is the shortest time between two of River's insert

@@ -88,17 +88,17 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	}
 
 	// Both are live until they finish.
-	live, err := q.Live(ctx, []int64{charge, refund, refund + 1000})
+	live, err := q.Live(ctx, []int64{charge, refund, refund + 1000}, time.Now())
 	if err != nil || !live[charge] || !live[refund] || live[refund+1000] {
 		t.Fatalf("live = %v, %v", live, err)
 	}
 	if _, err := client.JobCancel(ctx, charge); err != nil {
 		t.Fatal(err)
 	}
-	if live, err = q.Live(ctx, []int64{charge, refund}); err != nil || live[charge] || !live[refund] {
+	if live, err = q.Live(ctx, []int64{charge, refund}, time.Now()); err != nil || live[charge] || !live[refund] {
 		t.Fatalf("live after cancelling the charge job = %v, %v", live, err)
 	}
-	if live, err = q.Live(ctx, nil); err != nil || len(live) != 0 {
+	if live, err = q.Live(ctx, nil, time.Now()); err != nil || len(live) != 0 {
 		t.Fatalf("live of none = %v, %v", live, err)
 	}
 	// More ids than River lists at once (a sweep of a large RECONCILE_BATCH).
@@ -107,7 +107,7 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 		many = append(many, charge+refund+1000+id)
 	}
 	many = append(many, refund)
-	if live, err = q.Live(ctx, many); err != nil || len(live) != 1 || !live[refund] {
+	if live, err = q.Live(ctx, many, time.Now()); err != nil || len(live) != 1 || !live[refund] {
 		t.Fatalf("live of %d ids = %d live, %v", len(many), len(live), err)
 	}
 }

@@ -210,7 +210,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		closeDB()
 		return nil, err
 	}
-	jobs := outbox.Queue{Client: lister}
+	jobs := outbox.Queue{Client: lister, RescueAfter: outbox.RescueAfter(cfg.JobTimeout)}
 	w.Ops = &operation.Runner{DB: pool, Keys: w.Keys, Kinds: kinds,
 		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry, kinds.Types()),
 		Subscribers: endpoints.FanOut{Jobs: jobs}}
