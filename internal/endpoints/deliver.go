@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/webhook"
@@ -582,55 +583,53 @@ RETURNING status = 'disabled'`
 // over, its end, in one transaction, with what the attempt says of the
 // endpoint: a 410 disables it, a 2xx ends its run of failures, a failure
 // continues it (and may disable it). The attempt's place in flight is
-// given up with it.
+// given up with it. The transaction spends three round trips whatever the
+// outcome (database.Tx): the log line goes with the BEGIN and the place's
+// hand-on, the next delivery's job with River's insert, and the rest with
+// the COMMIT.
 func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
-	tx, err := d.DB.Begin(ctx)
+	tx, err := database.Begin(ctx, d.DB)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	var errText *string
 	if out.err != "" {
 		errText = &out.err
 	}
-	if _, err := tx.Exec(ctx, logAttempt, a.id, a.endpoint, a.eventID, a.number, out.statusCode,
-		out.duration.Milliseconds(), errText, out.wait.Milliseconds()); err != nil {
-		return fmt.Errorf("log attempt: %w", err)
-	}
+	log := &pgx.Batch{}
+	log.Queue(logAttempt, a.id, a.endpoint, a.eventID, a.number, out.statusCode,
+		out.duration.Milliseconds(), errText, out.wait.Milliseconds())
+	tx.Queue(log)
 	if err := d.passOn(ctx, tx, a); err != nil {
 		return err
 	}
+	end := &pgx.Batch{}
 	disabled := false
 	switch out.result {
 	case ResultDelivered:
-		if _, err := tx.Exec(ctx, deliver, a.id); err != nil {
-			return fmt.Errorf("end delivery: %w", err)
-		}
-		if _, err := tx.Exec(ctx, healthy, a.endpoint); err != nil {
-			return fmt.Errorf("endpoint healthy: %w", err)
-		}
+		end.Queue(deliver, a.id)
+		end.Queue(healthy, a.endpoint)
 	case ResultGone:
-		if _, err := tx.Exec(ctx, fail, a.id, a.chain, a.number); err != nil {
-			return fmt.Errorf("end delivery: %w", err)
-		}
-		if _, err := tx.Exec(ctx, disableGone, a.endpoint, a.version); err != nil {
-			return fmt.Errorf("disable endpoint: %w", err)
-		}
+		end.Queue(fail, a.id, a.chain, a.number)
+		end.Queue(disableGone, a.endpoint, a.version)
 	case ResultDisabled, ResultFailed, ResultRetrying:
 		if out.result != ResultRetrying {
-			if _, err := tx.Exec(ctx, fail, a.id, a.chain, a.number); err != nil {
-				return fmt.Errorf("end delivery: %w", err)
-			}
+			end.Queue(fail, a.id, a.chain, a.number)
 		}
 		if out.result != ResultDisabled {
-			err := tx.QueryRow(ctx, failing, a.endpoint, d.DisableAfter).Scan(&disabled)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("endpoint failing: %w", err)
-			}
+			end.Queue(failing, a.endpoint, d.DisableAfter).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					if err := rows.Scan(&disabled); err != nil {
+						return err
+					}
+				}
+				return rows.Err()
+			})
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	if err := tx.CommitWith(ctx, end); err != nil {
+		return fmt.Errorf("record attempt: %w", err)
 	}
 	if d.Observer != nil {
 		d.Observer.Attempted(ctx, out.result, out.duration)
@@ -644,21 +643,22 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 // passOn hands a's place to the next delivery in line, to its endpoint
 // (handOn) or, under the tenant's lock, to another (handOver), and inserts
 // that delivery's job; or releases the place when nobody waits who could
-// take it.
-func (d *Deliverer) passOn(ctx context.Context, tx pgx.Tx, a attempt) error {
+// take it. What tx has queued goes with the hand-on; the release is
+// queued, to go with the COMMIT.
+func (d *Deliverer) passOn(ctx context.Context, tx *database.Tx, a attempt) error {
 	var next int64
 	err := tx.QueryRow(ctx, handOn, a.id, a.endpoint, SlotHeld).Scan(&next)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
-			return fmt.Errorf("lock the tenant's places: %w", err)
-		}
+		lock := &pgx.Batch{}
+		lock.Queue(lockTenantSlots, a.tenantID)
+		tx.Queue(lock)
 		err = tx.QueryRow(ctx, handOver, a.id, a.tenantID, d.EndpointInFlight, SlotHeld).Scan(&next)
 	}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if _, err := tx.Exec(ctx, releaseSlot, a.id); err != nil {
-			return fmt.Errorf("release slot: %w", err)
-		}
+		release := &pgx.Batch{}
+		release.Queue(releaseSlot, a.id)
+		tx.Queue(release)
 		return nil
 	case err != nil:
 		return fmt.Errorf("hand the place on: %w", err)
