@@ -252,7 +252,11 @@ func receiverShadow(down time.Duration) time.Duration { return 2*down + 5*time.S
 //     was taken back by its delivery's next attempt or stopped counting
 //     (deadSlot), and as long again while the backlog drains;
 //   - the receiver killed or taken down, until receiverShadow after it was
-//     back.
+//     back;
+//   - each attempt the receiver failed (an answer other than a 2xx, on
+//     purpose when it first sees an event, or no answer), until the next
+//     attempt was due by the schedule: the contract's retry wait after a
+//     failure the run made. A next attempt later than it was due counts.
 //
 // The tarpit must have been sent attempts, or the check says nothing.
 func checkFairDelivery(ctx context.Context, pool *pgxpool.Pool, bound time.Duration, downs []down, tp Tarpit) ([]string, Latency, error) {
@@ -323,13 +327,17 @@ GROUP BY d.id, d.endpoint_id, d.attempts HAVING d.attempts > count(a.id)`, tarpi
 
 	rows, err = pool.Query(ctx, `
 SELECT e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id,
-	coalesce(array_agg((x->>'at')::timestamptz) FILTER (WHERE x->>'error' LIKE 'Stuck job rescued%'), '{}')
+	coalesce(array_agg((x->>'at')::timestamptz) FILTER (WHERE x->>'error' LIKE 'Stuck job rescued%'), '{}'),
+	coalesce((SELECT array_agg(a.created_at ORDER BY a.attempt) FROM webhook_delivery_attempts a
+		WHERE a.delivery_id = d.id AND a.next_retry_at IS NOT NULL AND (a.status_code IS NOT NULL OR a.error LIKE 'the receiver %')), '{}'),
+	coalesce((SELECT array_agg(a.next_retry_at ORDER BY a.attempt) FROM webhook_delivery_attempts a
+		WHERE a.delivery_id = d.id AND a.next_retry_at IS NOT NULL AND (a.status_code IS NOT NULL OR a.error LIKE 'the receiver %')), '{}')
 FROM events e
 LEFT JOIN webhook_deliveries d ON d.event_id = e.id AND d.status = 'delivered'
 LEFT JOIN river_job j ON j.kind = 'deliver_webhook' AND (j.args->>'delivery_id')::bigint = d.id
 LEFT JOIN LATERAL unnest(j.errors) x ON true
 WHERE e.tenant_id <> $1
-GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id`, tarpitTenantID)
+GROUP BY e.id, e.tenant_id, e.created_at, d.id, d.delivered_at, d.endpoint_id`, tarpitTenantID)
 	if err != nil {
 		return nil, Latency{}, err
 	}
@@ -341,9 +349,11 @@ GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id`, tarpit
 		delivered   *time.Time
 		endpointID  *string
 		rescues     []time.Time
+		failed      []time.Time // the receiver's failed attempts
+		retries     []time.Time // and the next attempt each scheduled
 		waits, nets []time.Duration
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &ten, &created, &delivered, &endpointID, &rescues}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &ten, &created, &delivered, &endpointID, &rescues, &failed, &retries}, func() error {
 		if delivered == nil {
 			bad = append(bad, fmt.Sprintf("%s (%s): never delivered", id, ten))
 			return nil
@@ -354,6 +364,9 @@ GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id`, tarpit
 			if k, ok := lastKill(created.Add(-time.Second), r); ok {
 				shadows = append(shadows, window{k, r.Add(time.Second)}) // and River's retry after the rescue
 			}
+		}
+		for i, f := range failed {
+			shadows = append(shadows, window{f, retries[i]})
 		}
 		wait := delivered.Sub(created)
 		shadowed := covered(window{created, *delivered}, shadows)
