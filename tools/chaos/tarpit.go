@@ -326,18 +326,21 @@ GROUP BY d.id, d.endpoint_id, d.attempts HAVING d.attempts > count(a.id)`, tarpi
 	}
 
 	rows, err = pool.Query(ctx, `
+WITH failed AS (
+	SELECT delivery_id, array_agg(created_at ORDER BY attempt) AS at, array_agg(next_retry_at ORDER BY attempt) AS due
+	FROM webhook_delivery_attempts
+	WHERE next_retry_at IS NOT NULL AND (status_code IS NOT NULL OR error LIKE 'the receiver %')
+	GROUP BY delivery_id)
 SELECT e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id,
 	coalesce(array_agg((x->>'at')::timestamptz) FILTER (WHERE x->>'error' LIKE 'Stuck job rescued%'), '{}'),
-	coalesce((SELECT array_agg(a.created_at ORDER BY a.attempt) FROM webhook_delivery_attempts a
-		WHERE a.delivery_id = d.id AND a.next_retry_at IS NOT NULL AND (a.status_code IS NOT NULL OR a.error LIKE 'the receiver %')), '{}'),
-	coalesce((SELECT array_agg(a.next_retry_at ORDER BY a.attempt) FROM webhook_delivery_attempts a
-		WHERE a.delivery_id = d.id AND a.next_retry_at IS NOT NULL AND (a.status_code IS NOT NULL OR a.error LIKE 'the receiver %')), '{}')
+	coalesce(f.at, '{}'), coalesce(f.due, '{}')
 FROM events e
 LEFT JOIN webhook_deliveries d ON d.event_id = e.id AND d.status = 'delivered'
+LEFT JOIN failed f ON f.delivery_id = d.id
 LEFT JOIN river_job j ON j.kind = 'deliver_webhook' AND (j.args->>'delivery_id')::bigint = d.id
 LEFT JOIN LATERAL unnest(j.errors) x ON true
 WHERE e.tenant_id <> $1
-GROUP BY e.id, e.tenant_id, e.created_at, d.id, d.delivered_at, d.endpoint_id`, tarpitTenantID)
+GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f.due`, tarpitTenantID)
 	if err != nil {
 		return nil, Latency{}, err
 	}
