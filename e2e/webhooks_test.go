@@ -178,3 +178,69 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 		t.Fatalf("the receiver processed the event %d times:\n%s", n, printed.String())
 	}
 }
+
+// TestDeadWorkersWebhookPlaceFreed: a worker SIGKILLed mid-attempt leaves
+// its place among the endpoint's attempts in flight (one here) held until
+// SlotHeld has passed; its presence, though, died with it, so the next
+// worker frees the place at its first look and the endpoint's next event is
+// delivered before the dead place's until.
+func TestDeadWorkersWebhookPlaceFreed(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	oneAtATime := "WEBHOOK_ENDPOINT_IN_FLIGHT=1"
+	s := startStack(t, db.URL, nil, []string{oneAtATime})
+	ctx := context.Background()
+	var first atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server sees the client go
+		if first.CompareAndSwap(false, true) {
+			close(held)
+			select { // a tarpit, until the worker dies
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	defer close(release)
+	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/webhook_endpoints", "sk_test_acme", "hook",
+		`{"url":"`+srv.URL+`/hooks","enabled_events":["payment.succeeded"]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("register: %d %s", status, body)
+	}
+	pay := func(key string) {
+		status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", key, `{"amount":500,"currency":"USD","payment_method":"pm_card_visa"}`)
+		if status != http.StatusCreated {
+			t.Fatalf("payment: %d %s", status, body)
+		}
+	}
+	pay("pay-1")
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no delivery reached the receiver\n%s", s.worker.out.String())
+	}
+	var (
+		dead   int64
+		until  time.Time
+		holder *int32
+	)
+	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id, until, worker FROM webhook_sending`).Scan(&dead, &until, &holder); err != nil || holder == nil {
+		t.Fatalf("the attempt's place: worker %v, %v", holder, err)
+	}
+	_ = s.worker.cmd.Process.Signal(syscall.SIGKILL)
+	s.worker.killed(t)
+	s.startWorker(oneAtATime)
+	pay("pay-2")
+	var at time.Time
+	testwait.Within(t, 60*time.Second, "the next event delivered", func() bool {
+		err := db.Pool.QueryRow(ctx, `SELECT delivered_at FROM webhook_deliveries WHERE id <> $1 AND status = 'delivered'`, dead).Scan(&at)
+		return err == nil
+	})
+	if !at.Before(until) {
+		t.Fatalf("the next event was delivered at %s, once the dead worker's place had expired (%s): its death went unseen", at, until)
+	}
+}

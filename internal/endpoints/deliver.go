@@ -105,14 +105,21 @@ type Deliverer struct {
 	// Jobs inserts the job of a delivery handed a place, in the transaction
 	// that hands it.
 	Jobs Jobs
+	// Worker is the database.Presence ID of the process making the
+	// attempts, recorded with each place it holds, so that the places of a
+	// process that died are freed as soon as any worker next looks
+	// (purgeSlots), not when their until passes. Zero: none, and only until
+	// frees them.
+	Worker int32
 }
 
 // SlotHeld is the longest an attempt holds its place among the attempts in
 // flight: the attempt's timeout and a margin for the claim and the event's
 // read. A delivery's job runs no longer (outbox.DeliveryWorker's timeout),
-// so no attempt outlives its place. A place a dead worker left, or one
-// handed to a delivery whose job never came for it, stops counting after
-// it, and SweepLine hands it on.
+// so no attempt outlives its place. A place handed to a delivery whose job
+// never came for it stops counting after it, and SweepLine hands it on; a
+// place whose worker died is freed sooner, as soon as its presence is gone
+// (purgeSlots).
 const SlotHeld = AttemptTimeout + 5*time.Second
 
 // deliveryOf reads who a pending delivery is for, and, without a lock,
@@ -134,20 +141,25 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 // else a new one when the endpoint ($3) and the tenant ($2) each have fewer
 // than their share ($4, $5). It runs under the tenant's lock
 // (lockTenantSlots), so that two workers cannot both take the last place,
-// after purgeSlots has dropped the tenant's places past their until (a dead
-// worker's). A delivery that finds no place joins the line (wait, keeping
+// after purgeSlots has dropped the tenant's places that no longer count:
+// past their until, or held by a worker whose presence is gone (killed,
+// its session ended: database.Presence), which the purge's transaction
+// learns by taking that worker's presence lock ($2 its class), as only a
+// lock nobody holds can be taken. A delivery that finds no place joins the line (wait, keeping
 // its place there if it had one), in the same transaction, and its job
 // ends; one that takes a place leaves the line (claimAttempt).
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
-	purgeSlots      = `DELETE FROM webhook_sending WHERE tenant_id = $1 AND until <= now()`
-	takeSlot        = `
+	purgeSlots      = `
+DELETE FROM webhook_sending WHERE tenant_id = $1
+	AND (until <= now() OR (worker IS NOT NULL AND pg_try_advisory_xact_lock($2, worker)))`
+	takeSlot = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
 WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
 	OR ((SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
 		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
-ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until`
+ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
 	wait = `
 INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id) VALUES ($1, $2, $3)
 ON CONFLICT (delivery_id) DO NOTHING`
@@ -162,13 +174,14 @@ ON CONFLICT (delivery_id) DO NOTHING`
 // attempt holds no place any more (past its until, purged). It needs no
 // lock: the place stays with its endpoint and its tenant, and their counts
 // do not change. The place moves first, so that a delivery leaves the line
-// only when it has one.
+// only when it has one. A place handed on has no worker until its
+// delivery's job claims it.
 const handOn = `
 WITH next AS (
 	SELECT delivery_id FROM webhook_waiting WHERE endpoint_id = $2
 	ORDER BY since LIMIT 1 FOR UPDATE SKIP LOCKED),
 moved AS (
-	UPDATE webhook_sending s SET delivery_id = next.delivery_id, until = now() + $3::interval
+	UPDATE webhook_sending s SET delivery_id = next.delivery_id, until = now() + $3::interval, worker = NULL
 	FROM next WHERE s.delivery_id = $1
 	RETURNING s.delivery_id)
 DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
@@ -185,7 +198,8 @@ WITH next AS (
 	WHERE w.tenant_id = $2 AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $3
 	ORDER BY w.since LIMIT 1 FOR UPDATE SKIP LOCKED),
 moved AS (
-	UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id, until = now() + $4::interval
+	UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id, until = now() + $4::interval,
+		worker = NULL
 	FROM next WHERE s.delivery_id = $1
 	RETURNING s.delivery_id)
 DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
@@ -205,7 +219,7 @@ WITH next AS (
 taken AS (
 	INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 	SELECT delivery_id, endpoint_id, $1, now() + $4::interval FROM next
-	ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until
+	ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL
 	RETURNING delivery_id)
 DELETE FROM webhook_waiting w USING taken WHERE w.delivery_id = taken.delivery_id
 RETURNING w.delivery_id`
@@ -214,7 +228,7 @@ RETURNING w.delivery_id`
 const linesWaiting = `SELECT DISTINCT tenant_id FROM webhook_waiting`
 
 // SweepLine hands the free places of every tenant with deliveries in line,
-// those a dead worker left past their until among them, to the deliveries
+// those a dead worker left among them (purgeSlots), to the deliveries
 // that have waited longest, and inserts their jobs: the backstop of
 // handOver, which hands on only the places of attempts that end. A periodic
 // job runs it. It returns how many places it handed.
@@ -231,7 +245,7 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 			if _, err := tx.Exec(ctx, lockTenantSlots, tenant); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, purgeSlots, tenant); err != nil {
+			if _, err := tx.Exec(ctx, purgeSlots, tenant, database.PresenceClass); err != nil {
 				return err
 			}
 			for {
@@ -255,13 +269,14 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 }
 
 // claimAttempt counts an attempt of a pending delivery that holds a place
-// ($1's, whose until it moves on by $2), takes it out of the line, and reads
+// ($1's, whose until it moves on by $2, now held by worker $3: zero for
+// none), takes it out of the line, and reads
 // what it needs: its chain, its endpoint as it stands (with the version a
 // 410 disables) and the secrets that sign now (database clock). No row when
 // the delivery is not pending or holds no place.
 const claimAttempt = `
 WITH held AS (
-	UPDATE webhook_sending SET until = now() + $2::interval
+	UPDATE webhook_sending SET until = now() + $2::interval, worker = nullif($3::integer, 0)
 	WHERE delivery_id = $1 AND until > now()
 	RETURNING delivery_id),
 left_line AS (DELETE FROM webhook_waiting WHERE delivery_id IN (SELECT delivery_id FROM held)),
@@ -343,7 +358,7 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	case own:
 		// Its place was handed to it: no count changes, no lock. Should the
 		// place have expired meanwhile, it takes one as any other.
-		err := d.scanAttempt(d.DB.QueryRow(ctx, claimAttempt, id, SlotHeld), &a)
+		err := d.scanAttempt(d.DB.QueryRow(ctx, claimAttempt, id, SlotHeld, d.Worker), &a)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return a, err
 		}
@@ -355,7 +370,7 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID); err != nil {
+		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID, database.PresenceClass); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld)
@@ -366,7 +381,7 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 			_, err := tx.Exec(ctx, wait, id, a.endpoint, a.tenantID)
 			return err
 		}
-		return d.scanAttempt(tx.QueryRow(ctx, claimAttempt, id, SlotHeld), &a)
+		return d.scanAttempt(tx.QueryRow(ctx, claimAttempt, id, SlotHeld, d.Worker), &a)
 	})
 	if err == nil && busy {
 		err = errBusy

@@ -1,6 +1,7 @@
 package http_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/tools/stacktest"
 )
@@ -380,6 +384,58 @@ SELECT min(id), $1, $2, now() + interval '2 seconds' FROM webhook_deliveries`, e
 	paidPayment(t, s, "swept-2")
 	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 1 })
 	stacktest.WaitFor(t, "every delivery delivered, the line swept", func() bool {
+		n := s.Count(`SELECT count(*) FROM webhook_deliveries`)
+		return n > first && s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == n &&
+			s.Count(`SELECT count(*) FROM webhook_waiting`) == 0
+	})
+	if n := s.Count(`SELECT count(*) FROM webhook_sending`); n != 0 {
+		t.Fatalf("%d places left held", n)
+	}
+}
+
+// TestWebhookDeadWorkersPlaceFreed: a place held by a worker that lives
+// (its presence lock held) counts, however the sweeps go, and the delivery
+// behind it waits in line; once that worker's session ends, as a killed
+// worker's does, the place is freed at the next look, though its until is
+// an hour away, and the delivery arrives.
+func TestWebhookDeadWorkersPlaceFreed(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{EndpointInFlight: 1})
+	s.StartWorker()
+	h := newReceiver(t, 0)
+	e := registerWith(t, s, h)
+	paidPayment(t, s, "dead-1")
+	stacktest.WaitFor(t, "the first delivery", func() bool {
+		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) >= 1
+	})
+	first := s.Count(`SELECT count(*) FROM webhook_deliveries`)
+	// Another worker, alive: its presence held on a session of its own,
+	// making an attempt that holds the endpoint's one place for an hour.
+	const other = 4242
+	ctx := context.Background()
+	alive, err := pgx.Connect(ctx, s.DB.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alive.Close(ctx)
+	if _, err := alive.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, database.PresenceClass, other); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until, worker)
+SELECT min(id), $1, $2, now() + interval '1 hour', $3 FROM webhook_deliveries`, e.ID, stacktest.AcmeID, other)
+	paidPayment(t, s, "dead-2")
+	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) == 1 })
+	// Two sweeps finished since it joined the line: the place still counts.
+	stacktest.WaitFor(t, "two sweeps of the line", func() bool {
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'sweep_webhook_line' AND state = 'completed'
+	AND attempted_at > (SELECT since FROM webhook_waiting)`) >= 2
+	})
+	if n, w := s.Count(`SELECT count(*) FROM webhook_sending WHERE worker = $1`, other), s.Count(`SELECT count(*) FROM webhook_waiting`); n != 1 || w != 1 {
+		t.Fatalf("with its worker alive: %d of its places held, %d deliveries in line; want 1 and 1", n, w)
+	}
+	// The worker dies: its session ends, and its lock with it.
+	alive.Close(ctx)
+	stacktest.WaitFor(t, "every delivery delivered, the dead worker's place freed", func() bool {
 		n := s.Count(`SELECT count(*) FROM webhook_deliveries`)
 		return n > first && s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == n &&
 			s.Count(`SELECT count(*) FROM webhook_waiting`) == 0

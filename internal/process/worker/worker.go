@@ -22,6 +22,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/example/payments/internal/crash"
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
@@ -154,6 +155,7 @@ type Worker struct {
 	logger    *slog.Logger
 	pool      *pgxpool.Pool
 	session   *pgxpool.Pool // past the pooler, when there is one; else pool
+	presence  *database.Presence
 	river     *river.Client[pgx.Tx]
 	http      *process.HTTPServer
 	announcer *idempotency.Announcer
@@ -193,13 +195,19 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	if err != nil {
 		return nil, err
 	}
-	closeDB := func() { process.ClosePools(pool, session) }
 	if err := pool.Ping(ctx); err != nil {
-		closeDB()
+		process.ClosePools(pool, session)
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-
-	w := &Worker{cfg: cfg, logger: logger, pool: pool, session: session}
+	// The worker's mark that it lives, past the pooler: the webhook places
+	// it holds are freed as soon as it dies.
+	presence, err := database.HoldPresence(ctx, cfg.Session(), logger)
+	if err != nil {
+		process.ClosePools(pool, session)
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, logger: logger, pool: pool, session: session, presence: presence}
+	closeDB := w.closeDB
 	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
@@ -220,7 +228,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	deliverer := &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
 		Client: deliveryClient,
 		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool),
-		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: jobs}
+		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: jobs,
+		Worker: presence.ID}
 	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch, Tracer: cfg.Provider()}
 	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
@@ -287,7 +296,7 @@ func (w *Worker) MetricsAddr() string { return w.http.Addr() }
 // finish within the shutdown timeout, cancels what is left, and closes the
 // worker.
 func (w *Worker) Run(ctx context.Context) error {
-	defer process.ClosePools(w.pool, w.session)
+	defer w.closeDB()
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -338,5 +347,11 @@ func (w *Worker) Run(ctx context.Context) error {
 // Close releases a worker that was never run.
 func (w *Worker) Close() {
 	w.http.Close()
+	w.closeDB()
+}
+
+// closeDB ends the worker's presence and closes its pools.
+func (w *Worker) closeDB() {
+	w.presence.Close()
 	process.ClosePools(w.pool, w.session)
 }

@@ -1,0 +1,129 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PresenceClass is the class of the advisory locks that mark processes
+// alive (the first key of pg_advisory_lock(int, int)): no other lock of the
+// service takes a two-key lock, so none can collide with a presence.
+const PresenceClass int32 = 0x70726573 // "pres"
+
+// Presence marks a process alive in the database: a session-level advisory
+// lock on (PresenceClass, ID), held on a connection of its own past any
+// pooler, which Postgres releases the moment the session ends, however the
+// process died (SIGKILL, its host gone, the connection cut). What a process
+// records with its ID is its own for as long as it lives: another asks
+// whether the holder lives with pg_try_advisory_xact_lock(PresenceClass, id),
+// which takes the lock (until its transaction ends) only when nobody holds
+// it. Nothing relies on a clock: the database decides.
+//
+// Should the connection drop while the process lives, Presence connects
+// again and takes the lock back; in between, others take the process for
+// dead, which must only ever cost what a dead process's records cost.
+type Presence struct {
+	ID     int32
+	url    string
+	logger *slog.Logger
+	conn   *pgx.Conn // nil while lost
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// presenceCheck is how often Presence checks that its lock's session is
+// still there.
+const presenceCheck = 2 * time.Second
+
+// HoldPresence takes a presence on a fresh random ID, connecting to url,
+// which must reach Postgres past any pooler in transaction mode (a session
+// lock taken through one would belong to whichever client got the server
+// connection next). It keeps it until Close.
+func HoldPresence(ctx context.Context, url string, logger *slog.Logger) (*Presence, error) {
+	p := &Presence{url: url, logger: logger, done: make(chan struct{})}
+	for range 10 {
+		p.ID = rand.Int32N(1<<31-1) + 1
+		conn, err := p.lock(ctx)
+		if errors.Is(err, errPresenceTaken) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.conn = conn
+		keep, stop := context.WithCancel(context.WithoutCancel(ctx))
+		p.stop = stop
+		go p.keep(keep)
+		return p, nil
+	}
+	return nil, errors.New("hold presence: ten random IDs were all taken")
+}
+
+var errPresenceTaken = errors.New("the presence ID is held by another session")
+
+// lock connects and takes the lock on p.ID.
+func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgxpool.ParseConfig(p.url) // takes the pool's settings out
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, fmt.Errorf("hold presence: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, PresenceClass, p.ID).Scan(&ok); err != nil || !ok {
+		conn.Close(ctx)
+		if err == nil {
+			err = errPresenceTaken
+		}
+		return nil, fmt.Errorf("hold presence: %w", err)
+	}
+	return conn, nil
+}
+
+// keep checks the lock's session every presenceCheck and takes the lock
+// back on a new one when it is gone, until ctx ends.
+func (p *Presence) keep(ctx context.Context) {
+	defer close(p.done)
+	t := time.NewTicker(presenceCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if p.conn != nil && p.conn.Ping(ctx) == nil {
+			continue
+		}
+		if p.conn != nil {
+			p.logger.Warn("presence lost: its connection dropped; taking it back", "presence", p.ID)
+			p.conn.Close(ctx)
+			p.conn = nil
+		}
+		if conn, err := p.lock(ctx); err == nil {
+			p.conn = conn
+			p.logger.Info("presence taken back", "presence", p.ID)
+		}
+	}
+}
+
+// Close gives the presence up: the lock's session ends.
+func (p *Presence) Close() {
+	p.stop()
+	<-p.done // keep has returned: p.conn is ours
+	if p.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.conn.Close(ctx)
+		p.conn = nil
+	}
+}

@@ -1,0 +1,11 @@
+-- +goose Up
+
+-- The worker making the attempt that holds a place among those in flight:
+-- its presence (database.Presence), an advisory lock its session holds for
+-- life. A place whose worker's lock is free belongs to a dead worker and is
+-- freed at the next look, not when its until passes. NULL: a place handed to
+-- a delivery whose job has not claimed it yet, freed by its until.
+ALTER TABLE webhook_sending ADD COLUMN worker integer;
+
+-- +goose Down
+ALTER TABLE webhook_sending DROP COLUMN worker;
