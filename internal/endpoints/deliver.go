@@ -339,54 +339,87 @@ func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error
 // time.
 const recordTimeout = 10 * time.Second
 
-// claim takes a place among the attempts in flight and counts the attempt,
-// in one transaction; pgx.ErrNoRows when the delivery is not pending, and
-// errBusy when it waits in line instead.
+// claim takes a place among the attempts in flight and counts the attempt;
+// pgx.ErrNoRows when the delivery is not pending, and errBusy when it waits
+// in line instead. A delivery handed a place (most of them, once a line
+// has formed) is claimed in one round trip, the claim and the read of who
+// the delivery is for sent together; one that must take a place takes it
+// in two more, under its tenant's lock for one of them: the BEGIN, the
+// lock, the purge and the take go together, and the claim (or the join of
+// the line) with the COMMIT, so that the tenant's deliveries do not queue
+// on its lock for longer than that.
 func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	a := attempt{id: id}
-	var own, may, waiting bool
-	err := d.DB.QueryRow(ctx, deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).Scan(&a.tenantID, &a.endpoint, &own, &may, &waiting)
+	var (
+		tenant, endpoint   string
+		own, may, waiting  bool
+		claimErr, whoseErr error
+	)
+	b := &pgx.Batch{}
+	b.Queue(claimAttempt, id, SlotHeld, d.Worker).QueryRow(func(row pgx.Row) error {
+		claimErr = d.scanAttempt(row, &a)
+		return nil
+	})
+	b.Queue(deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).QueryRow(func(row pgx.Row) error {
+		whoseErr = row.Scan(&tenant, &endpoint, &own, &may, &waiting)
+		return nil
+	})
+	if err := d.DB.SendBatch(ctx, b).Close(); err != nil {
+		return a, err
+	}
+	switch {
+	case claimErr == nil:
+		return a, nil // its place was handed to it: no count changes, no lock
+	case !errors.Is(claimErr, pgx.ErrNoRows):
+		return a, claimErr
+	case errors.Is(whoseErr, pgx.ErrNoRows):
+		// A place handed to it goes to the next in line at the sweep.
+		if _, err := d.DB.Exec(ctx, dropSlot, id); err != nil {
+			return a, err
+		}
+		return a, pgx.ErrNoRows
+	case whoseErr != nil:
+		return a, whoseErr
+	case !may && waiting:
+		return a, errBusy
+	}
+	// No place of its own (or it expired since): it takes one as any other.
+	a.tenantID, a.endpoint = tenant, endpoint
+	tx, err := database.Begin(ctx, d.DB)
+	if err != nil {
+		return a, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	lock := &pgx.Batch{}
+	lock.Queue(lockTenantSlots, a.tenantID)
+	lock.Queue(purgeSlots, a.tenantID, database.PresenceClass)
+	tx.Queue(lock)
+	tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld)
+	if err != nil {
+		return a, err
+	}
+	end := &pgx.Batch{}
+	busy := tag.RowsAffected() == 0
+	if busy {
+		end.Queue(wait, id, a.endpoint, a.tenantID)
+	} else {
+		end.Queue(claimAttempt, id, SlotHeld, d.Worker).QueryRow(func(row pgx.Row) error { return d.scanAttempt(row, &a) })
+	}
+	err = tx.CommitWith(ctx, end)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		// A place handed to it goes to the next in line at the sweep.
+		// No longer pending since it was read: the place taken with the
+		// COMMIT is given up at once rather than held for SlotHeld.
 		if _, err := d.DB.Exec(ctx, dropSlot, id); err != nil {
 			return a, err
 		}
 		return a, pgx.ErrNoRows
 	case err != nil:
 		return a, err
-	case own:
-		// Its place was handed to it: no count changes, no lock. Should the
-		// place have expired meanwhile, it takes one as any other.
-		err := d.scanAttempt(d.DB.QueryRow(ctx, claimAttempt, id, SlotHeld, d.Worker), &a)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return a, err
-		}
-	case !may && waiting:
+	case busy:
 		return a, errBusy
 	}
-	busy := false
-	err = pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, lockTenantSlots, a.tenantID); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, purgeSlots, a.tenantID, database.PresenceClass); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld)
-		if err != nil {
-			return err
-		}
-		if busy = tag.RowsAffected() == 0; busy {
-			_, err := tx.Exec(ctx, wait, id, a.endpoint, a.tenantID)
-			return err
-		}
-		return d.scanAttempt(tx.QueryRow(ctx, claimAttempt, id, SlotHeld, d.Worker), &a)
-	})
-	if err == nil && busy {
-		err = errBusy
-	}
-	return a, err
+	return a, nil
 }
 
 // scanAttempt reads claimAttempt's row into a.
