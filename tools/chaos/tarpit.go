@@ -246,7 +246,12 @@ func receiverShadow(down time.Duration) time.Duration { return 2*down + 5*time.S
 // to hold them up:
 //
 //   - its delivery's job stuck on a killed worker, from the kill until River
-//     rescued it (the "Stuck job rescued" error River records on the job);
+//     rescued it (the "Stuck job rescued" error River records on the job).
+//     The job's worker is not recorded; its kill is taken to be the first
+//     after the job's last sign of life before the rescue (the event's
+//     creation, an attempt logged, an earlier rescue), which is when it
+//     was stuck at the latest; the latest kill before the rescue, which
+//     this check once took, is often the other worker's;
 //   - its endpoint short of a place a killed worker held mid-attempt (an
 //     attempt counted but never recorded), from the kill until the place
 //     was taken back by its delivery's next attempt or stopped counting
@@ -270,11 +275,20 @@ func checkFairDelivery(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		}
 	}
 	slices.SortFunc(kills, time.Time.Compare)
-	// lastKill is the latest worker kill in (after, before).
+	// lastKill is the latest worker kill in (after, before), firstKill the
+	// earliest.
 	lastKill := func(after, before time.Time) (time.Time, bool) {
 		for i := len(kills) - 1; i >= 0; i-- {
 			if kills[i].Before(before) && kills[i].After(after) {
 				return kills[i], true
+			}
+		}
+		return time.Time{}, false
+	}
+	firstKill := func(after, before time.Time) (time.Time, bool) {
+		for _, k := range kills {
+			if k.Before(before) && k.After(after) {
+				return k, true
 			}
 		}
 		return time.Time{}, false
@@ -330,17 +344,20 @@ WITH failed AS (
 	SELECT delivery_id, array_agg(created_at ORDER BY attempt) AS at, array_agg(next_retry_at ORDER BY attempt) AS due
 	FROM webhook_delivery_attempts
 	WHERE next_retry_at IS NOT NULL AND (status_code IS NOT NULL OR error LIKE 'the receiver %')
-	GROUP BY delivery_id)
+	GROUP BY delivery_id),
+logged AS (
+	SELECT delivery_id, array_agg(created_at) AS at FROM webhook_delivery_attempts GROUP BY delivery_id)
 SELECT e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id,
 	coalesce(array_agg((x->>'at')::timestamptz) FILTER (WHERE x->>'error' LIKE 'Stuck job rescued%'), '{}'),
-	coalesce(f.at, '{}'), coalesce(f.due, '{}')
+	coalesce(f.at, '{}'), coalesce(f.due, '{}'), coalesce(l.at, '{}')
 FROM events e
 LEFT JOIN webhook_deliveries d ON d.event_id = e.id AND d.status = 'delivered'
 LEFT JOIN failed f ON f.delivery_id = d.id
+LEFT JOIN logged l ON l.delivery_id = d.id
 LEFT JOIN river_job j ON j.kind = 'deliver_webhook' AND (j.args->>'delivery_id')::bigint = d.id
 LEFT JOIN LATERAL unnest(j.errors) x ON true
 WHERE e.tenant_id <> $1
-GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f.due`, tarpitTenantID)
+GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f.due, l.at`, tarpitTenantID)
 	if err != nil {
 		return nil, Latency{}, err
 	}
@@ -354,9 +371,10 @@ GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f
 		rescues     []time.Time
 		failed      []time.Time // the receiver's failed attempts
 		retries     []time.Time // and the next attempt each scheduled
+		logged      []time.Time // every attempt
 		waits, nets []time.Duration
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &ten, &created, &delivered, &endpointID, &rescues, &failed, &retries}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &ten, &created, &delivered, &endpointID, &rescues, &failed, &retries, &logged}, func() error {
 		if delivered == nil {
 			bad = append(bad, fmt.Sprintf("%s (%s): never delivered", id, ten))
 			return nil
@@ -364,7 +382,13 @@ GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f
 		shadows := append([]window(nil), common...)
 		shadows = append(shadows, short[*endpointID]...)
 		for _, r := range rescues {
-			if k, ok := lastKill(created.Add(-time.Second), r); ok {
+			alive := created
+			for _, at := range slices.Concat(logged, rescues) {
+				if at.Before(r) && at.After(alive) {
+					alive = at
+				}
+			}
+			if k, ok := firstKill(alive, r); ok {
 				shadows = append(shadows, window{k, r.Add(time.Second)}) // and River's retry after the rescue
 			}
 		}
