@@ -373,11 +373,7 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	case !errors.Is(claimErr, pgx.ErrNoRows):
 		return a, claimErr
 	case errors.Is(whoseErr, pgx.ErrNoRows):
-		// A place handed to it goes to the next in line at the sweep.
-		if _, err := d.DB.Exec(ctx, dropSlot, id); err != nil {
-			return a, err
-		}
-		return a, pgx.ErrNoRows
+		return a, d.notPending(ctx, id)
 	case whoseErr != nil:
 		return a, whoseErr
 	case !may && waiting:
@@ -409,17 +405,24 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// No longer pending since it was read: the place taken with the
-		// COMMIT is given up at once rather than held for SlotHeld.
-		if _, err := d.DB.Exec(ctx, dropSlot, id); err != nil {
-			return a, err
-		}
-		return a, pgx.ErrNoRows
+		// COMMIT goes too.
+		return a, d.notPending(ctx, id)
 	case err != nil:
 		return a, err
 	case busy:
 		return a, errBusy
 	}
 	return a, nil
+}
+
+// notPending gives up any place delivery id holds, which is not pending:
+// handed to it, or taken as it stopped pending; the sweep hands it on. It
+// returns pgx.ErrNoRows, or the error that kept the place.
+func (d *Deliverer) notPending(ctx context.Context, id int64) error {
+	if _, err := d.DB.Exec(ctx, dropSlot, id); err != nil {
+		return err
+	}
+	return pgx.ErrNoRows
 }
 
 // scanAttempt reads claimAttempt's row into a.
