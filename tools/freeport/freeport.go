@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"sync"
 )
 
 // The ports handed out lie below Linux's default range of ephemeral ports
@@ -19,16 +20,35 @@ const (
 	high = 32000
 )
 
+// given holds the ports this process has handed out. A port is only
+// checked free, not held, until its program binds it: two calls before
+// either program started (a test's processor and API, or two tests in
+// parallel) could otherwise get the same port, and CI saw that happen.
+var given struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // Addr returns a loopback address whose port is free now, outside the
-// ephemeral range.
+// ephemeral range, and never handed out before by this process.
 func Addr() (string, error) {
+	given.Lock()
+	defer given.Unlock()
+	if given.ports == nil {
+		given.ports = make(map[int]bool)
+	}
 	for range 100 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(low+rand.IntN(high-low)))
+		port := low + rand.IntN(high-low)
+		if given.ports[port] {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
 		}
 		ln.Close()
+		given.ports[port] = true
 		return addr, nil
 	}
 	return "", errors.New("no free loopback port from 20000 to 32000")
