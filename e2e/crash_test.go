@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -14,7 +15,9 @@ const crashBody = `{"amount": 4200, "currency": "USD", "payment_method": "pm_car
 
 // TestCrashPoints kills a real process at each crash point with SIGKILL,
 // restarts it without the crash point, and proves that the payment ends
-// succeeded with exactly one processor charge and a replayable response.
+// succeeded with exactly one processor charge, one job and a replayable
+// response. The relay's point kills the worker between its insert of the
+// job into River's queue and its commit.
 func TestCrashPoints(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -24,6 +27,7 @@ func TestCrashPoints(t *testing.T) {
 	}{
 		{"APIAfterFirstPhase", "api", "after_first_phase"},
 		{"WorkerAfterProcessorResponse", "worker", "payment_after_processor_response"},
+		{"WorkerInRelay", "worker", "in_relay"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -36,7 +40,8 @@ func TestCrashPoints(t *testing.T) {
 			} else {
 				workerEnv = crash
 			}
-			s := startStack(t, testdb.New(t).URL, apiEnv, workerEnv)
+			db := testdb.New(t)
+			s := startStack(t, db.URL, apiEnv, workerEnv)
 
 			status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "crash-1", crashBody)
 			if tc.process == "api" {
@@ -83,6 +88,11 @@ func TestCrashPoints(t *testing.T) {
 			var list struct{ Data []json.RawMessage }
 			if err := json.Unmarshal(charges, &list); err != nil || len(list.Data) != 1 {
 				t.Fatalf("processor charges for %s: %s", p.ID, charges)
+			}
+			var jobs int
+			if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
+WHERE kind = 'drive_operation' AND args->>'id' = $1`, p.ID).Scan(&jobs); err != nil || jobs != 1 {
+				t.Fatalf("jobs for %s = %d, %v; want 1", p.ID, jobs, err)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -209,13 +210,16 @@ RETURNING w.delivery_id`
 // longest in line among those whose endpoint ($2) and tenant ($3) have room,
 // and returns it; no row when there is none. It runs under the tenant's
 // lock, after purgeSlots, one place a statement so that each sees the last.
+// The tenant's places are counted once, by endpoint, not once for each
+// delivery in a line that may be thousands long.
 const handFree = `
-WITH next AS (
-	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w
-	WHERE w.tenant_id = $1
-		AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $2
-		AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = $1) < $3
-	ORDER BY w.since LIMIT 1 FOR UPDATE SKIP LOCKED),
+WITH held AS (
+	SELECT endpoint_id, count(*) AS n FROM webhook_sending WHERE tenant_id = $1 GROUP BY endpoint_id),
+next AS (
+	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w LEFT JOIN held h ON h.endpoint_id = w.endpoint_id
+	WHERE w.tenant_id = $1 AND coalesce(h.n, 0) < $2
+		AND (SELECT coalesce(sum(n), 0) FROM held) < $3
+	ORDER BY w.since LIMIT 1 FOR UPDATE OF w SKIP LOCKED),
 taken AS (
 	INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 	SELECT delivery_id, endpoint_id, $1, now() + $4::interval FROM next
@@ -224,14 +228,42 @@ taken AS (
 DELETE FROM webhook_waiting w USING taken WHERE w.delivery_id = taken.delivery_id
 RETURNING w.delivery_id`
 
+// SweepLineInterval is how often every worker sweeps the lines
+// (SweepLines): a second, so that a line whose places all died waits
+// little longer than they count; a sweep with no line is one read.
+const SweepLineInterval = time.Second
+
+// SweepLines runs SweepLine every interval until ctx ends. Every worker
+// runs it, not River's leader alone, so that neither a dead leader's term
+// nor a new leader's election holds a line up: sweeps of several workers may
+// overlap, each tenant's taken under its lock.
+func (d *Deliverer) SweepLines(ctx context.Context, interval time.Duration, logger *slog.Logger) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		handed, err := d.SweepLine(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.WarnContext(ctx, "sweep the webhook lines", "err", err)
+		}
+		if handed > 0 {
+			logger.InfoContext(ctx, "webhook places handed to deliveries in line", "handed", handed)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // linesWaiting lists the tenants with deliveries in line.
 const linesWaiting = `SELECT DISTINCT tenant_id FROM webhook_waiting`
 
 // SweepLine hands the free places of every tenant with deliveries in line,
 // those a dead worker left among them (purgeSlots), to the deliveries
 // that have waited longest, and inserts their jobs: the backstop of
-// handOver, which hands on only the places of attempts that end. A periodic
-// job runs it. It returns how many places it handed.
+// handOver, which hands on only the places of attempts that end. Every
+// worker runs it (SweepLines). It returns how many places it handed.
 func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 	rows, _ := d.DB.Query(ctx, linesWaiting)
 	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])

@@ -242,7 +242,7 @@ func TestRejectedRequestsChangeNothing(t *testing.T) {
 			}
 		})
 	}
-	for _, table := range []string{"idempotency_keys", "payments", "river_job"} {
+	for _, table := range []string{"idempotency_keys", "payments", "operation_outbox", "river_job"} {
 		if n := s.Count(`SELECT count(*) FROM ` + table); n != 0 {
 			t.Errorf("%s has %d rows after rejected requests", table, n)
 		}
@@ -329,8 +329,16 @@ func TestResume(t *testing.T) {
 		if point := s.RecoveryPoint("ten_acme", "resume-started"); point != "started" {
 			t.Fatalf("recovery point = %q", point)
 		}
-		if n := s.Count(`SELECT count(*) FROM river_job WHERE state = 'available'`); n != 1 {
-			t.Fatalf("pending jobs = %d, want 1", n)
+		// Staged in the outbox with the key, and moved to River by the relay.
+		if n := s.Count(`SELECT count(*) FROM operation_outbox WHERE resource_id = $1`, p.ID); n != 1 {
+			t.Fatalf("staged jobs = %d, want 1", n)
+		}
+		s.Relayed()
+		if n := s.Count(`SELECT count(*) FROM river_job WHERE state = 'available' AND id = (SELECT job_id FROM idempotency_keys WHERE key = 'resume-started')`); n != 1 {
+			t.Fatalf("pending jobs named on the key = %d, want 1", n)
+		}
+		if n := s.Count(`SELECT count(*) FROM operation_outbox`); n != 0 {
+			t.Fatalf("staged jobs after the relay = %d, want 0", n)
 		}
 		if n := s.ChargesAtProcessor(p.ID); n != 0 {
 			t.Fatalf("charged before the worker ran: %d", n)

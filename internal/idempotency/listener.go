@@ -2,14 +2,12 @@ package idempotency
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/example/payments/internal/database"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -33,42 +31,16 @@ func NewListener(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
 }
 
 // Run listens until ctx ends, reconnecting after a lost connection.
+// Notifications sent while disconnected are lost: each connection has every
+// waiter look.
 func (l *Listener) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		err := l.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		l.logger.Warn("listener lost its connection", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (l *Listener) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+finishedChannel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	// Notifications sent while disconnected are lost: have every waiter look.
-	l.wakeAll()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		for field := range strings.SplitSeq(n.Payload, ",") {
+	database.Listen(ctx, l.pool, finishedChannel, l.logger, l.wakeAll, func(payload string) {
+		for field := range strings.SplitSeq(payload, ",") {
 			if id, err := strconv.ParseInt(field, 10, 64); err == nil {
 				l.wake(id)
 			}
 		}
-	}
+	})
 }
 
 // subscribe returns a channel that receives when key id may have finished.

@@ -39,7 +39,7 @@ func reserve(ctx context.Context, s *idempotency.Store, req idempotency.Request,
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	batch := &pgx.Batch{}
-	key, err := s.Reserve(batch, req, res, nil, final)
+	key, err := s.Reserve(batch, req, res, final)
 	if err != nil {
 		return idempotency.Lease{}, err
 	}

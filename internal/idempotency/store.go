@@ -192,19 +192,19 @@ func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key,
 	return k, locked != nil && *locked, nil
 }
 
-// reserveKey inserts a new key, naming what its operation creates and the
-// job that drives it: at started, with the lock taken when the request
-// waits, or, given a response ($10), finished with it at once. A key that
-// exists fails it on the unique index of (tenant, key).
+// reserveKey inserts a new key, naming what its operation creates: at
+// started, with the lock taken when the request waits, or, given a response
+// ($9), finished with it at once. A key that exists fails it on the unique
+// index of (tenant, key).
 const reserveKey = `
 INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint, request_id,
-	recovery_point, locked_at, resource_type, resource_id, job_id,
+	recovery_point, locked_at, resource_type, resource_id,
 	response_status, response_headers, response_body, created_at, updated_at, finished_at, expires_at)
-SELECT $1, $2, $3, $4, $5, nullif($14, ''),
+SELECT $1, $2, $3, $4, $5, nullif($13, ''),
 	CASE WHEN final THEN 'finished' ELSE 'started' END, CASE WHEN $6::boolean AND NOT final THEN now() END,
-	nullif($7, ''), nullif($8, ''), $9, $10, $11, $12, now(), now(),
-	CASE WHEN final THEN now() END, CASE WHEN final THEN now() + $13::interval END
-FROM (SELECT $10::integer IS NOT NULL AS final) AS k
+	nullif($7, ''), nullif($8, ''), $9, $10, $11, now(), now(),
+	CASE WHEN final THEN now() END, CASE WHEN final THEN now() + $12::interval END
+FROM (SELECT $9::integer IS NOT NULL AS final) AS k
 RETURNING id, locked_at, created_at, finished_at, expires_at`
 
 // Reservation is a key being reserved in the first phase of its operation
@@ -219,9 +219,8 @@ type Reservation struct {
 }
 
 // Reserve queues in batch the insert of req's key, naming res as what the
-// operation creates (none for an operation refused at once) and jobID as the
-// job that drives it (none for an operation with no later phase), so that the
-// sweep can ask whether that job will still run. The key is at
+// operation creates (none for an operation refused at once); the relay names
+// the job that drives it later (operation.Relay). The key is at
 // RecoveryStarted; given final, the operation's answer decided in its first
 // phase (a refusal, or an operation with no later phase), it is finished with
 // it at once.
@@ -233,7 +232,7 @@ type Reservation struct {
 // (tenant, key) and res.ID. When the key exists, its insert fails on the
 // unique index and the server skips the rest of the batch, the COMMIT too:
 // nothing of the phase is written. Lease tells the outcome.
-func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, jobID *int64, final *Response) (*Reservation, error) {
+func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Response) (*Reservation, error) {
 	r := &Reservation{store: s, req: req, key: Key{TenantID: req.TenantID, Key: req.Key, Method: req.Method, Path: req.Path,
 		Fingerprint: req.Fingerprint, RecoveryPoint: RecoveryStarted, Resource: res, Response: final}}
 	var (
@@ -253,7 +252,7 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, jobID *int6
 		status, body, r.key.RecoveryPoint = &final.Status, final.Body, RecoveryFinished
 	}
 	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait,
-		res.Type, res.ID, jobID, status, header, body, s.Retention, req.RequestID).QueryRow(func(row pgx.Row) error {
+		res.Type, res.ID, status, header, body, s.Retention, req.RequestID).QueryRow(func(row pgx.Row) error {
 		k := &r.key
 		err := row.Scan(&k.ID, &k.LockedAt, &k.CreatedAt, &k.FinishedAt, &k.ExpiresAt)
 		if database.IsCode(err, uniqueViolation) {

@@ -63,6 +63,7 @@ func (h *harness) widget(amount int64) string {
 	if err != nil || !lease.Created {
 		h.t.Fatalf("create a widget: %+v, %v", lease, err)
 	}
+	h.relayed()
 	return lease.Key.Resource.ID
 }
 
@@ -83,6 +84,7 @@ func TestAKindNoListNames(t *testing.T) {
 			t.Fatalf("first: %+v, %v", lease, err)
 		}
 		id := lease.Key.Resource.ID
+		h.relayed()
 		if n := h.count(`SELECT count(*) FROM idempotency_keys WHERE resource_id = $1 AND job_id = $2`, id, h.jobs.job(id)); n != 1 {
 			t.Fatal("the key does not name the job staged for the widget")
 		}

@@ -209,19 +209,28 @@ type jobs struct {
 	of   map[string]int64
 }
 
-// EnqueueOperation implements operation.JobQueue.
-func (j *jobs) EnqueueOperation(_ context.Context, _ pgx.Tx, _, id string) (int64, error) {
+// EnqueueOperations implements operation.JobQueue.
+func (j *jobs) EnqueueOperations(_ context.Context, _ pgx.Tx, staged []operation.Staged) ([]int64, error) {
+	ids := make([]int64, len(staged))
+	for i, op := range staged {
+		ids[i] = j.add(op.ID)
+	}
+	return ids, nil
+}
+
+// EnqueueProcessorEvent implements operation.JobQueue.
+func (j *jobs) EnqueueProcessorEvent(_ context.Context, _ pgx.Tx, eventID string) error {
+	j.add(eventID)
+	return nil
+}
+
+// add numbers the job of id.
+func (j *jobs) add(id string) int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.next++
 	j.of[id] = j.next
-	return j.next, nil
-}
-
-// EnqueueProcessorEvent implements operation.JobQueue.
-func (j *jobs) EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID string) error {
-	_, err := j.EnqueueOperation(ctx, tx, "", eventID)
-	return err
+	return j.next
 }
 
 // job is the id of the job staged for operation id.
@@ -237,10 +246,13 @@ type harness struct {
 	db   *testdb.DB
 	proc *fakeProcessor
 	jobs *jobs
-	svc  *operation.Service
-	ops  *operation.Runner
-	rec  *operation.Reconciler
-	keys atomic.Int64
+	// relay moves the jobs first phases staged to jobs, as the worker's
+	// does (relayed).
+	relay *operation.Relay
+	svc   *operation.Service
+	ops   *operation.Runner
+	rec   *operation.Reconciler
+	keys  atomic.Int64
 }
 
 const tenant = "ten_acme"
@@ -268,7 +280,7 @@ func newHarnessOf(t *testing.T, list func(*fakeProcessor) *operation.Registry) *
 	ops := &operation.Runner{DB: db.Pool, Keys: keys, Kinds: kinds, MaxAttempts: 3, Deadline: time.Hour}
 	jobs := &jobs{of: map[string]int64{}}
 	return &harness{
-		t: t, db: db, proc: proc, ops: ops, jobs: jobs,
+		t: t, db: db, proc: proc, ops: ops, jobs: jobs, relay: &operation.Relay{DB: db.Pool, Jobs: jobs, BatchSize: 100},
 		svc: &operation.Service{DB: db.Pool, Keys: keys, Jobs: jobs, Kinds: kinds, Render: render.New(kinds, nil, nil)},
 		rec: &operation.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100},
 	}
@@ -276,6 +288,14 @@ func newHarnessOf(t *testing.T, list func(*fakeProcessor) *operation.Registry) *
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// relayed moves every staged job to the queue, as the worker's relay does.
+func (h *harness) relayed() {
+	h.t.Helper()
+	if _, err := h.relay.Drain(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // request is a fresh idempotent request.
@@ -297,6 +317,7 @@ func (h *harness) pay(method string) payments.Payment {
 	if err := h.svc.Keys.Release(context.Background(), lease); err != nil {
 		h.t.Fatal(err)
 	}
+	h.relayed()
 	p, err := payments.Get(context.Background(), h.db.Pool, tenant, lease.Key.Resource.ID)
 	if err != nil {
 		h.t.Fatal(err)
@@ -325,6 +346,7 @@ func (h *harness) refund(p payments.Payment, amount int64) refunds.Refund {
 	if err := h.svc.Keys.Release(context.Background(), lease); err != nil {
 		h.t.Fatal(err)
 	}
+	h.relayed()
 	return h.refundOf(lease.Key.Resource.ID)
 }
 

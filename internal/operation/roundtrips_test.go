@@ -61,10 +61,11 @@ func (s *statements) take() []string {
 
 // TestRoundTrips: a retry of a finished key is answered by one read and
 // nothing else, before any transaction; a new key costs that read and one
-// transaction of two round trips: River's insert, which carries the BEGIN
-// (a batch of the two), then the key, the payment and the COMMIT in one
-// batch. River notifies the queue, at most once a cooldown, in a round trip
-// of its own. The worker's phases cost three.
+// batch: the BEGIN, the key, the payment, its job's row in the outbox and
+// the COMMIT. The relay moves staged jobs in three round trips however many
+// (the batch's first read carries the BEGIN, River's insert, the batch that
+// names the jobs and commits), River notifying the queue, at most once a
+// cooldown, in one of its own. The worker's phases cost three.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -86,8 +87,12 @@ func TestRoundTrips(t *testing.T) {
 
 	amount := int64(1000)
 	np := payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: "pm_card_visa"}
+	relay := operation.Relay{DB: pool, Jobs: outbox.Queue{Client: inserter}, BatchSize: 100}
 	// River reads the server's version once, with its first insert.
 	if _, _, err := payments.Create(ctx, svc, h.request("/v1/payments"), np); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Move(ctx); err != nil {
 		t.Fatal(err)
 	}
 	traced.take()
@@ -101,8 +106,14 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil || !lease.Created || p == nil {
 		t.Fatalf("Create = %+v, %v, %v", lease, p, err)
 	}
-	if got, want := sent(), "SELECT batch batch"; got != want {
+	if got, want := sent(), "SELECT batch"; got != want {
 		t.Fatalf("a new key sent %q, want %q", got, want)
+	}
+	if n, err := relay.Move(ctx); err != nil || n != 1 {
+		t.Fatalf("relay moved %d, %v; want the payment's job", n, err)
+	}
+	if got, want := sent(), "batch river:JobInsertFastMany batch"; got != want {
+		t.Fatalf("the relay sent %q, want %q", got, want)
 	}
 	// The worker: one read of the payment and its key's point; after the
 	// processor's call, the key's lock, the outcome and the read of the
@@ -135,17 +146,17 @@ func TestRoundTrips(t *testing.T) {
 	if lease, _, err := payments.Create(ctx, svc, unseen, np); err != nil || !lease.Created {
 		t.Fatalf("Create after a lookup = %+v, %v", lease, err)
 	}
-	if got, want := sent(), "SELECT batch batch"; got != want {
+	if got, want := sent(), "SELECT batch"; got != want {
 		t.Fatalf("a looked-up new key sent %q, want %q", got, want)
 	}
 
 	// A refund locks its payment and sums its refunds in one statement,
-	// which carries the BEGIN; then River's insert, and the batch.
+	// which carries the BEGIN; then the batch.
 	refund, err := refunds.Create(ctx, svc, h.request("/v1/payments/"+p.ID+"/refunds"), p.ID, refunds.NewRefund{})
 	if err != nil || !refund.Created {
 		t.Fatalf("refund = %+v, %v", refund, err)
 	}
-	if got, want := sent(), "SELECT batch river:JobInsertFastMany batch"; got != want {
+	if got, want := sent(), "SELECT batch batch"; got != want {
 		t.Fatalf("a refund sent %q, want %q", got, want)
 	}
 }

@@ -13,13 +13,13 @@ import (
 	"github.com/example/payments/internal/idempotency"
 )
 
-// JobQueue stages jobs inside the transaction that needs them, so that a job
-// exists exactly when what it works on does (a transactional outbox). Package
-// outbox implements it with River's InsertTx.
+// JobQueue puts jobs in the queue inside the transaction that needs them, so
+// that a job exists exactly when what it works on does. Package outbox
+// implements it with River's InsertTx and InsertManyTx.
 type JobQueue interface {
-	// EnqueueOperation stages the job that drives operation id of
-	// resourceType, and returns the job's id.
-	EnqueueOperation(ctx context.Context, tx pgx.Tx, resourceType, id string) (int64, error)
+	// EnqueueOperations puts in the queue the jobs that drive the staged
+	// operations (Relay), and returns their ids, in order.
+	EnqueueOperations(ctx context.Context, tx pgx.Tx, staged []Staged) ([]int64, error)
 	// EnqueueProcessorEvent stages the job that settles what the processor
 	// event eventID says.
 	EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID string) error
@@ -38,6 +38,9 @@ type Service struct {
 	Keys  *idempotency.Store
 	Jobs  JobQueue
 	Kinds *Registry
+	// Doorbell, when set, wakes the relays once a first phase has staged a
+	// job; without it they find the job at their next poll.
+	Doorbell *Doorbell
 	// Render renders the refusals a first phase stores.
 	Render Refuser
 }
@@ -46,7 +49,8 @@ type Service struct {
 type Plan struct {
 	// Resource is what the key names; the zero value for a refusal. When
 	// its type is a declared kind, the job that drives the operation is
-	// staged first, and its id kept on the key for the sweep.
+	// staged in the outbox after the key, for the relay to put in the job
+	// queue and name on the key for the sweep.
 	Resource idempotency.Resource
 	// Rows queues the statements that write the resource, after the key's
 	// insert in one batch: each finds its key by tenant, key and resource
@@ -82,13 +86,13 @@ type Steps struct {
 //     stands. A caller that has just made that read says so (req.Unseen).
 //   - A new key is one transaction of as few round trips as its statements
 //     allow: the operation plans what it writes (it may lock another
-//     operation first), its job is staged with River's InsertTx, and the key,
-//     the operation's rows and the COMMIT go in one batch. The BEGIN goes
-//     with the transaction's first statement (database.Tx): a payment's
-//     first phase is the read, River's insert, and that batch. If another
-//     request committed the key since the read, the key's insert fails on
-//     the unique index, nothing is written, and the lease answers for that
-//     key.
+//     operation first), and the key, the operation's rows, its job's row in
+//     the outbox and the COMMIT go in one batch; the BEGIN goes with the
+//     transaction's first statement (database.Tx). A payment's first phase is
+//     the read and that batch. If another request committed the key since the
+//     read, the key's insert fails on the unique index, nothing is written,
+//     and the lease answers for that key. Once it commits, the Doorbell wakes
+//     the relays, which move the job to the job queue (Relay).
 //
 // The lease's Created tells whether this request ran the first phase. When
 // the lease is held, the caller must release it.
@@ -113,10 +117,7 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 	if err != nil {
 		return idempotency.Lease{}, err
 	}
-	var (
-		jobID *int64
-		final *idempotency.Response
-	)
+	var final *idempotency.Response
 	switch {
 	case plan.Refusal != nil:
 		plan.Resource, plan.Rows = idempotency.Resource{}, nil
@@ -126,20 +127,18 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 		response := plan.Response()
 		final = &response
 	}
-	if _, err := s.Kinds.Kind(plan.Resource.Type); err == nil {
-		id, err := s.Jobs.EnqueueOperation(ctx, tx, plan.Resource.Type, plan.Resource.ID)
-		if err != nil {
-			return idempotency.Lease{}, fmt.Errorf("enqueue %s: %w", plan.Resource.Type, err)
-		}
-		jobID = &id
-	}
 	batch := &pgx.Batch{}
-	key, err := s.Keys.Reserve(batch, req, plan.Resource, jobID, final)
+	key, err := s.Keys.Reserve(batch, req, plan.Resource, final)
 	if err != nil {
 		return idempotency.Lease{}, err
 	}
 	if plan.Rows != nil {
 		plan.Rows(batch)
+	}
+	_, kindErr := s.Kinds.Kind(plan.Resource.Type)
+	staged := kindErr == nil
+	if staged {
+		queueStage(ctx, batch, req.TenantID, req.Key, plan.Resource.Type, plan.Resource.ID)
 	}
 	if err = tx.CommitWith(ctx, batch); err != nil {
 		// The transaction ends before the key is read again: a second
@@ -151,8 +150,9 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 	if err != nil || !lease.Created {
 		return lease, err
 	}
-	if jobID != nil {
+	if staged {
 		crash.At(CrashAfterFirstPhase)
+		s.Doorbell.Ring()
 	}
 	return lease, nil
 }

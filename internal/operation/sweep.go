@@ -90,12 +90,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 
 // backlog reads the oldest operation whose key is not finished: one that is
 // still processing, since an operation's outcome and its key's end commit
-// together.
+// together, whether its job is in the queue or still staged in the outbox.
 const backlog = `
 SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0),
 	(SELECT count(*) FROM reconciliations)
 FROM idempotency_keys
-WHERE recovery_point NOT IN ('finished', 'expired') AND job_id IS NOT NULL`
+WHERE recovery_point NOT IN ('finished', 'expired')
+	AND (job_id IS NOT NULL OR id IN (SELECT key_id FROM operation_outbox))`
 
 // Backlog reads what is not settled yet: the age of the oldest operation
 // still processing (zero when none), by the database's clock, and how many

@@ -353,6 +353,7 @@ func TestLiveJobs(t *testing.T) {
 	for _, key := range keys {
 		ids = append(ids, paymentOf(t, s.Pay(acme, key, pay("pm_card_visa"), "Prefer", "respond-async").Body).ID)
 	}
+	s.Relayed()
 	s.Exec(`UPDATE idempotency_keys SET updated_at = updated_at - interval '10 minutes'`)
 	job := func(key, set string) {
 		t.Helper()
@@ -394,6 +395,7 @@ func TestReaper(t *testing.T) {
 	ctx := context.Background()
 	// An unfinished key: created before any worker runs, its job cancelled.
 	s.Pay(acme, "unfinished", pay("pm_card_visa"), "Prefer", "respond-async")
+	s.Relayed()
 	s.Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now()`)
 	s.StartWorker()
 	for _, key := range []string{"k1", "k2", "k3", "k4", "k5"} {

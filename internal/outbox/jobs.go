@@ -142,36 +142,6 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs])
 	return nil
 }
 
-// SweepLineArgs is the periodic job that hands the webhook places a dead
-// worker left to the deliveries waiting in line (endpoints.SweepLine).
-type SweepLineArgs struct{}
-
-// Kind names the job in River's tables.
-func (SweepLineArgs) Kind() string { return "sweep_webhook_line" }
-
-// InsertOpts: see onePeriodicRun; in the deliveries' queue.
-func (SweepLineArgs) InsertOpts() river.InsertOpts {
-	opts := onePeriodicRun
-	opts.Queue = QueueWebhooks
-	return opts
-}
-
-// SweepLineWorker runs the sweep.
-type SweepLineWorker struct {
-	river.WorkerDefaults[SweepLineArgs]
-	Deliverer *endpoints.Deliverer
-	Logger    *slog.Logger
-}
-
-// Work hands out the free places.
-func (w *SweepLineWorker) Work(ctx context.Context, _ *river.Job[SweepLineArgs]) error {
-	handed, err := w.Deliverer.SweepLine(ctx)
-	if handed > 0 {
-		w.Logger.InfoContext(ctx, "webhook places handed to deliveries in line", "handed", handed)
-	}
-	return err
-}
-
 // stopWhenHandedOff cancels the job of an operation handed to the
 // reconciler; any other error leaves the job to River's retries, which resume
 // from the recovery point the key reached, with the same downstream key.

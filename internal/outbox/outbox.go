@@ -11,6 +11,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -40,13 +41,43 @@ type Queue struct {
 	RescueAfter time.Duration
 }
 
-// EnqueueOperation implements operation.JobQueue.
-func (q Queue) EnqueueOperation(ctx context.Context, tx pgx.Tx, resourceType, id string) (int64, error) {
-	res, err := q.Client.InsertTx(ctx, tx, OperationArgs{ResourceType: resourceType, ID: id}, nil)
-	if err != nil {
-		return 0, fmt.Errorf("insert %s job: %w", resourceType, err)
+// EnqueueOperations implements operation.JobQueue: one insert for them all,
+// each job carrying its first phase's trace in its metadata as TraceInsert
+// would have.
+func (q Queue) EnqueueOperations(ctx context.Context, tx pgx.Tx, staged []operation.Staged) ([]int64, error) {
+	jobs := make([]river.InsertManyParams, len(staged))
+	for i, op := range staged {
+		jobs[i] = river.InsertManyParams{Args: OperationArgs{ResourceType: op.ResourceType, ID: op.ID}}
+		if len(op.Trace) == 0 {
+			continue
+		}
+		if md, ok := withTraceContext(nil, op.Trace); ok {
+			jobs[i].InsertOpts = &river.InsertOpts{Metadata: md}
+		}
 	}
-	return res.Job.ID, nil
+	res, err := q.Client.InsertManyTx(ctx, tx, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("insert operation jobs: %w", err)
+	}
+	// River returns the jobs as it inserted them; each is matched to its
+	// operation by its arguments rather than by its place.
+	ids := make(map[OperationArgs]int64, len(res))
+	for _, r := range res {
+		var args OperationArgs
+		if err := json.Unmarshal(r.Job.EncodedArgs, &args); err != nil {
+			return nil, fmt.Errorf("read inserted job %d: %w", r.Job.ID, err)
+		}
+		ids[args] = r.Job.ID
+	}
+	out := make([]int64, len(staged))
+	for i, op := range staged {
+		id, ok := ids[OperationArgs{ResourceType: op.ResourceType, ID: op.ID}]
+		if !ok {
+			return nil, fmt.Errorf("insert operation jobs: no job came back for %s %s", op.ResourceType, op.ID)
+		}
+		out[i] = id
+	}
+	return out, nil
 }
 
 // EnqueueProcessorEvent implements operation.JobQueue.
@@ -71,12 +102,6 @@ func (q Queue) EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...
 	}
 	return nil
 }
-
-// SweepLineInterval is how often the webhook places a dead worker left are
-// handed on, once they stop counting: a second, so that a line whose places
-// all died waits little longer than they count; a sweep with no line is one
-// read.
-const SweepLineInterval = time.Second
 
 // liveStates are the states of a job that River will still run: waiting in
 // any way, or running. A job whose worker died stays running until River's
@@ -238,11 +263,6 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 		if err := addWorker(workers, &kinds, &DeliveryWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
 			return nil, err
 		}
-		if err := addWorker(workers, &kinds, &SweepLineWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
-			return nil, err
-		}
-		periodic = append(periodic, river.NewPeriodicJob(river.PeriodicInterval(SweepLineInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return SweepLineArgs{}, nil }, nil))
 	}
 	if deps.Reconciler != nil {
 		if err := addWorker(workers, &kinds, &LedgerWorker{Reconciler: deps.Reconciler, Logger: deps.Logger,

@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
@@ -43,7 +44,7 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.EnqueueOperation(ctx, tx, payments.Names.Type, "pay_rolled_back"); err != nil {
+	if _, err := q.EnqueueOperations(ctx, tx, []operation.Staged{{ResourceType: payments.Names.Type, ID: "pay_rolled_back"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -54,14 +55,12 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	charge, err := q.EnqueueOperation(ctx, tx, payments.Names.Type, "pay_1")
-	if err != nil {
-		t.Fatal(err)
+	ids, err := q.EnqueueOperations(ctx, tx, []operation.Staged{{ResourceType: payments.Names.Type, ID: "pay_1"},
+		{ResourceType: refunds.Names.Type, ID: "re_1"}})
+	if err != nil || len(ids) != 2 {
+		t.Fatalf("EnqueueOperations = %v, %v", ids, err)
 	}
-	refund, err := q.EnqueueOperation(ctx, tx, refunds.Names.Type, "re_1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	charge, refund := ids[0], ids[1]
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +192,7 @@ func TestBacklog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.EnqueueOperation(ctx, tx, payments.Names.Type, id); err != nil {
+		if _, err := q.EnqueueOperations(ctx, tx, []operation.Staged{{ResourceType: payments.Names.Type, ID: id}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(ctx); err != nil {

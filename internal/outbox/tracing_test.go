@@ -13,13 +13,16 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -197,9 +200,10 @@ func TestTraceWorkNamesAnyKind(t *testing.T) {
 	}
 }
 
-// TestTraceRoundTrip: a job enqueued through River in a traced transaction
-// comes back from River with the trace context in its metadata, and its
-// first attempt continues that trace.
+// TestTraceRoundTrip: a job staged in a traced first phase and enqueued by
+// the relay, whose context has no trace, comes back from River with the
+// first phase's trace context in its metadata, and its first attempt
+// continues that trace.
 func TestTraceRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -210,15 +214,18 @@ func TestTraceRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	spanCtx, span := tp.Tracer("test").Start(ctx, "POST /v1/payments")
+	staged := operation.Staged{ResourceType: payments.Names.Type, ID: "pay_roundtrip", Trace: propagation.MapCarrier{}}
+	tracing.Propagator.Inject(spanCtx, staged.Trace)
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	id, err := outbox.Queue{Client: client}.EnqueueOperation(spanCtx, tx, payments.Names.Type, "pay_roundtrip")
+	ids, err := outbox.Queue{Client: client}.EnqueueOperations(ctx, tx, []operation.Staged{staged})
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := ids[0]
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

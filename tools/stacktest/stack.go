@@ -133,6 +133,8 @@ type Stack struct {
 	Ops        *operation.Runner
 	Reconciler *operation.Reconciler
 	Sweeper    *operation.Sweeper
+	Relay      *operation.Relay
+	Deliverer  *endpoints.Deliverer
 	// Proxy stands between the API and Postgres when Options.DBProxy is set.
 	Proxy *Proxy
 	// WebhookSecret is the processor's webhook secret the API verifies with.
@@ -262,7 +264,8 @@ func New(t testing.TB, opts Options) *Stack {
 	t.Cleanup(func() {
 		s.startOnce.Do(s.worker.Close) // a worker never started is closed
 	})
-	s.Keys, s.Ops, s.Reconciler, s.Sweeper = s.worker.Keys, s.worker.Ops, s.worker.Reconciler, s.worker.Sweeper
+	s.Keys, s.Ops, s.Reconciler, s.Sweeper, s.Relay = s.worker.Keys, s.worker.Ops, s.worker.Reconciler, s.worker.Sweeper, s.worker.Relay
+	s.Deliverer = s.worker.Deliverer
 	s.Keys.LockTimeout = LockTimeout
 	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
 	return s
@@ -295,6 +298,16 @@ func defaults(t testing.TB, cfg any) {
 	t.Helper()
 	if err := envconfig.Process("payments_stacktest_unset", cfg); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Relayed moves every job first phases staged to River's queue, as the
+// worker's relay does once it runs: for a test that looks at the jobs before
+// it starts the worker.
+func (s *Stack) Relayed() {
+	s.T.Helper()
+	if _, err := s.Relay.Drain(context.Background()); err != nil {
+		s.T.Fatal(err)
 	}
 }
 

@@ -78,8 +78,8 @@ func (c Config) Validate() error {
 }
 
 // API is the API process: the HTTP API, listening from the moment it is
-// made, the listener that wakes requests waiting for their keys, and the
-// database pool.
+// made, the listener that wakes requests waiting for their keys, the
+// doorbell that wakes the workers' relays, and the database pool.
 type API struct {
 	// Keys is the API's key store, for tools and tests.
 	Keys *idempotency.Store
@@ -87,10 +87,17 @@ type API struct {
 	pool     *pgxpool.Pool
 	session  *pgxpool.Pool // past the pooler, when there is one; else pool
 	listener *idempotency.Listener
+	doorbell *operation.Doorbell
 	http     *process.HTTPServer
 	internal *process.HTTPServer
 	logger   *slog.Logger
 }
+
+// ringCooldown is the shortest time between two rings of the relays'
+// doorbell: a job staged in a first phase reaches a relay up to this much
+// later under load, and an API rings at most 500 times a second however
+// many payments it starts.
+const ringCooldown = 2 * time.Millisecond
 
 // New builds the API from cfg and starts listening on cfg.Addr. It starts
 // even while the database is down: it answers 503 and /readyz says not ready
@@ -130,7 +137,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	// The API makes no processor call: its kinds have no processor.
 	kinds := operations.Kinds(nil)
 	renderer := render.New(kinds, []operation.Resource{endpoints.Resource}, endpoints.Rules)
-	ops := &operation.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Kinds: kinds, Render: renderer}
+	a.doorbell = operation.NewDoorbell(pool, ringCooldown, logger)
+	ops := &operation.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Kinds: kinds, Render: renderer,
+		Doorbell: a.doorbell}
 	server := &httpapi.Server{
 		Tenants:           &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
 		Ops:               ops,
@@ -182,6 +191,7 @@ func (a *API) Run(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel() // before Wait: stops the listener when the server fails too
 	wg.Go(func() { a.listener.Run(ctx) })
+	wg.Go(func() { a.doorbell.Run(ctx) })
 	// The internal listener serves until the API has shut down, so that
 	// its last requests are still counted and scraped.
 	internalCtx, stopInternal := context.WithCancel(context.WithoutCancel(ctx))

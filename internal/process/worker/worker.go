@@ -149,6 +149,8 @@ type Worker struct {
 	Ops        *operation.Runner
 	Reconciler *operation.Reconciler
 	Sweeper    *operation.Sweeper
+	Relay      *operation.Relay
+	Deliverer  *endpoints.Deliverer
 	Keys       *idempotency.Store
 
 	cfg       Config
@@ -172,6 +174,21 @@ const riverConns = 8
 // finish.
 const announceCooldown = 1 * time.Millisecond
 
+// queueTables are the service's tables whose rows live for moments: the
+// outbox's staged jobs, the webhook places in flight and the lines. Every
+// worker vacuums them each vacuumInterval (database.KeepVacuumed): the
+// places are counted under a tenant's lock, and with a minute's dead entries
+// in their indexes (autovacuum's pace, where it runs) a count walked
+// thousands; a chaos run with autovacuum off saw a sweep's count take 3 s
+// and every line behind it stall.
+var queueTables = []string{"operation_outbox", "webhook_sending", "webhook_waiting"}
+
+const vacuumInterval = 10 * time.Second
+
+// relayBatch is the most staged jobs the relay moves to River's queue in one
+// transaction.
+const relayBatch = 500
+
 // New builds the worker from cfg and starts listening on
 // cfg.MetricsAddr; Run starts working jobs. A worker that is not run must be
 // closed.
@@ -184,7 +201,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider()).Metered(registry)
 	gw.PageSize = cfg.LedgerPageSize
 	kinds := operations.Kinds(gw)
-	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, append(kinds.CrashPoints(), operation.CrashReconcileClaimed)...); err != nil {
+	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, operation.CrashInRelay)...); err != nil {
 		return nil, err
 	}
 	if cfg.CrashPoint.CrashPoint != "" {
@@ -225,7 +242,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	// Deliveries send the trace of the event's settling on, as traceparent.
 	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout)
 	deliveryClient.Transport = tracing.Transport(deliveryClient.Transport, cfg.Provider())
-	deliverer := &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
+	w.Deliverer = &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
 		Client: deliveryClient,
 		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool),
 		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: jobs,
@@ -235,6 +252,8 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
 	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: jobs,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
+	w.Relay = &operation.Relay{DB: pool, Jobs: jobs, BatchSize: relayBatch, Session: session, Poll: cfg.FetchPollInterval,
+		Logger: logger}
 	w.river, err = outbox.NewWorker(session, process.Quiet(logger), outbox.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
 		WebhookWorkers:    cfg.WebhookConcurrency,
@@ -246,7 +265,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
 	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapPace: cfg.ReapPace(),
-		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider(),
+		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: w.Deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider(),
 		Registry: registry})
 	if err != nil {
 		closeDB()
@@ -318,6 +337,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	// Announces what jobs finish until they have all stopped.
 	wg.Go(func() { w.announcer.Run(metricsCtx) })
+	// Moves the jobs first phases staged to River until shutdown begins.
+	wg.Go(func() { w.Relay.Run(ctx) })
+	// Sweeps the webhook lines, in every worker, until shutdown begins.
+	wg.Go(func() { w.Deliverer.SweepLines(ctx, endpoints.SweepLineInterval, w.logger) })
+	wg.Go(func() { database.KeepVacuumed(ctx, w.pool, vacuumInterval, w.logger, queueTables...) })
 
 	// Cancelling Start's context would cancel running jobs at once; the end
 	// of ctx starts a graceful Stop below instead.
