@@ -56,6 +56,7 @@ type fakeProcessor struct {
 	// held keys make the charge, then hold the answer until their channel
 	// closes, and answer with an unknown outcome (pm_card_timeout).
 	held     map[string]chan struct{}
+	holding  atomic.Int64 // answers held right now
 	calls    atomic.Int64
 	pageSize int
 }
@@ -105,6 +106,8 @@ func (f *fakeProcessor) Charge(_ context.Context, req payments.ChargeRequest) (o
 	held := f.held[req.IdempotencyKey]
 	f.mu.Unlock()
 	if held != nil && err == nil {
+		f.holding.Add(1)
+		defer f.holding.Add(-1)
 		<-held
 		return operation.Outcome{}, errUnknown
 	}
@@ -282,7 +285,8 @@ func newHarnessOf(t *testing.T, list func(*fakeProcessor) *operation.Registry) *
 	return &harness{
 		t: t, db: db, proc: proc, ops: ops, jobs: jobs, relay: &operation.Relay{DB: db.Pool, Jobs: jobs, BatchSize: 100},
 		svc: &operation.Service{DB: db.Pool, Keys: keys, Jobs: jobs, Kinds: kinds, Render: render.New(kinds, nil, nil)},
-		rec: &operation.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100},
+		rec: &operation.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100,
+			Parallel: 4},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/example/payments/internal/crash"
@@ -29,6 +30,12 @@ type Reconciler struct {
 	Grace time.Duration
 	// BatchSize bounds how many marked operations one run tries.
 	BatchSize int
+	// Parallel is how many operations of its batch a run settles at once
+	// (at least one). Each may wait on the processor up to its timeout: one
+	// at a time, a batch with a few calls that hang (a processor dropping
+	// requests) spent its whole pass on them, and an operation marked
+	// behind a long queue waited several passes for its next try.
+	Parallel int
 	// Tracer makes the span of each Loop pass; nil means the global one.
 	Tracer trace.TracerProvider
 }
@@ -148,15 +155,55 @@ func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 	if len(batch) > 0 {
 		crash.At(CrashReconcileClaimed)
 	}
-	for _, m := range batch {
-		r.settleOne(ctx, m.kind, m.id, &report)
+	// Operations of one batch are settled as those of two overlapping runs
+	// are: each by whichever runner's phase commits first.
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next = make(chan marked)
+	)
+	for range min(max(r.Parallel, 1), len(batch)) {
+		wg.Go(func() {
+			for m := range next {
+				result := r.settleOne(ctx, m.kind, m.id)
+				mu.Lock()
+				report.count(result)
+				mu.Unlock()
+			}
+		})
 	}
+	for _, m := range batch {
+		next <- m
+	}
+	close(next)
+	wg.Wait()
 	return report, nil
 }
 
+// settled is what came of one try of a marked operation.
+type settled int
+
+const (
+	settledNot       settled = iota // not settled yet: it stays marked
+	settledHere                     // finished by this run
+	settledElsewhere                // finished by another runner first
+)
+
+// count counts result in the report.
+func (report *Report) count(result settled) {
+	switch result {
+	case settledHere:
+		report.Settled++
+	case settledElsewhere:
+		report.Lost++
+	default:
+		report.Unsettled++
+	}
+}
+
 // settleOne tries one marked operation, in a span of its own inside the
-// reconciler's run, and counts what came of it in report.
-func (r *Reconciler) settleOne(ctx context.Context, kind, id string, report *Report) {
+// reconciler's run, and says what came of it.
+func (r *Reconciler) settleOne(ctx context.Context, kind, id string) settled {
 	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer(tracerName).Start(ctx, "reconcile "+kind,
 		trace.WithAttributes(attribute.String("payments.resource_type", kind), attribute.String("payments.resource_id", id)))
 	defer span.End()
@@ -167,25 +214,25 @@ func (r *Reconciler) settleOne(ctx context.Context, kind, id string, report *Rep
 	}
 	switch {
 	case err != nil:
-		report.Unsettled++
 		span.RecordError(err)
 		r.Logger.WarnContext(ctx, "not settled yet", "resource_type", kind, "id", id, "err", err)
 		if _, noteErr := r.Ops.DB.Exec(ctx, noteError, kind, id, err.Error()); noteErr != nil {
 			r.Logger.WarnContext(ctx, "note reconciliation error", "id", id, "err", noteErr)
 		}
+		return settledNot
 	case won:
-		report.Settled++
 		r.Logger.InfoContext(ctx, "settled by the reconciler", "resource_type", kind, "id", id)
+		return settledHere
 	default:
 		// Finished by another runner. Its finish cleared the mark, unless
 		// the mark came later: the sweep decides on what it read a moment
 		// before, and the key can finish in between. Nothing is left to
 		// settle either way, so the mark goes.
-		report.Lost++
 		r.Logger.InfoContext(ctx, "settled by another runner first", "resource_type", kind, "id", id)
 		if _, err := r.Ops.DB.Exec(ctx, unmark, kind, id); err != nil {
 			r.Logger.WarnContext(ctx, "clear the mark of a finished operation", "id", id, "err", err)
 		}
+		return settledElsewhere
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
+	"github.com/example/payments/tools/testwait"
 )
 
 // TestReconcilerFairOrder: more marked payments that cannot be settled than a
@@ -41,6 +42,55 @@ func TestReconcilerFairOrder(t *testing.T) {
 	}
 	if n := h.count(`SELECT count(*) FROM reconciliations WHERE last_error IS NOT NULL`); n != 3 {
 		t.Fatalf("unsettled with their error noted = %d, want 3", n)
+	}
+}
+
+// TestReconcilerSettlesInParallel: a run settles its batch Parallel at a
+// time, so that processor calls that hang (a processor dropping requests)
+// hold up only their own lanes: four marked payments whose charges are held
+// are all in flight at once in one run, and a fifth, behind them in the
+// batch, settles meanwhile. One at a time, the first held call held the whole
+// run.
+func TestReconcilerSettlesInParallel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t)
+	h.rec.Parallel = 5
+	release := make(chan struct{})
+	var held []string
+	for range 4 {
+		p := h.pay("pm_card_visa")
+		held = append(held, p.ID)
+		h.proc.mu.Lock()
+		h.proc.held[payments.Names.DownstreamKey(p.ID)] = release
+		h.proc.mu.Unlock()
+		if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	free := h.pay("pm_card_visa")
+	if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, free.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan operation.Report, 1)
+	go func() {
+		r, err := h.rec.Settle(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	testwait.For(t, "four held charges in flight at once and the fifth payment settled", func() bool {
+		return h.proc.holding.Load() == 4 && h.payment(free.ID).Status == operation.StatusSucceeded
+	})
+	close(release)
+	if r := <-done; r.Settled != 1 || r.Unsettled != 4 {
+		t.Fatalf("run: %+v; want 1 settled and the 4 held unsettled", r)
+	}
+	for _, id := range held {
+		if !h.marked(id) || h.proc.made(payments.Names.DownstreamKey(id)) != 1 {
+			t.Fatalf("held payment %s: marked %t, %d charges", id, h.marked(id), h.proc.made(payments.Names.DownstreamKey(id)))
+		}
 	}
 }
 

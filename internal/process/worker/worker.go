@@ -185,6 +185,13 @@ var queueTables = []string{"operation_outbox", "webhook_sending", "webhook_waiti
 
 const vacuumInterval = 10 * time.Second
 
+// reconcileParallel is how many marked operations a reconcile pass settles
+// at once: a pass whose batch met a processor that drops requests spent a
+// PROCESSOR_TIMEOUT on each, one after the other, and the long chaos run saw
+// an operation wait 14 s between two tries and be given up past its
+// deadline. Each holds at most one of the pool's connections at a time.
+const reconcileParallel = 8
+
 // relayBatch is the most staged jobs the relay moves to River's queue in one
 // transaction.
 const relayBatch = 500
@@ -248,7 +255,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: jobs,
 		Worker: presence.ID}
 	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
-		BatchSize: cfg.ReconcileBatch, Tracer: cfg.Provider()}
+		BatchSize: cfg.ReconcileBatch, Parallel: reconcileParallel, Tracer: cfg.Provider()}
 	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
 	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: jobs,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
