@@ -69,7 +69,7 @@ type Config struct {
 	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"1m" desc:"how often the reaper runs (0: never); a run reaps until nothing is left or JOB_TIMEOUT, so with a backlog it runs most of the time"`
 	ReapBatch              int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
 	ReapBatchTime          time.Duration      `envconfig:"REAP_BATCH_TIME" default:"20ms" desc:"how long one batch of the key reaper should take: its batches are sized to it, up to REAP_BATCH (0: every batch REAP_BATCH keys)"`
-	ReapRest               float64            `envconfig:"REAP_REST" default:"1" desc:"the key reaper's rest after each batch, as a multiple of the batch's time, leaving the database to the service meanwhile (0: flat out)"`
+	ReapRest               float64            `envconfig:"REAP_REST" default:"0.75" desc:"the key reaper's rest after each batch, as a multiple of the batch's time, leaving the database to the service meanwhile (0: flat out)"`
 	EventRetention         time.Duration      `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
 	WebhookEventRetention  time.Duration      `envconfig:"WEBHOOK_EVENT_RETENTION" default:"720h" desc:"how long an event, and its deliveries and their attempts once over, are kept (GET /v1/events answers for that long)"`
 	WebhookSecretRetention time.Duration      `envconfig:"WEBHOOK_SECRET_RETENTION" default:"24h" desc:"how long an expired signing secret is kept before it is deleted"`
