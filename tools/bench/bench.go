@@ -349,6 +349,11 @@ func startProfile(dir, name string) (func(), error) {
 		}
 		return '-'
 	}, name)
+	// The directory is made if missing: a run that measured for minutes
+	// must not fail at its first profile.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	f, err := os.Create(filepath.Join(dir, slug+".pprof"))
 	if err != nil {
 		return nil, err
