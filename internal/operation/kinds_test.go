@@ -113,7 +113,7 @@ func TestAKindNoListNames(t *testing.T) {
 		t.Parallel()
 		h, gadgets, events := widgetHarness(t)
 		id := h.widget(100)
-		if err := h.ops.Run(ctx, testkind.Names.Type, id, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, testkind.Names.Type, id, 1); err != nil {
 			t.Fatal(err)
 		}
 		key, err := h.svc.Keys.GetByID(ctx, h.db.Pool, int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id)))
@@ -135,11 +135,11 @@ func TestAKindNoListNames(t *testing.T) {
 		id := h.widget(100)
 		gadgets.SetUnknown(true)
 		for attempt := 1; attempt < h.ops.MaxAttempts; attempt++ {
-			if err := h.ops.Run(ctx, testkind.Names.Type, id, attempt, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
+			if err := h.ops.Run(ctx, testkind.Names.Type, id, attempt); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Fatalf("attempt %d: %v", attempt, err)
 			}
 		}
-		if err := h.ops.Run(ctx, testkind.Names.Type, id, h.ops.MaxAttempts, nil); !errors.Is(err, operation.ErrHandedToReconciler) {
+		if err := h.ops.Run(ctx, testkind.Names.Type, id, h.ops.MaxAttempts); !errors.Is(err, operation.ErrHandedToReconciler) {
 			t.Fatalf("last attempt: %v", err)
 		}
 		if !h.marked(id) {
@@ -209,7 +209,7 @@ func TestAKindNoListNames(t *testing.T) {
 	t.Run("UndeclaredIsAnError", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t) // payments and refunds only
-		if err := h.ops.Run(ctx, testkind.Names.Type, "wid_000000000000000000000000", 1, nil); err == nil {
+		if err := h.ops.Run(ctx, testkind.Names.Type, "wid_000000000000000000000000", 1); err == nil {
 			t.Fatal("a job of an undeclared kind ran")
 		}
 		ev := operation.ProcessorEvent{ID: "evt_gadget", Type: "gadget.succeeded", DownstreamKey: testkind.Names.DownstreamKey(operation.NewID("wid_")),

@@ -333,7 +333,7 @@ func (h *harness) pay(method string) payments.Payment {
 func (h *harness) paid() payments.Payment {
 	h.t.Helper()
 	p := h.pay("pm_card_visa")
-	if err := h.ops.Run(context.Background(), payments.Names.Type, p.ID, 1, nil); err != nil {
+	if err := h.ops.Run(context.Background(), payments.Names.Type, p.ID, 1); err != nil {
 		h.t.Fatal(err)
 	}
 	return h.payment(p.ID)

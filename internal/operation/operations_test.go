@@ -20,7 +20,7 @@ func TestCharge(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_visa")
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
 			t.Fatal(err)
 		}
 		got := h.payment(p.ID)
@@ -36,7 +36,7 @@ func TestCharge(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p := h.pay("pm_card_declined")
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
 			t.Fatal(err)
 		}
 		if got := h.payment(p.ID); got.Status != operation.StatusFailed || *got.FailureCode != "card_declined" {
@@ -50,7 +50,7 @@ func TestCharge(t *testing.T) {
 		p := h.pay("pm_card_visa")
 		h.proc.set(h.proc.unknown, payments.Names.DownstreamKey(p.ID), true)
 		for attempt := 1; attempt < h.ops.MaxAttempts; attempt++ {
-			err := h.ops.Run(ctx, payments.Names.Type, p.ID, attempt, nil)
+			err := h.ops.Run(ctx, payments.Names.Type, p.ID, attempt)
 			if !errors.Is(err, operation.ErrProcessorUnknown) || errors.Is(err, operation.ErrHandedToReconciler) {
 				t.Fatalf("attempt %d: %v", attempt, err)
 			}
@@ -58,7 +58,7 @@ func TestCharge(t *testing.T) {
 				t.Fatalf("marked after attempt %d, within the budget", attempt)
 			}
 		}
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, h.ops.MaxAttempts, nil); !errors.Is(err, operation.ErrHandedToReconciler) {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, h.ops.MaxAttempts); !errors.Is(err, operation.ErrHandedToReconciler) {
 			t.Fatalf("last attempt: %v", err)
 		}
 		if !h.marked(p.ID) || h.point(p.ID) != "started" {
@@ -72,11 +72,11 @@ func TestCharge(t *testing.T) {
 		p := h.pay("pm_card_visa")
 		key := payments.Names.DownstreamKey(p.ID)
 		h.proc.set(h.proc.dropped, key, true)
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("first attempt: %v", err)
 		}
 		h.proc.set(h.proc.dropped, key, false)
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 2, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 2); err != nil {
 			t.Fatal(err)
 		}
 		if got := h.payment(p.ID); got.Status != operation.StatusSucceeded || h.proc.made(key) != 1 {
@@ -92,7 +92,7 @@ func TestCharge(t *testing.T) {
 		if _, _, err := h.proc.CloseCharge(ctx, payments.Names.DownstreamKey(p.ID)); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
 			t.Fatal(err)
 		}
 		got := h.payment(p.ID)
@@ -116,7 +116,7 @@ func TestReconcile(t *testing.T) {
 		p := h.pay("pm_card_visa")
 		key := payments.Names.DownstreamKey(p.ID)
 		h.proc.set(h.proc.dropped, key, true)
-		_ = h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil) // charged, answer lost
+		_ = h.ops.Run(ctx, payments.Names.Type, p.ID, 1) // charged, answer lost
 		h.proc.set(h.proc.dropped, key, false)
 		calls := h.proc.calls.Load()
 		if r := h.reconciled(payments.Names.Type, p.ID); r.Settled != 1 {
@@ -179,7 +179,7 @@ func TestReconcile(t *testing.T) {
 		// close, which waits for it, can.
 		h.proc.set(h.proc.dropped, key, true)
 		h.proc.set(h.proc.hidden, key, true)
-		_ = h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil)
+		_ = h.ops.Run(ctx, payments.Names.Type, p.ID, 1)
 		h.exec(`UPDATE payments SET created_at = created_at - interval '2 hours' WHERE id = $1`, p.ID)
 		if r := h.reconciled(payments.Names.Type, p.ID); r.Settled != 1 {
 			t.Fatalf("report %+v", r)
@@ -212,7 +212,7 @@ func TestRefund(t *testing.T) {
 		h := newHarness(t)
 		p := h.paid()
 		r := h.refund(p, 400)
-		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1); err != nil {
 			t.Fatal(err)
 		}
 		if got := h.refundOf(r.ID); got.Status != operation.StatusSucceeded || h.payment(p.ID).AmountRefunded != 400 {
@@ -228,7 +228,7 @@ func TestRefund(t *testing.T) {
 		h.proc.mu.Lock()
 		h.proc.refuse[refunds.Names.DownstreamKey(r.ID)] = "resource_missing"
 		h.proc.mu.Unlock()
-		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1); err != nil {
 			t.Fatal(err)
 		}
 		got := h.refundOf(r.ID)
@@ -245,7 +245,7 @@ func TestRefund(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t)
 		p, r, key := h.unknownRefund()
-		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, h.ops.MaxAttempts, nil); !errors.Is(err, operation.ErrHandedToReconciler) {
+		if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, h.ops.MaxAttempts); !errors.Is(err, operation.ErrHandedToReconciler) {
 			t.Fatalf("last attempt: %v", err)
 		}
 		if !h.marked(r.ID) {

@@ -200,7 +200,7 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 		return "", err
 	}
 	if p.Recorded == nil && sameTerms(ev.ProcessorEvent, p) {
-		settled, err := o.driveWith(ctx, k, id, p, PathWebhook, o.eventPhase(k, id, ev.ProcessorEvent), nil)
+		settled, err := o.driveWith(ctx, k, id, p, PathWebhook, o.eventPhase(k, id, ev.ProcessorEvent))
 		if err != nil {
 			return "", err
 		}

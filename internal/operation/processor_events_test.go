@@ -134,7 +134,7 @@ func TestProcessorEvents(t *testing.T) {
 		if n := h.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
 			t.Fatalf("events = %d", n)
 		}
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
+		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
 			t.Fatal(err)
 		}
 		if calls := h.proc.calls.Load(); calls != 0 {
@@ -259,7 +259,7 @@ func TestProcessorEvents(t *testing.T) {
 				t.Fatal("no review case")
 			}
 			// The worker still settles it, with what the processor answers.
-			if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil || h.payment(p.ID).Status != operation.StatusSucceeded {
+			if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil || h.payment(p.ID).Status != operation.StatusSucceeded {
 				t.Fatalf("worker: %v", err)
 			}
 		}
@@ -349,7 +349,7 @@ func TestProcessorEvents(t *testing.T) {
 		key := payments.Names.DownstreamKey(q.ID)
 		h.proc.set(h.proc.dropped, key, true)
 		h.proc.set(h.proc.hidden, key, true)
-		if err := h.ops.Run(ctx, payments.Names.Type, q.ID, 1, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
+		if err := h.ops.Run(ctx, payments.Names.Type, q.ID, 1); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatal(err)
 		}
 		h.reconciled(payments.Names.Type, q.ID)
@@ -374,7 +374,7 @@ func TestProcessorEvents(t *testing.T) {
 		h.proc.held[key] = release
 		h.proc.mu.Unlock()
 		done := make(chan error, 1)
-		go func() { done <- h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil) }()
+		go func() { done <- h.ops.Run(ctx, payments.Names.Type, p.ID, 1) }()
 		testwait.For(t, "the charge made, its answer held", func() bool { return h.proc.made(key) == 1 })
 		ev := chargeEvent(p)
 		h.receive(ev)
@@ -414,14 +414,14 @@ func TestProcessorEventRaces(t *testing.T) {
 						Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod}); err != nil {
 						t.Fatal(err)
 					}
-					race = func() error { return h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil) }
+					race = func() error { return h.ops.Run(ctx, payments.Names.Type, p.ID, 1) }
 				} else {
 					// Past the deadline, made but not found: the reconciler
 					// closes the key, and the close reports the charge.
 					h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, p.ID)
 					h.proc.set(h.proc.dropped, key, true)
 					h.proc.set(h.proc.hidden, key, true)
-					if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); !errors.Is(err, operation.ErrProcessorUnknown) {
+					if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); !errors.Is(err, operation.ErrProcessorUnknown) {
 						t.Fatal(err)
 					}
 					if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {

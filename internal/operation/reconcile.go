@@ -210,7 +210,7 @@ func (r *Reconciler) settleOne(ctx context.Context, kind, id string) settled {
 	k, err := r.Ops.Kinds.Kind(kind)
 	won := false
 	if err == nil {
-		won, err = r.Ops.drive(ctx, k, id, PathReconciler, nil)
+		won, err = r.Ops.drive(ctx, k, id, PathReconciler)
 	}
 	switch {
 	case err != nil:

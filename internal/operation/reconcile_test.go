@@ -192,7 +192,7 @@ func TestLedgerComparison(t *testing.T) {
 		stuck := h.pay("pm_card_visa")
 		key := payments.Names.DownstreamKey(stuck.ID)
 		h.proc.set(h.proc.dropped, key, true)
-		_ = h.ops.Run(ctx, payments.Names.Type, stuck.ID, 1, nil)
+		_ = h.ops.Run(ctx, payments.Names.Type, stuck.ID, 1)
 		h.proc.set(h.proc.dropped, key, false)
 		// A second charge for a payment already charged: flagged.
 		done := h.paid()
@@ -329,7 +329,7 @@ func TestLedgerAmountMismatch(t *testing.T) {
 			ledger, id := &h.proc.charges, *h.payment(p.ID).ProcessorChargeID
 			if tc.refund {
 				r := h.refund(p, 400)
-				if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1, nil); err != nil {
+				if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1); err != nil {
 					t.Fatal(err)
 				}
 				ledger, id = &h.proc.refunds, *h.refundOf(r.ID).ProcessorRefundID

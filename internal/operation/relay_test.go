@@ -36,7 +36,7 @@ func TestRelayRace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t)
-	inserter, err := outbox.NewInserter(h.db.Pool, testLogger(t))
+	inserter, err := outbox.NewInserter(h.db.Pool, outbox.RelayCooldown, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	defer pool.Close()
 	keys := &idempotency.Store{DB: pool, LockTimeout: h.svc.Keys.LockTimeout, Retention: h.svc.Keys.Retention}
-	inserter, err := outbox.NewInserter(pool, testLogger(t))
+	inserter, err := outbox.NewInserter(pool, outbox.RelayCooldown, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +118,10 @@ func TestRoundTrips(t *testing.T) {
 	// The worker: one read of the payment and its key's point; after the
 	// processor's call, the key's lock, the outcome and the read of the
 	// payment as recorded in one batch; the event, the key finished and the
-	// COMMIT in another. (River completes the job in a round trip between.)
+	// COMMIT in another. River completes the job afterwards, in batches.
 	runner := *h.ops
 	runner.DB, runner.Keys = pool, keys
-	if err := runner.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
+	if err := runner.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := sent(), "SELECT batch batch"; got != want {

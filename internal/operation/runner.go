@@ -22,18 +22,14 @@ import (
 // job that drove it should stop. It is never dropped.
 var ErrHandedToReconciler = errors.New("retry budget spent: handed to the reconciler")
 
-// CompleteFunc completes the job that drives an operation, inside the
-// transaction of the final phase, so the job ends exactly when the key does.
-type CompleteFunc func(ctx context.Context, tx pgx.Tx) error
-
 // Runner is the state machine of every kind of operation. Each moves its key
 // started → <object>_created → finished, one atomic phase at a time, so that
 // a crash anywhere resumes from the recovery point:
 //
 //   - the outcome phase makes the one processor call, with the operation's
 //     downstream key, and records a definite answer as it advances the key;
-//   - the finish phase stores the final response, stages the event, clears
-//     any reconciliation mark and completes the job; it calls nothing outside,
+//   - the finish phase stores the final response, stages the event and clears
+//     any reconciliation mark; it calls nothing outside,
 //     so it commits in the outcome phase's transaction (see
 //     idempotency.Phase): one commit records the answer and finishes the key.
 //     A key found at the created point (a tool or an older worker stopped
@@ -106,16 +102,21 @@ const (
 var ReconciliationResults = []string{ReconciliationScheduled, ReconciliationSettled, ReconciliationLost, ReconciliationUnsettled}
 
 // Run drives operation id of resourceType from wherever its key stands, as
-// its job's attempt-th attempt; complete ends the job with the key. When the
+// its job's attempt-th attempt. The job is not completed in the finishing
+// transaction: River's completer ends it, in batches, once Run returns (a
+// single-job completion in each finishing transaction cost the database more
+// than the rest of the worker's statements together, under load). A job that
+// finished the key and died before River completed it runs again, finds the
+// key finished and does nothing. When the
 // attempt fails and the retry budget is spent, the operation is marked for
 // reconciliation and ErrHandedToReconciler is returned (wrapping the cause):
 // the job should stop.
-func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int, complete CompleteFunc) error {
+func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) error {
 	k, err := o.Kinds.Kind(resourceType)
 	if err != nil {
 		return err
 	}
-	_, err = o.drive(ctx, k, id, PathWorker, complete)
+	_, err = o.drive(ctx, k, id, PathWorker)
 	if o.Observer != nil {
 		result := AttemptOK
 		switch {
@@ -167,12 +168,12 @@ func (o *Runner) LearnOutcome(ctx context.Context, resourceType, id string) erro
 // the outcome by path (PathWorker or PathReconciler). The operation and its
 // key's recovery point are read once, here, in one statement: the outcome
 // phase calls the processor with what was read.
-func (o *Runner) drive(ctx context.Context, k Kind, id, path string, complete CompleteFunc) (bool, error) {
+func (o *Runner) drive(ctx context.Context, k Kind, id, path string) (bool, error) {
 	p, err := o.load(ctx, k, id)
 	if err != nil {
 		return false, err
 	}
-	return o.driveWith(ctx, k, id, p, path, o.outcomePhase(k, id, p, path), complete)
+	return o.driveWith(ctx, k, id, p, path, o.outcomePhase(k, id, p, path))
 }
 
 // driveWith runs the phases of operation id, as loaded in p, from its key's
@@ -180,14 +181,14 @@ func (o *Runner) drive(ctx context.Context, k Kind, id, path string, complete Co
 // finish phase, which commits in first's transaction. It reports whether
 // this run finished the key; when it did from started, path settled the
 // operation, and the Observer is told.
-func (o *Runner) driveWith(ctx context.Context, k Kind, id string, p Pending, path string, first idempotency.Phase, complete CompleteFunc) (bool, error) {
+func (o *Runner) driveWith(ctx context.Context, k Kind, id string, p Pending, path string, first idempotency.Phase) (bool, error) {
 	if p.KeyID == nil || p.RecoveryPoint == nil {
 		return false, nil
 	}
 	n := k.Names()
 	finished, err := o.Keys.DriveFrom(ctx, *p.KeyID, *p.RecoveryPoint, idempotency.Phases{
 		idempotency.RecoveryStarted: first,
-		n.CreatedPoint():            o.finishPhase(k, id, complete),
+		n.CreatedPoint():            o.finishPhase(k, id),
 	})
 	if finished && *p.RecoveryPoint == idempotency.RecoveryStarted {
 		span := trace.SpanFromContext(ctx)
@@ -309,9 +310,9 @@ func (o *Runner) giveUp(ctx context.Context, k Kind, key string) (outcome, error
 	return outcome{Outcome: k.Names().GaveUp(), gaveUp: true}, nil
 }
 
-// finishPhase stores the final response, stages the event that follows it,
-// clears the reconciliation mark and completes the job.
-func (o *Runner) finishPhase(k Kind, id string, complete CompleteFunc) idempotency.Phase {
+// finishPhase stores the final response, stages the event that follows it
+// and clears the reconciliation mark.
+func (o *Runner) finishPhase(k Kind, id string) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, key idempotency.Key) (idempotency.Next, error) {
 		n := k.Names()
 		final, err := k.Final(ctx, tx, id)
@@ -323,11 +324,6 @@ func (o *Runner) finishPhase(k Kind, id string, complete CompleteFunc) idempoten
 		}
 		if err := o.settle(ctx, tx, n.Type, final.TenantID, n.Type+"."+final.Status, id, final.Object, key); err != nil {
 			return idempotency.Next{}, err
-		}
-		if complete != nil {
-			if err := complete(ctx, tx); err != nil {
-				return idempotency.Next{}, fmt.Errorf("complete job: %w", err)
-			}
 		}
 		return idempotency.Finish(final.Response), nil
 	}}

@@ -56,6 +56,11 @@ func TestDefiniteOutcomesAreNotRetried(t *testing.T) {
 	if res := s.Pay(acme, "declined", pay("pm_card_declined")); res.Status != http.StatusPaymentRequired {
 		t.Fatalf("status = %d %s", res.Status, res.Body)
 	}
+	// River completes the job once its work returns, a moment after the key
+	// finished.
+	stacktest.WaitFor(t, "the job to be completed", func() bool {
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment' AND state = 'completed'`) == 1
+	})
 	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment' AND state = 'completed'`); n != 1 {
 		t.Fatalf("attempts = %d, want 1", n)
 	}
@@ -206,7 +211,7 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 		s := stacktest.New(t, opts)
 		p := paymentOf(t, s.Pay(acme, "paid", pay("pm_card_visa"), "Prefer", "respond-async").Body)
 		ops, rec := patient(s)
-		if err := ops.Run(ctx, payments.Names.Type, p.ID, 1, nil); err != nil {
+		if err := ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
 			t.Fatal(err)
 		}
 		res := s.Request(http.MethodPost, "/v1/payments/"+p.ID+"/refunds", acme, `{"amount": 600}`,
@@ -292,6 +297,11 @@ func TestRefundRefusedDefinitely(t *testing.T) {
 	if first.Status != http.StatusPaymentRequired || !strings.Contains(string(first.Body), `"code":"resource_missing"`) {
 		t.Fatalf("refund: %d %s", first.Status, first.Body)
 	}
+	// River completes the job once its work returns, a moment after the key
+	// finished.
+	stacktest.WaitFor(t, "the job to be completed", func() bool {
+		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'refund' AND state = 'completed'`) == 1
+	})
 	if n := s.Count(`SELECT attempt FROM river_job WHERE kind = 'drive_operation' AND args->>'resource_type' = 'refund' AND state = 'completed'`); n != 1 {
 		t.Fatalf("attempts = %d, want 1", n)
 	}
@@ -310,7 +320,7 @@ func TestPeriodicJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := stacktest.New(t, stacktest.Options{})
-	inserter, err := outbox.NewInserter(s.DB.Pool, slog.New(slog.DiscardHandler))
+	inserter, err := outbox.NewInserter(s.DB.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

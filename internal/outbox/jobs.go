@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/example/payments/internal/endpoints"
@@ -39,14 +37,14 @@ type OperationWorker struct {
 	Ops *operation.Runner
 }
 
-// Work runs the operation's remaining phases; the last one completes the
-// job in its own transaction. A job of a kind that is not declared is
+// Work runs the operation's remaining phases; River completes the job once
+// it returns. A job of a kind that is not declared is
 // cancelled: no retry would find it declared.
 func (w *OperationWorker) Work(ctx context.Context, job *river.Job[OperationArgs]) error {
 	if _, err := w.Ops.Kinds.Kind(job.Args.ResourceType); err != nil {
 		return river.JobCancel(err)
 	}
-	return stopWhenHandedOff(w.Ops.Run(ctx, job.Args.ResourceType, job.Args.ID, job.Attempt, completeInTx(job)))
+	return stopWhenHandedOff(w.Ops.Run(ctx, job.Args.ResourceType, job.Args.ID, job.Attempt))
 }
 
 // ProcessorEventArgs is the job that settles the operation a processor's
@@ -150,15 +148,6 @@ func stopWhenHandedOff(err error) error {
 		return river.JobCancel(err)
 	}
 	return err
-}
-
-// completeInTx completes job inside the transaction of the phase that
-// finishes its operation, so that the job ends exactly when the key does.
-func completeInTx[T river.JobArgs](job *river.Job[T]) operation.CompleteFunc {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	}
 }
 
 // onePeriodicRun keeps a periodic job to one run at a time across all

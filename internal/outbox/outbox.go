@@ -173,19 +173,30 @@ func (q Queue) stalled(job *rivertype.JobRow, now time.Time) bool {
 }
 
 // InsertCooldown is the shortest time between two of River's insert
-// notifications from one client (its FetchCooldown, which on a client that
-// only inserts does nothing else). A notification is sent in the inserting
-// transaction and holds Postgres's notification lock through that commit, so
-// a burst of payments must not notify for each; 5 ms still wakes the workers
-// for every job but a burst's, and the jobs of a burst are picked up with the
-// one that notified, or by the workers' poll.
+// notifications from the API's client (its FetchCooldown, which on a client
+// that only inserts does nothing else). A notification is sent in the
+// inserting transaction and holds Postgres's notification lock through that
+// commit, so a burst of requests (processor webhooks, resends) must not
+// notify for each; 5 ms still wakes the workers for every job but a burst's,
+// and the jobs of a burst are picked up with the one that notified, or by the
+// workers' poll.
 const InsertCooldown = 5 * time.Millisecond
 
+// RelayCooldown is InsertCooldown for the worker's client, whose inserts are
+// the relay's batches (one notification each at most, from one transaction
+// at a time) and the deliveries that finishing phases fan out. Every
+// payment's job waits on the relay's notification: at 5 ms, a batch moved
+// within 5 ms of the one before sent none and waited for the next batch's or
+// the poll, and the 4-client p99 from the relay's insert to River's fetch was
+// 16.5 ms against 8 ms at 1 ms, River's least.
+const RelayCooldown = time.Millisecond
+
 // NewInserter returns a River client that only inserts and lists jobs, for
-// the API and the sweep. Each job it inserts carries the trace of the
-// inserting context (TraceInsert).
-func NewInserter(pool *pgxpool.Pool, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
-	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: InsertCooldown,
+// the API and the worker's relay, sweep and deliveries, which notifies of
+// its inserts at most once per cooldown. Each job it inserts carries the
+// trace of the inserting context (TraceInsert).
+func NewInserter(pool *pgxpool.Pool, cooldown time.Duration, logger *slog.Logger) (*river.Client[pgx.Tx], error) {
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: logger, FetchCooldown: cooldown,
 		Middleware: []rivertype.Middleware{&TraceInsert{}}})
 }
 

@@ -34,7 +34,7 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testdb.New(t)
-	client, err := outbox.NewInserter(db.Pool, slog.New(slog.DiscardHandler))
+	client, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestBacklog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testdb.New(t)
-	client, err := outbox.NewInserter(db.Pool, slog.New(slog.DiscardHandler))
+	client, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,7 +209,7 @@ func TestTraceRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
 	tp, rec := recorder(t)
-	client, err := outbox.NewInserter(db.Pool, slog.New(slog.DiscardHandler))
+	client, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

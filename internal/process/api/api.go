@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	if err := pool.Ping(ctx); err != nil {
 		logger.Warn("database not reachable yet: failing closed until it is", "err", err)
 	}
-	inserter, err := outbox.NewInserter(pool, process.Quiet(logger))
+	inserter, err := outbox.NewInserter(pool, outbox.InsertCooldown, process.Quiet(logger))
 	if err != nil {
 		closeDB()
 		return nil, err

@@ -34,7 +34,7 @@ func TestDashboard(t *testing.T) {
 	base := "http://" + w.MetricsAddr()
 
 	// A job nobody works for an hour, for the dashboard to show.
-	inserter, err := outbox.NewInserter(db.Pool, slog.New(slog.DiscardHandler))
+	inserter, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,7 +237,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		Announcer: w.announcer}
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		reviewCollector{db: pool, kinds: kinds.ReviewKinds()})
-	lister, err := outbox.NewInserter(pool, process.Quiet(logger))
+	lister, err := outbox.NewInserter(pool, outbox.RelayCooldown, process.Quiet(logger))
 	if err != nil {
 		closeDB()
 		return nil, err
