@@ -2,6 +2,7 @@ package operation_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
@@ -115,13 +118,38 @@ func TestRoundTrips(t *testing.T) {
 	if got, want := sent(), "batch river:JobInsertFastMany batch"; got != want {
 		t.Fatalf("the relay sent %q, want %q", got, want)
 	}
-	// The worker: one read of the payment and its key's point; after the
-	// processor's call, the key's lock, the outcome and the read of the
-	// payment as recorded in one batch; the event, the key finished and the
-	// COMMIT in another. River completes the job afterwards, in batches.
+	// The worker, given the job the relay queued: one read of the payment
+	// and its key's point; after the processor's call, the key's lock, the
+	// outcome and the read of the payment as recorded in one batch; the
+	// event, the key finished and the COMMIT in another. The job is not
+	// completed in that transaction: River's completer does it once Work
+	// returns, for many jobs at once.
 	runner := *h.ops
 	runner.DB, runner.Keys = pool, keys
-	if err := runner.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
+	jobs, err := inserter.JobList(ctx, river.NewJobListParams().Kinds(outbox.OperationArgs{}.Kind()).First(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job *river.Job[outbox.OperationArgs]
+	for _, row := range jobs.Jobs {
+		var args outbox.OperationArgs
+		if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+			t.Fatal(err)
+		}
+		if args.ID == p.ID {
+			job = &river.Job[outbox.OperationArgs]{JobRow: row, Args: args}
+		}
+	}
+	if job == nil {
+		t.Fatalf("no job for %s among %d", p.ID, len(jobs.Jobs))
+	}
+	// Running, as River's fetch leaves a job it hands to Work.
+	if _, err := h.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1`, job.ID); err != nil {
+		t.Fatal(err)
+	}
+	job.State, job.Attempt = rivertype.JobStateRunning, 1
+	traced.take()
+	if err := (&outbox.OperationWorker{Ops: &runner}).Work(ctx, job); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := sent(), "SELECT batch batch"; got != want {
