@@ -94,6 +94,8 @@ type Result struct {
 type Report struct {
 	Results   []Result
 	Explained []Explained
+	// Hops is where the time of the 4-client end-to-end mode's payments went.
+	Hops []Hop
 	// Retention is the retention mode, when it ran.
 	Retention *RetentionResult
 }
@@ -102,24 +104,24 @@ type Report struct {
 // table and where the time went to out.
 func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 	var report Report
-	var err error
-	report.Results, report.Explained, err = run(ctx, cfg, out, &report.Retention)
+	err := run(ctx, cfg, out, &report)
 	return report, err
 }
 
-func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionResult) ([]Result, []Explained, error) {
+func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
+	retained := &report.Retention
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL+"&pool_max_conns="+strconv.Itoa(cfg.Clients))
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer pool.Close()
 	if err := (&tenants.Store{DB: pool}).SeedDemos(ctx); err != nil {
-		return nil, nil, err
+		return err
 	}
 	var insert, sel Result
 	if !cfg.RetentionOnly {
 		if insert, sel, err = ceilings(ctx, pool, cfg, out); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	stats := newStatStatements(ctx, pool, out)
@@ -129,7 +131,7 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 	logger := process.NewLogger(io.Discard, "json", slog.LevelInfo)
 	st, err := start(ctx, cfg.DatabaseURL, logger)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer st.stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients * 2}, Timeout: 30 * time.Second}
@@ -172,10 +174,10 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 	}
 	if cfg.RetentionOnly {
 		if err := retain(); err != nil {
-			return nil, nil, err
+			return err
 		}
 		PrintRetention(out, **retained)
-		return nil, nil, nil
+		return nil
 	}
 
 	results := []Result{insert, sel}
@@ -215,7 +217,7 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 	// one statement, through the same client, is what no service can beat.
 	bare, err := bareHandler(pool)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer bare.Close()
 	for _, b := range []struct {
@@ -224,7 +226,7 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 	}{{"/insert", insert}, {"/select", sel}} {
 		if _, err := mode("reference: bare HTTP handler, one "+strings.ToUpper(b.path[1:]), cfg.Clients, b.ceiling, http.StatusOK,
 			func() (int, error) { return send(bare.URL+b.path, "", "") }); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 
@@ -235,32 +237,32 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 	newKeys, err := mode(newKeysMode, cfg.Clients, insert, http.StatusAccepted,
 		func() (int, error) { return post(fresh("new-"), "respond-async") })
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	// The same with the tenant limit on (never reached): what counting each
 	// request in the database the replicas share costs.
 	limitedURL, stopLimited, err := st.anotherAPI(ctx, logger, func(c *api.Config) { c.RateLimit, c.RateWindow = 1<<30, time.Second })
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	defer stopLimited()
 	checkpoint(ctx, pool, out)
 	if _, err := mode(limitedNewKeysMode, cfg.Clients, newKeys, http.StatusAccepted,
 		func() (int, error) { return send(limitedURL+"/v1/payments", fresh("limited-"), "respond-async") }); err != nil {
-		return nil, nil, err
+		return err
 	}
 	st.startWorker(ctx)
 	// The worker drains what the first modes queued before anything else is
 	// measured.
 	if err := st.drain(ctx, pool); err != nil {
-		return nil, nil, err
+		return err
 	}
 	// Finished keys to replay, one per client, made end to end.
 	replayKeys := make([]string, cfg.Clients)
 	for i := range replayKeys {
 		replayKeys[i] = fresh("replay-")
 		if status, err := post(replayKeys[i], "wait=10"); err != nil || status != http.StatusCreated {
-			return nil, nil, fmt.Errorf("make a key to replay: %d, %v", status, err)
+			return fmt.Errorf("make a key to replay: %d, %v", status, err)
 		}
 	}
 	var next atomic.Int64
@@ -269,10 +271,10 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 	}
 	replays, err := mode(replaysMode, cfg.Clients, sel, http.StatusCreated, func() (int, error) { return replay(st.apiURL) })
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	if _, err := mode(limitedReplaysMode, cfg.Clients, replays, http.StatusCreated, func() (int, error) { return replay(limitedURL) }); err != nil {
-		return nil, nil, err
+		return err
 	}
 	// Its connections go back, for the next API's: a stock Postgres allows
 	// 100.
@@ -284,46 +286,52 @@ func run(ctx context.Context, cfg Config, out io.Writer, retained **RetentionRes
 		replay,
 	}, []int{http.StatusAccepted, http.StatusCreated})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	for i := range explained {
 		explained[i].RoundTrips = trips[i]
 	}
 	if _, err := mode("payments end to end", cfg.Clients, insert, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e-"), "wait=10") }); err != nil {
-		return nil, nil, err
+		return err
 	}
-	if _, err := mode("payments end to end, 4 clients", 4, insert, http.StatusCreated,
+	const e2e4 = "payments end to end, 4 clients"
+	if _, err := mode(e2e4, 4, insert, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e4-"), "wait=10") }); err != nil {
-		return nil, nil, err
+		return err
+	}
+	if report.Hops, err = hops(ctx, pool, "e2e4-"); err != nil {
+		return fmt.Errorf("where the payments' time went: %w", err)
 	}
 	if cfg.BigTable > 0 {
 		st.stopWorker()
 		if err := st.drain(ctx, pool); err != nil {
-			return nil, nil, err
+			return err
 		}
 		fmt.Fprintf(out, "bench: putting %d finished keys in the table\n", cfg.BigTable)
 		if err := bigTable(ctx, pool, cfg.BigTable); err != nil {
-			return nil, nil, err
+			return err
 		}
 		checkpoint(ctx, pool, out)
 		if _, err := mode(fmt.Sprintf("new keys, async, %d finished keys", cfg.BigTable), cfg.Clients, newKeys, http.StatusAccepted,
 			func() (int, error) { return post(fresh("big-"), "respond-async") }); err != nil {
-			return nil, nil, err
+			return err
 		}
 	}
 	if err := retain(); err != nil {
-		return nil, nil, err
+		return err
 	}
 	Print(out, results)
 	PrintExplained(out, explained)
+	PrintHops(out, e2e4, report.Hops)
 	if *retained != nil {
 		PrintRetention(out, **retained)
 	}
 	if hwm, err := peakRSS(); err == nil {
 		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
 	}
-	return results, explained, nil
+	report.Results, report.Explained = results, explained
+	return nil
 }
 
 // The modes whose time is explained: where the first phase's time goes.

@@ -62,4 +62,18 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
+	// Where the 4-client payments' time went: four hops and the whole, each
+	// stamped by the database, the whole no shorter than any hop.
+	if len(report.Hops) != 5 {
+		t.Fatalf("%d hops, want 5:\n%s", len(report.Hops), out.String())
+	}
+	whole := report.Hops[4]
+	for _, h := range report.Hops {
+		if h.P50 < 0 || h.P50 > whole.P99 {
+			t.Errorf("hop %q: p50 %v against the whole's p99 %v", h.Name, h.P50, whole.P99)
+		}
+	}
+	if whole.P50 <= 0 {
+		t.Errorf("the whole took %v", whole.P50)
+	}
 }

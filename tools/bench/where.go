@@ -12,7 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -236,4 +238,63 @@ func (w *wire) Close() error {
 		return nil
 	}
 	return err
+}
+
+// Hop is one step of a payment end to end, between two moments the database
+// stamped (each its transaction's now()), over a mode's payments.
+type Hop struct {
+	Name          string
+	P50, P90, P99 time.Duration
+}
+
+// paymentHops is where a payment's time went between its first phase and
+// the transaction that finished it, by the database's clock: the first
+// phase's transaction (the key's created_at), the relay's (the job's
+// created_at), River's fetch (attempted_at), the processor's charge (its
+// created_at) and the worker's finishing transaction (finished_at). A
+// measurement tool may read River's table; the service never does.
+const paymentHops = `
+WITH h AS (
+	SELECT j.created_at - k.created_at AS relay, j.attempted_at - j.created_at AS fetch,
+		c.created_at - j.attempted_at AS charge, k.finished_at - c.created_at AS finish,
+		k.finished_at - k.created_at AS whole
+	FROM idempotency_keys k
+	JOIN river_job j ON j.id = k.job_id
+	JOIN payments p ON p.idempotency_key_id = k.id
+	JOIN processor.charges c ON c.payment_id = p.id
+	WHERE k.key LIKE $1 || '%' AND k.finished_at IS NOT NULL)
+SELECT name, percentile_disc(0.5) WITHIN GROUP (ORDER BY d), percentile_disc(0.9) WITHIN GROUP (ORDER BY d),
+	percentile_disc(0.99) WITHIN GROUP (ORDER BY d)
+FROM h, LATERAL (VALUES (1, 'first phase to the relay (the doorbell, the relay''s LISTEN)', relay),
+	(2, 'relay to River''s fetch (the relay''s commit, River''s notification)', fetch),
+	(3, 'fetch to the processor''s charge (the job''s read, the call)', charge),
+	(4, 'charge to the finishing transaction (the answer back)', finish),
+	(5, 'first phase to the finishing transaction', whole)) AS v (n, name, d)
+GROUP BY n, name ORDER BY n`
+
+// hops reads where the time of the payments whose keys start with prefix
+// went.
+func hops(ctx context.Context, pool *pgxpool.Pool, prefix string) ([]Hop, error) {
+	rows, err := pool.Query(ctx, paymentHops, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Hop, error) {
+		var h Hop
+		return h, row.Scan(&h.Name, &h.P50, &h.P90, &h.P99)
+	})
+}
+
+// PrintHops writes where a mode's payments spent their time.
+func PrintHops(out io.Writer, mode string, hops []Hop) {
+	if len(hops) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\n%s: where a payment's time went, by the database's clock\n", mode)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tp50\tp90\tp99\t")
+	for _, h := range hops {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", h.Name, h.P50.Round(10*time.Microsecond), h.P90.Round(10*time.Microsecond), h.P99.Round(10*time.Microsecond))
+	}
+	_ = tw.Flush()
 }
