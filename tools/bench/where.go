@@ -255,7 +255,7 @@ type Hop struct {
 // measurement tool may read River's table; the service never does.
 const paymentHops = `
 WITH h AS (
-	SELECT j.created_at - k.created_at AS relay, j.attempted_at - j.created_at AS fetch,
+	SELECT j.created_at - k.created_at AS relay, j.attempted_at - j.created_at AS fetched,
 		c.created_at - j.attempted_at AS charge, k.finished_at - c.created_at AS finish,
 		k.finished_at - k.created_at AS whole
 	FROM idempotency_keys k
@@ -266,7 +266,7 @@ WITH h AS (
 SELECT name, percentile_disc(0.5) WITHIN GROUP (ORDER BY d), percentile_disc(0.9) WITHIN GROUP (ORDER BY d),
 	percentile_disc(0.99) WITHIN GROUP (ORDER BY d)
 FROM h, LATERAL (VALUES (1, 'first phase to the relay (the doorbell, the relay''s LISTEN)', relay),
-	(2, 'relay to River''s fetch (the relay''s commit, River''s notification)', fetch),
+	(2, 'relay to River''s fetch (the relay''s commit, River''s notification)', fetched),
 	(3, 'fetch to the processor''s charge (the job''s read, the call)', charge),
 	(4, 'charge to the finishing transaction (the answer back)', finish),
 	(5, 'first phase to the finishing transaction', whole)) AS v (n, name, d)
