@@ -15,8 +15,7 @@ import (
 // caller needs only as "no error" may be queued (Queue) to go with the next
 // statement that is sent; and its COMMIT may go with its last statements
 // (CommitWith). A transaction of one batch costs one round trip. It
-// implements pgx.Tx, so River's InsertTx and JobCompleteTx run in it like in
-// any other. A transaction that ran nothing commits and rolls back without a
+// implements pgx.Tx, so River's InsertManyTx runs in it like in any other. A transaction that ran nothing commits and rolls back without a
 // word to the server.
 type Tx struct {
 	conn    *pgxpool.Conn

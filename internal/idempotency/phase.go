@@ -110,7 +110,7 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	// It locks the key at from first, queued to go with the phases' first
 	// read; their writes are queued too; and the move of the key goes with
 	// the COMMIT: the payment's worker commits its outcome and finishes the
-	// key in four round trips, River's completion of the job among them.
+	// key in two round trips after its read.
 	tx, err := database.Begin(ctx, s.DB)
 	if err != nil {
 		return Key{}, false, fmt.Errorf("begin phase: %w", err)

@@ -4,11 +4,13 @@
 // operations) is read by everything here:
 //
 //   - the first phase (Service.Start): one read of the key answers a retry;
-//     a new key is one transaction that stages the operation's job with
-//     River's InsertTx, reserves the key and writes the operation's rows;
+//     a new key is one transaction that reserves the key, writes the
+//     operation's rows and stages its job in the outbox, which the relay
+//     moves to River;
 //   - the later phases (Runner): one processor call, whose definite answer
 //     is recorded as the key moves to the kind's created point, then the
-//     final response, the event and the job's completion in one commit;
+//     final response and the event in one commit (River completes the job
+//     once it returns);
 //   - what settles operations the worker could not: the reconciler (a lookup
 //     by downstream key, a call made again, or the fence), the sweep, the
 //     processor's webhooks, and the comparison of the processor's ledger;
