@@ -109,7 +109,6 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (Report, error) {
 }
 
 func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
-	retained := &report.Retention
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL+"&pool_max_conns="+strconv.Itoa(cfg.Clients))
 	if err != nil {
 		return err
@@ -169,14 +168,14 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 		if err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
-		*retained = &r
+		report.Retention = &r
 		return nil
 	}
 	if cfg.RetentionOnly {
 		if err := retain(); err != nil {
 			return err
 		}
-		PrintRetention(out, **retained)
+		PrintRetention(out, *report.Retention)
 		return nil
 	}
 
@@ -324,8 +323,8 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	Print(out, results)
 	PrintExplained(out, explained)
 	PrintHops(out, e2e4, report.Hops)
-	if *retained != nil {
-		PrintRetention(out, **retained)
+	if report.Retention != nil {
+		PrintRetention(out, *report.Retention)
 	}
 	if hwm, err := peakRSS(); err == nil {
 		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
