@@ -96,6 +96,8 @@ type Report struct {
 	Explained []Explained
 	// Hops is where the time of the 4-client end-to-end mode's payments went.
 	Hops []Hop
+	// Floors are issue 22's floors, read off Results.
+	Floors []Floor
 	// Retention is the retention mode, when it ran.
 	Retention *RetentionResult
 }
@@ -220,10 +222,10 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	}
 	defer bare.Close()
 	for _, b := range []struct {
-		path    string
-		ceiling Result
-	}{{"/insert", insert}, {"/select", sel}} {
-		if _, err := mode("reference: bare HTTP handler, one "+strings.ToUpper(b.path[1:]), cfg.Clients, b.ceiling, http.StatusOK,
+		name, path string
+		ceiling    Result
+	}{{"reference: bare HTTP handler, one INSERT", "/insert", insert}, {bareSelectMode, "/select", sel}} {
+		if _, err := mode(b.name, cfg.Clients, b.ceiling, http.StatusOK,
 			func() (int, error) { return send(bare.URL+b.path, "", "") }); err != nil {
 			return err
 		}
@@ -290,12 +292,11 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	for i := range explained {
 		explained[i].RoundTrips = trips[i]
 	}
-	if _, err := mode("payments end to end", cfg.Clients, insert, http.StatusCreated,
+	if _, err := mode(endToEndMode, cfg.Clients, insert, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e-"), "wait=10") }); err != nil {
 		return err
 	}
-	const e2e4 = "payments end to end, 4 clients"
-	if _, err := mode(e2e4, 4, insert, http.StatusCreated,
+	if _, err := mode(endToEnd4Mode, 4, insert, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e4-"), "wait=10") }); err != nil {
 		return err
 	}
@@ -322,14 +323,16 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	}
 	Print(out, results)
 	PrintExplained(out, explained)
-	PrintHops(out, e2e4, report.Hops)
+	PrintHops(out, endToEnd4Mode, report.Hops)
 	if report.Retention != nil {
 		PrintRetention(out, *report.Retention)
 	}
-	if hwm, err := peakRSS(); err == nil {
+	hwm, err := peakRSS()
+	if err == nil {
 		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
 	}
-	report.Results, report.Explained = results, explained
+	report.Results, report.Explained, report.Floors = results, explained, Floors(results, hwm)
+	PrintFloors(out, report.Floors)
 	return nil
 }
 

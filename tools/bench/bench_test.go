@@ -42,6 +42,15 @@ func TestRun(t *testing.T) {
 	if !strings.Contains(out.String(), "ratio") {
 		t.Errorf("no table:\n%s", out.String())
 	}
+	// Every floor is read off the run, whether it held or not.
+	if len(report.Floors) != 6 {
+		t.Errorf("%d floors, want 6:\n%s", len(report.Floors), out.String())
+	}
+	for _, f := range report.Floors {
+		if f.Measured == "" {
+			t.Errorf("floor %q not measured:\n%s", f.What, out.String())
+		}
+	}
 	// Where the time goes: the round trips, counted on the wire, are what
 	// TestRoundTrips counts through pgx (a replay is its key's one read);
 	// the statements come when the server has pg_stat_statements loaded.

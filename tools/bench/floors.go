@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// The floors of issue 22, on the machine the bench runs on: what a run must
+// reach, read off its results, so that a run says itself what it held.
+
+// Floor is one floor, as a run measured it.
+type Floor struct {
+	// What is what is measured, and Bound what it must be.
+	What, Bound string
+	// Measured is the run's figure, formatted; empty when the run left the
+	// mode out.
+	Measured string
+	Held     bool
+}
+
+// Mode names the floors read, besides those above.
+const (
+	bareSelectMode = "reference: bare HTTP handler, one SELECT"
+	endToEndMode   = "payments end to end"
+	endToEnd4Mode  = "payments end to end, 4 clients"
+)
+
+// Floors reads the floors off a run's results and the peak RSS of its
+// process (zero: not read). A mode missing from results leaves its floor
+// unmeasured and not held.
+func Floors(results []Result, peakRSS int64) []Floor {
+	byMode := map[string]Result{}
+	var bigTable *Result
+	for _, r := range results {
+		byMode[r.Mode] = r
+		if r.Ceiling == newKeysMode && r.Mode != limitedNewKeysMode {
+			bigTable = &r
+		}
+	}
+	ratio := func(what string, r Result, ok bool, least float64) Floor {
+		f := Floor{What: what, Bound: fmt.Sprintf("at least %.2f", least)}
+		if ok {
+			f.Measured, f.Held = fmt.Sprintf("%.3f", r.Ratio), r.Ratio >= least
+		}
+		return f
+	}
+	newKeys, okNew := byMode[newKeysMode]
+	e2e, okE2E := byMode[endToEndMode]
+	floors := []Floor{
+		ratio("new keys, async, worker stopped, to the insert ceiling", newKeys, okNew, 0.18),
+		replaysFloor(byMode),
+		ratio("payments end to end, to the insert ceiling", e2e, okE2E, 0.04),
+	}
+	const p99Most = 25 * time.Millisecond
+	e2e4 := Floor{What: "payments end to end, 4 clients, p99", Bound: "at most " + p99Most.String()}
+	if r, ok := byMode[endToEnd4Mode]; ok {
+		e2e4.Measured, e2e4.Held = r.P99.Round(10*time.Microsecond).String(), r.P99 <= p99Most
+	}
+	big := Floor{What: "new keys with finished keys in the table, to the empty table", Bound: "within 20% (0.80 to 1.20)"}
+	if bigTable != nil {
+		big.Measured, big.Held = fmt.Sprintf("%.3f", bigTable.Ratio), bigTable.Ratio >= 0.8 && bigTable.Ratio <= 1.2
+	}
+	const rssMost = 100 << 20
+	rss := Floor{What: "peak RSS of the whole bench process (the API's upper bound)", Bound: "under 100 MB"}
+	if peakRSS > 0 {
+		rss.Measured, rss.Held = fmt.Sprintf("%d MB", peakRSS>>20), peakRSS < rssMost
+	}
+	return append(floors, e2e4, big, rss)
+}
+
+// replaysFloor is the replays' rate against the bare one-SELECT handler's:
+// the table prints their ratio to the point-SELECT ceiling, as issue 14's
+// did.
+func replaysFloor(byMode map[string]Result) Floor {
+	const least = 0.7
+	f := Floor{What: "replays, to the bare one-SELECT handler", Bound: fmt.Sprintf("at least %.2f", least)}
+	replays, ok := byMode[replaysMode]
+	bare, okBare := byMode[bareSelectMode]
+	if ok && okBare && bare.PerSecond > 0 {
+		r := replays.PerSecond / bare.PerSecond
+		f.Measured, f.Held = fmt.Sprintf("%.3f", r), r >= least
+	}
+	return f
+}
+
+// PrintFloors writes the floors, each held or missed.
+func PrintFloors(out io.Writer, floors []Floor) {
+	fmt.Fprintln(out, "\nthe floors of issue 22 on this machine:")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, f := range floors {
+		verdict, measured := "missed", f.Measured
+		switch {
+		case measured == "":
+			verdict, measured = "not measured", "-"
+		case f.Held:
+			verdict = "held"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.What, f.Bound, measured, verdict)
+	}
+	_ = tw.Flush()
+}
