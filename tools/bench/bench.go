@@ -96,7 +96,7 @@ type Report struct {
 	Explained []Explained
 	// Hops is where the time of the 4-client end-to-end mode's payments went.
 	Hops []Hop
-	// Floors are issue 22's floors, read off Results.
+	// Floors are what the run held and missed, read off Results.
 	Floors []Floor
 	// Retention is the retention mode, when it ran.
 	Retention *RetentionResult

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// The floors of issue 22, on the machine the bench runs on: what a run must
-// reach, read off its results, so that a run says itself what it held.
+// The floors: what a run on the project's machine must reach
+// (docs/BENCHMARKS.md), read off its results, so that a run says itself
+// what it held.
 
 // Floor is one floor, as a run measured it.
 type Floor struct {
@@ -20,7 +21,7 @@ type Floor struct {
 	Held     bool
 }
 
-// Mode names the floors read, besides those above.
+// The modes the floors read, besides newKeysMode and replaysMode.
 const (
 	bareSelectMode = "reference: bare HTTP handler, one SELECT"
 	endToEndMode   = "payments end to end"
@@ -87,7 +88,7 @@ func replaysFloor(byMode map[string]Result) Floor {
 
 // PrintFloors writes the floors, each held or missed.
 func PrintFloors(out io.Writer, floors []Floor) {
-	fmt.Fprintln(out, "\nthe floors of issue 22 on this machine:")
+	fmt.Fprintln(out, "\nthe floors (docs/BENCHMARKS.md):")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	for _, f := range floors {
 		verdict, measured := "missed", f.Measured
