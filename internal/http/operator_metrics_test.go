@@ -149,8 +149,16 @@ func TestRequestLinesJoinUp(t *testing.T) {
 	if line["tenant_id"] != stacktest.AcmeID || line["idempotency_key"] != "joined" {
 		t.Errorf("the request's line: %v", line)
 	}
-	// The worker's line for the payment's job carries the same trace.
-	if !strings.Contains(logs.String(), `"msg":"job attempt"`) || !strings.Contains(logs.String(), fmt.Sprint(line["trace_id"])) {
-		t.Errorf("no worker line with the trace id %v", line["trace_id"])
-	}
+	// The worker's line for the payment's job carries the same trace. The
+	// worker writes it once the attempt returns, which can be after the
+	// payment finished and the API answered, so it is waited for.
+	trace := `"trace_id":"` + fmt.Sprint(line["trace_id"]) + `"`
+	stacktest.WaitFor(t, "a worker line with the trace id "+trace, func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `"msg":"job attempt"`) && strings.Contains(l, trace) {
+				return true
+			}
+		}
+		return false
+	})
 }
