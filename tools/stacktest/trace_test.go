@@ -145,7 +145,17 @@ func TestOnePaymentOneTrace(t *testing.T) {
 	}
 
 	// One line a job attempt, each with the trace's id; and the access
-	// logs of both servers joined up too.
+	// logs of both servers joined up too. An attempt's line is written
+	// after its span ends, so the lines are waited for.
+	stacktest.WaitFor(t, "a log line for each attempt", func() bool {
+		n := 0
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `"msg":"job attempt"`) && strings.Contains(l, `"payment_id":"`+payment.ID+`"`) {
+				n++
+			}
+		}
+		return n >= len(attempts)
+	})
 	var jobLines, accessLines int
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
 	for sc.Scan() {
