@@ -154,11 +154,6 @@ func TestRequestLinesJoinUp(t *testing.T) {
 	// payment finished and the API answered, so it is waited for.
 	trace := `"trace_id":"` + fmt.Sprint(line["trace_id"]) + `"`
 	stacktest.WaitFor(t, "a worker line with the trace id "+trace, func() bool {
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, `"msg":"job attempt"`) && strings.Contains(l, trace) {
-				return true
-			}
-		}
-		return false
+		return stacktest.LogLines(logs.String(), `"msg":"job attempt"`, trace) > 0
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -433,6 +434,23 @@ func (s *Stack) RecoveryPoint(tenantID, key string) string {
 		s.T.Fatal(err)
 	}
 	return point
+}
+
+// LogLines counts the lines of logs that contain every one of parts: a
+// process writes some of its lines after it has answered (a job's attempt,
+// once the attempt returns), so a test waits for them with WaitFor.
+func LogLines(logs string, parts ...string) int {
+	n := 0
+	for _, line := range strings.Split(logs, "\n") {
+		all := line != ""
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }
 
 // WaitFor polls cond until it holds or the deadline passes.

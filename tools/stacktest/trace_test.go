@@ -148,13 +148,7 @@ func TestOnePaymentOneTrace(t *testing.T) {
 	// logs of both servers joined up too. An attempt's line is written
 	// after its span ends, so the lines are waited for.
 	stacktest.WaitFor(t, "a log line for each attempt", func() bool {
-		n := 0
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(l, `"msg":"job attempt"`) && strings.Contains(l, `"payment_id":"`+payment.ID+`"`) {
-				n++
-			}
-		}
-		return n >= len(attempts)
+		return stacktest.LogLines(logs.String(), `"msg":"job attempt"`, `"payment_id":"`+payment.ID+`"`) >= len(attempts)
 	})
 	var jobLines, accessLines int
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))
