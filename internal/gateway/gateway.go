@@ -59,8 +59,24 @@ type Client struct {
 func New(baseURL string, timeout time.Duration) *Client {
 	return &Client{
 		baseURL: strings.TrimRight(baseURL, "/"),
-		http:    &http.Client{Timeout: timeout},
+		http:    &http.Client{Timeout: timeout, Transport: transport()},
 	}
+}
+
+// maxIdleConns bounds the connections to the processor kept open between
+// calls: more than the calls a worker has in flight at once (its jobs, the
+// reconciler's and the ledger's), so that each call finds one open.
+const maxIdleConns = 256
+
+// transport is the connections to the processor, one host. Go's default
+// transport keeps two idle connections a host: past two calls at once, a
+// call dialed anew and closed its connection after the answer, and the
+// worker paid a TCP handshake (and left a socket in TIME_WAIT) on most
+// calls. An idle connection closes after IdleConnTimeout, as by default.
+func transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
+	return t
 }
 
 // Traced returns a copy of c whose every call is a client span, a child of
