@@ -17,8 +17,10 @@ import (
 // of a redirect was never checked, and a webhook has no reason to move):
 // a 3xx is returned as the response.
 //
+// It keeps up to perHost connections to one host open between requests: as
+// many as may be in flight to it, or each request past that many dials anew.
 // Each call makes a new connection pool: build one Client and share it.
-func (p Policy) Client(timeout time.Duration) *http.Client {
+func (p Policy) Client(timeout time.Duration, perHost int) *http.Client {
 	dialer := &net.Dialer{
 		Timeout:   timeout,
 		KeepAlive: 30 * time.Second,
@@ -28,8 +30,8 @@ func (p Policy) Client(timeout time.Duration) *http.Client {
 		Proxy:                  nil,
 		DialContext:            dialer.DialContext,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    8,
+		MaxIdleConns:           max(100, perHost),
+		MaxIdleConnsPerHost:    perHost,
 		IdleConnTimeout:        90 * time.Second,
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  timeout,

@@ -330,7 +330,7 @@ func countingServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
 // end of the test.
 func client(t *testing.T, p safehttp.Policy) *http.Client {
 	t.Helper()
-	c := p.Client(5 * time.Second)
+	c := p.Client(5*time.Second, 8)
 	t.Cleanup(c.CloseIdleConnections)
 	return c
 }
@@ -452,7 +452,7 @@ func TestClientDoesNotFollowRedirects(t *testing.T) {
 
 func TestClientSettings(t *testing.T) {
 	t.Parallel()
-	c := safehttp.Policy{}.Client(7 * time.Second)
+	c := safehttp.Policy{}.Client(7*time.Second, 24)
 	transport, ok := c.Transport.(*http.Transport)
 	if !ok {
 		t.Fatalf("transport is %T; want *http.Transport", c.Transport)
@@ -463,6 +463,10 @@ func TestClientSettings(t *testing.T) {
 	}
 	if c.Timeout != 7*time.Second || transport.ResponseHeaderTimeout != 7*time.Second {
 		t.Errorf("timeouts %v, %v; want 7s", c.Timeout, transport.ResponseHeaderTimeout)
+	}
+	// As many kept open to a host as may be in flight to it.
+	if transport.MaxIdleConnsPerHost != 24 {
+		t.Errorf("MaxIdleConnsPerHost = %d; want 24", transport.MaxIdleConnsPerHost)
 	}
 	if transport.MaxResponseHeaderBytes != 64<<10 {
 		t.Errorf("MaxResponseHeaderBytes = %d; want 64 KiB", transport.MaxResponseHeaderBytes)

@@ -247,7 +247,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry, kinds.Types()),
 		Subscribers: endpoints.FanOut{Jobs: jobs}}
 	// Deliveries send the trace of the event's settling on, as traceparent.
-	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout)
+	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout, cfg.EndpointInFlight)
 	deliveryClient.Transport = tracing.Transport(deliveryClient.Transport, cfg.Provider())
 	w.Deliverer = &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
 		Client: deliveryClient,
