@@ -79,7 +79,7 @@ func isCurrency(s string) bool {
 
 // createCharge decides the outcome of a charge from its payment method and
 // records it in tx.
-func (s *Server) createCharge(ctx context.Context, tx pgx.Tx, key string, p chargeParams) (outcome, error) {
+func (s *Server) createCharge(_ context.Context, tx *database.Tx, key string, p chargeParams) (outcome, error) {
 	if p.PaymentMethod == pmProcessingError {
 		return outcome{status: http.StatusInternalServerError, body: errorBody(apiError{
 			Type: typeAPI, Code: "processing_error", Message: "An error occurred while processing the card; nothing was charged.",
@@ -108,9 +108,7 @@ func (s *Server) createCharge(ctx context.Context, tx pgx.Tx, key string, p char
 		c.FailureCode = &d.code
 		c.FailureMessage = &d.message
 	}
-	if err := insertCharge(ctx, tx, c); err != nil {
-		return outcome{}, err
-	}
+	queueCharge(tx, c)
 	if c.Status == statusFailed {
 		return outcome{status: http.StatusPaymentRequired, body: errorBody(apiError{
 			Type: typeCard, Code: *c.FailureCode, Message: *c.FailureMessage, Charge: c.ID,
@@ -175,14 +173,12 @@ INSERT INTO processor.charges (id, idempotency_key, payment_id, amount, currency
     description, status, failure_code, failure_message, amount_refunded, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
-// insertCharge records a charge.
-func insertCharge(ctx context.Context, db database.DBTX, c charge) error {
-	_, err := db.Exec(ctx, insertChargeSQL, c.ID, c.IdempotencyKey, c.PaymentID, c.Amount, c.Currency,
+// queueCharge queues in tx the insert of a charge.
+func queueCharge(tx *database.Tx, c charge) {
+	b := &pgx.Batch{}
+	b.Queue(insertChargeSQL, c.ID, c.IdempotencyKey, c.PaymentID, c.Amount, c.Currency,
 		c.PaymentMethod, c.Description, c.Status, c.FailureCode, c.FailureMessage, c.AmountRefunded, c.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("insert charge: %w", err)
-	}
-	return nil
+	tx.Queue(b)
 }
 
 // scanCharge reads the columns every charge query selects, in their order.

@@ -37,8 +37,9 @@ type outcome struct {
 }
 
 // execFunc performs an operation inside the transaction that reserved its
-// key. An outcome of 5xx, or an error, rolls everything back.
-type execFunc func(ctx context.Context, tx pgx.Tx, key string) (outcome, error)
+// key. Its writes are queued (Tx.Queue), to go with the COMMIT. An outcome
+// of 5xx, or an error, rolls everything back.
+type execFunc func(ctx context.Context, tx *database.Tx, key string) (outcome, error)
 
 // params is a pointer to a POST body that can check (and normalise) itself.
 type params[P any] interface {
@@ -50,7 +51,7 @@ type params[P any] interface {
 // validate the body into P, then run create under the request's key. done
 // says what the operation does to money ("charged"), for the refusal of a
 // closed key.
-func handleCreate[P any, PP params[P]](s *Server, done string, create func(ctx context.Context, tx pgx.Tx, key string, p P) (outcome, error)) http.HandlerFunc {
+func handleCreate[P any, PP params[P]](s *Server, done string, create func(ctx context.Context, tx *database.Tx, key string, p P) (outcome, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var p P
 		if err := decodeBody(w, r, &p); err != nil {
@@ -61,7 +62,7 @@ func handleCreate[P any, PP params[P]](s *Server, done string, create func(ctx c
 			writeError(w, http.StatusBadRequest, invalid("parameter_invalid", err.Error()))
 			return
 		}
-		s.idempotent(w, r, done, p, func(ctx context.Context, tx pgx.Tx, key string) (outcome, error) {
+		s.idempotent(w, r, done, p, func(ctx context.Context, tx *database.Tx, key string) (outcome, error) {
 			return create(ctx, tx, key, p)
 		})
 	}
@@ -139,8 +140,9 @@ var (
 // runOnce reserves key and runs exec, or returns the outcome stored under key
 // with replayed set.
 func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec execFunc) (out outcome, replayed bool, err error) {
-	// The BEGIN goes with the key's insert, the response and the event with
-	// the COMMIT: three round trips for a charge.
+	// The BEGIN goes with the key's insert; the operation's writes, the
+	// response and the event go with the COMMIT: two round trips for a
+	// charge, three for a refund (which reads and locks its charge first).
 	tx, err := database.Begin(ctx, s.pool)
 	if err != nil {
 		return outcome{}, false, err

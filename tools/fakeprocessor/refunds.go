@@ -34,7 +34,7 @@ func (p refundParams) validate() error {
 // createRefund refunds part or all of what is left of a succeeded charge.
 // Its 4xx answers are definite and stored under the key like a success, and
 // told by a refund.failed event as a success is by refund.succeeded.
-func (s *Server) createRefund(ctx context.Context, tx pgx.Tx, key string, p refundParams) (outcome, error) {
+func (s *Server) createRefund(ctx context.Context, tx *database.Tx, key string, p refundParams) (outcome, error) {
 	c, err := getChargeForUpdate(ctx, tx, p.Charge)
 	if errors.Is(err, errNotFound) {
 		var requested int64
@@ -73,9 +73,7 @@ func (s *Server) createRefund(ctx context.Context, tx pgx.Tx, key string, p refu
 		IdempotencyKey: key,
 		CreatedAt:      s.now(),
 	}
-	if err := insertRefund(ctx, tx, ref); err != nil {
-		return outcome{}, err
-	}
+	queueRefund(tx, ref)
 	return outcome{status: http.StatusOK, body: marshal(ref), event: &event{"refund." + statusSucceeded, ref}}, nil
 }
 
@@ -139,16 +137,14 @@ UPDATE processor.charges
 SET amount_refunded = amount_refunded + $2
 WHERE id = $1`
 
-// insertRefund records a refund and adds its amount to the charge's
-// amount_refunded. The caller holds the charge's row lock.
-func insertRefund(ctx context.Context, db database.DBTX, r refund) error {
-	if _, err := db.Exec(ctx, insertRefundSQL, r.ID, r.Charge, r.Amount, r.Status, r.IdempotencyKey, r.CreatedAt); err != nil {
-		return fmt.Errorf("insert refund: %w", err)
-	}
-	if _, err := db.Exec(ctx, addRefundedSQL, r.Charge, r.Amount); err != nil {
-		return fmt.Errorf("add refunded amount: %w", err)
-	}
-	return nil
+// queueRefund queues in tx the insert of a refund and the addition of its
+// amount to the charge's amount_refunded. The caller holds the charge's row
+// lock.
+func queueRefund(tx *database.Tx, r refund) {
+	b := &pgx.Batch{}
+	b.Queue(insertRefundSQL, r.ID, r.Charge, r.Amount, r.Status, r.IdempotencyKey, r.CreatedAt)
+	b.Queue(addRefundedSQL, r.Charge, r.Amount)
+	tx.Queue(b)
 }
 
 // scanRefund reads the columns every refund query selects, in their order.
