@@ -301,3 +301,17 @@ func (f *failedBatch) Query() (pgx.Rows, error)         { return nil, f.err }
 func (f *failedBatch) QueryRow() pgx.Row                { return &row{err: f.err} }
 func (f *failedBatch) Close() error                     { return f.err }
 func (f *failedBatch) Tx() pgx.Tx                       { return nil }
+
+// Later runs a statement in tx whose outcome is needed only as "no error":
+// queued to go with tx's next statement when tx is a *Tx (its error
+// returned by that statement's call), else sent at once.
+func Later(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	if t, ok := tx.(*Tx); ok {
+		b := &pgx.Batch{}
+		b.Queue(sql, args...)
+		t.Queue(b)
+		return nil
+	}
+	_, err := tx.Exec(ctx, sql, args...)
+	return err
+}

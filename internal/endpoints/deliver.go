@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/database"
@@ -124,13 +125,14 @@ type Deliverer struct {
 const SlotHeld = AttemptTimeout + 5*time.Second
 
 // deliveryOf reads who a pending delivery is for, and, without a lock,
-// whether it holds a place already (handed to it, or left by an attempt of
-// its own that never recorded), whether it may take one (its endpoint and
-// its tenant have room, places past their until not counting: $2, $3) and
-// whether it waits in line: a job of a delivery in line that may not (a
-// resend's, say) leaves it there without a write or the tenant's lock.
+// whether job $4 is its job (enqueue), whether it holds a place already
+// (handed to it, or left by an attempt of its own that never recorded),
+// whether it may take one (its endpoint and its tenant have room, places
+// past their until not counting: $2, $3) and whether it waits in line: a
+// job of a delivery in line that may not (a resend's, say) leaves it there
+// without a write or the tenant's lock.
 const deliveryOf = `
-SELECT d.tenant_id, d.endpoint_id,
+SELECT d.tenant_id, d.endpoint_id, d.job IS NULL OR d.job = $4,
 	EXISTS (SELECT 1 FROM webhook_sending s WHERE s.delivery_id = d.id AND s.until > now()),
 	(SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = d.endpoint_id AND s.until > now()) < $2
 		AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = d.tenant_id AND s.until > now()) < $3,
@@ -162,11 +164,14 @@ WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
 		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
 ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
 	wait = `
-INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id) VALUES ($1, $2, $3)
+INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id)
+SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
 ON CONFLICT (delivery_id) DO NOTHING`
 	// dropSlot gives up a place handed to a delivery that is not pending
-	// any more; SweepLine hands it on.
-	dropSlot = `DELETE FROM webhook_sending WHERE delivery_id = $1`
+	// any more, when job $2 is its job; SweepLine hands it on.
+	dropSlot = `
+DELETE FROM webhook_sending
+WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $2)`
 )
 
 // handOn hands the place of attempt $1, to endpoint $2, to the delivery to
@@ -284,7 +289,7 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 				var id int64
 				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Scan(&id)
 				if errors.Is(err, pgx.ErrNoRows) {
-					return d.Jobs.EnqueueDeliveries(ctx, tx, ids...)
+					return enqueue(ctx, d.Jobs, tx, ids...)
 				}
 				if err != nil {
 					return err
@@ -302,14 +307,16 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 
 // claimAttempt counts an attempt of a pending delivery that holds a place
 // ($1's, whose until it moves on by $2, now held by worker $3: zero for
-// none), takes it out of the line, and reads
+// none), by its job ($4: enqueue), takes it out of the line, and reads
 // what it needs: its chain, its endpoint as it stands (with the version a
 // 410 disables) and the secrets that sign now (database clock). No row when
-// the delivery is not pending or holds no place.
+// the delivery is not pending, holds no place, or is another job's: that
+// job's attempt may be in flight on the place, which this one leaves alone.
 const claimAttempt = `
 WITH held AS (
 	UPDATE webhook_sending SET until = now() + $2::interval, worker = nullif($3::integer, 0)
 	WHERE delivery_id = $1 AND until > now()
+		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
 	RETURNING delivery_id),
 left_line AS (DELETE FROM webhook_waiting WHERE delivery_id IN (SELECT delivery_id FROM held)),
 d AS (
@@ -335,7 +342,8 @@ type attempt struct {
 // attempts in flight: it waits in line.
 var errBusy = errors.New("the endpoint or its tenant has its share of attempts in flight")
 
-// Deliver makes the next attempt of delivery id and records it. It returns
+// Deliver makes the next attempt of delivery id, by its job (a River job's
+// ID), and records it. It returns
 // how long to wait before the next attempt (the job snoozes that long), or
 // zero when the job is over: the delivery delivered, failed, or nothing to
 // do (an endpoint deleted, a delivery already done), or waiting in line: a
@@ -344,10 +352,11 @@ var errBusy = errors.New("the endpoint or its tenant has its share of attempts i
 // its next job (or SweepLine does, for a place that expired). Whatever fails
 // once the attempt is counted (the event's read, a secret that does not
 // decrypt, the POST) is that attempt's outcome, logged and on the schedule.
-// An error is the service's own (the database, while claiming or
+// A job that is not the delivery's own any more (enqueue) does nothing, and
+// is over. An error is the service's own (the database, while claiming or
 // recording), and the job is retried as any other.
-func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error) {
-	a, err := d.claim(ctx, id)
+func (d *Deliverer) Deliver(ctx context.Context, id, job int64) (time.Duration, error) {
+	a, err := d.claim(ctx, id, job)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), errors.Is(err, errBusy):
 		return 0, nil
@@ -371,29 +380,31 @@ func (d *Deliverer) Deliver(ctx context.Context, id int64) (time.Duration, error
 // time.
 const recordTimeout = 10 * time.Second
 
-// claim takes a place among the attempts in flight and counts the attempt;
-// pgx.ErrNoRows when the delivery is not pending, and errBusy when it waits
-// in line instead. A delivery handed a place (most of them, once a line
-// has formed) is claimed in one round trip, the claim and the read of who
-// the delivery is for sent together; one that must take a place takes it
-// in two more, under its tenant's lock for one of them: the BEGIN, the
-// lock, the purge and the take go together, and the claim (or the join of
-// the line) with the COMMIT, so that the tenant's deliveries do not queue
-// on its lock for longer than that.
-func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
+// claim takes a place among the attempts in flight and counts the attempt
+// of job; pgx.ErrNoRows when the delivery is not pending or not job's, and
+// errBusy when it waits in line instead. A delivery handed a place (most of
+// them, once a line has formed) is claimed in one round trip, the claim
+// and the read of who the delivery is for sent together; one that must take
+// a place takes it in two more, under its tenant's lock for one of them:
+// the BEGIN, the lock, the purge, the take and the claim go together, and
+// the COMMIT (with the join of the line, when it found no place) or the
+// ROLLBACK, when the delivery stopped pending or became another job's
+// since it was read, after them, so that the tenant's deliveries do not
+// queue on its lock for longer than that.
+func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
 	a := attempt{id: id}
 	var (
-		tenant, endpoint   string
-		own, may, waiting  bool
-		claimErr, whoseErr error
+		tenant, endpoint        string
+		mine, own, may, waiting bool
+		claimErr, whoseErr      error
 	)
 	b := &pgx.Batch{}
-	b.Queue(claimAttempt, id, SlotHeld, d.Worker).QueryRow(func(row pgx.Row) error {
+	b.Queue(claimAttempt, id, SlotHeld, d.Worker, job).QueryRow(func(row pgx.Row) error {
 		claimErr = d.scanAttempt(row, &a)
 		return nil
 	})
-	b.Queue(deliveryOf, id, d.EndpointInFlight, d.TenantInFlight).QueryRow(func(row pgx.Row) error {
-		whoseErr = row.Scan(&tenant, &endpoint, &own, &may, &waiting)
+	b.Queue(deliveryOf, id, d.EndpointInFlight, d.TenantInFlight, job).QueryRow(func(row pgx.Row) error {
+		whoseErr = row.Scan(&tenant, &endpoint, &mine, &own, &may, &waiting)
 		return nil
 	})
 	if err := d.DB.SendBatch(ctx, b).Close(); err != nil {
@@ -405,9 +416,11 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 	case !errors.Is(claimErr, pgx.ErrNoRows):
 		return a, claimErr
 	case errors.Is(whoseErr, pgx.ErrNoRows):
-		return a, d.notPending(ctx, id)
+		return a, d.notPending(ctx, id, job)
 	case whoseErr != nil:
 		return a, whoseErr
+	case !mine:
+		return a, pgx.ErrNoRows // another job's now: this one is over
 	case !may && waiting:
 		return a, errBusy
 	}
@@ -418,40 +431,50 @@ func (d *Deliverer) claim(ctx context.Context, id int64) (attempt, error) {
 		return a, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
-	lock := &pgx.Batch{}
-	lock.Queue(lockTenantSlots, a.tenantID)
-	lock.Queue(purgeSlots, a.tenantID, database.PresenceClass)
-	tx.Queue(lock)
-	tag, err := tx.Exec(ctx, takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld)
-	if err != nil {
+	var taken pgconn.CommandTag
+	take := &pgx.Batch{}
+	take.Queue(lockTenantSlots, a.tenantID)
+	take.Queue(purgeSlots, a.tenantID, database.PresenceClass)
+	take.Queue(takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Exec(func(tag pgconn.CommandTag) error {
+		taken = tag
+		return nil
+	})
+	take.Queue(claimAttempt, id, SlotHeld, d.Worker, job).QueryRow(func(row pgx.Row) error {
+		claimErr = d.scanAttempt(row, &a)
+		return nil
+	})
+	if err := tx.SendBatch(ctx, take).Close(); err != nil {
 		return a, err
 	}
-	end := &pgx.Batch{}
-	busy := tag.RowsAffected() == 0
-	if busy {
-		end.Queue(wait, id, a.endpoint, a.tenantID)
-	} else {
-		end.Queue(claimAttempt, id, SlotHeld, d.Worker).QueryRow(func(row pgx.Row) error { return d.scanAttempt(row, &a) })
-	}
-	err = tx.CommitWith(ctx, end)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// No longer pending since it was read: the place taken with the
-		// COMMIT goes too.
-		return a, d.notPending(ctx, id)
-	case err != nil:
-		return a, err
-	case busy:
+	case taken.RowsAffected() == 0:
+		// No place: it joins the line, unless another job's since.
+		end := &pgx.Batch{}
+		end.Queue(wait, id, a.endpoint, a.tenantID, job)
+		if err := tx.CommitWith(ctx, end); err != nil {
+			return a, err
+		}
 		return a, errBusy
+	case errors.Is(claimErr, pgx.ErrNoRows):
+		// No longer pending, or another job's, since it was read: the place
+		// taken goes back with the ROLLBACK, and one handed to it goes too
+		// when it is not pending.
+		if err := tx.Rollback(ctx); err != nil {
+			return a, err
+		}
+		return a, d.notPending(ctx, id, job)
+	case claimErr != nil:
+		return a, claimErr
 	}
-	return a, nil
+	return a, tx.Commit(ctx)
 }
 
-// notPending gives up any place delivery id holds, which is not pending:
-// handed to it, or taken as it stopped pending; the sweep hands it on. It
-// returns pgx.ErrNoRows, or the error that kept the place.
-func (d *Deliverer) notPending(ctx context.Context, id int64) error {
-	if _, err := d.DB.Exec(ctx, dropSlot, id); err != nil {
+// notPending gives up any place delivery id holds, which is not pending,
+// when job is its job: handed to it, or taken as it stopped pending; the
+// sweep hands it on. It returns pgx.ErrNoRows, or the error that kept the
+// place.
+func (d *Deliverer) notPending(ctx context.Context, id, job int64) error {
+	if _, err := d.DB.Exec(ctx, dropSlot, id, job); err != nil {
 		return err
 	}
 	return pgx.ErrNoRows
@@ -746,7 +769,7 @@ func (d *Deliverer) passOn(ctx context.Context, tx *database.Tx, a attempt) erro
 	case err != nil:
 		return fmt.Errorf("hand the place on: %w", err)
 	}
-	if err := d.Jobs.EnqueueDeliveries(ctx, tx, next); err != nil {
+	if err := enqueue(ctx, d.Jobs, tx, next); err != nil {
 		return fmt.Errorf("hand the place on: %w", err)
 	}
 	return nil

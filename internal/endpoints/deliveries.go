@@ -72,7 +72,7 @@ func (f FanOut) Notify(ctx context.Context, tx pgx.Tx, tenantID, eventID, eventT
 	if err != nil {
 		return fmt.Errorf("fan out event: %w", err)
 	}
-	return f.Jobs.EnqueueDeliveries(ctx, tx, ids...)
+	return enqueue(ctx, f.Jobs, tx, ids...)
 }
 
 const eventOfTenant = `SELECT type FROM events WHERE tenant_id = $1 AND id = $2`
@@ -121,7 +121,7 @@ func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string
 			return operation.Plan{}, fmt.Errorf("resend: %w", err)
 		}
 		d.CreatedAt = d.CreatedAt.UTC()
-		if err := s.Jobs.EnqueueDeliveries(ctx, tx, n); err != nil {
+		if err := enqueue(ctx, s.Jobs, tx, n); err != nil {
 			return operation.Plan{}, err
 		}
 		return operation.Plan{Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
@@ -194,7 +194,7 @@ func (s *Service) Recover(ctx context.Context, req idempotency.Request, id strin
 		if err := tx.QueryRow(ctx, failedSince, e.ID, *r.Since).Scan(&out.HasMore); err != nil {
 			return operation.Plan{}, fmt.Errorf("recover: %w", err)
 		}
-		if err := s.Jobs.EnqueueDeliveries(ctx, tx, ids...); err != nil {
+		if err := enqueue(ctx, s.Jobs, tx, ids...); err != nil {
 			return operation.Plan{}, err
 		}
 		return operation.Plan{Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},

@@ -450,6 +450,96 @@ SELECT min(id), $1, $2, now() + interval '1 hour', $3 FROM webhook_deliveries`, 
 	}
 }
 
+// TestWebhookOneJobADelivery: a delivery has one job at a time that may
+// attempt it. A delivery joins the line behind an attempt in flight and its
+// job ends; that job's worker is taken to have died before River marked it
+// completed, so River will run it again once it rescues it. Meanwhile the
+// attempt in flight ends and hands its place to the delivery in line, with
+// a new job, whose attempt is in flight when the old job runs again, and
+// has failed (another due in an hour) when it runs a third time: the old
+// job makes no attempt either time, and never joins the line.
+func TestWebhookOneJobADelivery(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{EndpointInFlight: 1, WebhookSchedule: endpoints.Schedule{time.Hour}})
+	s.StartWorker()
+	gate, over := make(chan struct{}, 1), make(chan struct{})
+	var inFlight, most atomic.Int64
+	h := newReceiver(t, 0)
+	t.Cleanup(func() { close(over) }) // before the receiver closes
+	h.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case <-gate:
+		case <-over:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		return true
+	}
+	registerWith(t, s, h)
+	paidPayment(t, s, "first")
+	stacktest.WaitFor(t, "the first attempt in flight", func() bool { return h.hits.Load() == 1 })
+	paidPayment(t, s, "second")
+	stacktest.WaitFor(t, "a delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 1 })
+	next := int64(s.Count(`SELECT delivery_id FROM webhook_waiting ORDER BY since LIMIT 1`))
+	// The job that put it in line: done, to River, only once rescued.
+	stale := int64(s.Count(`SELECT min(id) FROM river_job WHERE kind = 'deliver_webhook' AND (args->>'delivery_id')::bigint = $1`, next))
+
+	gate <- struct{}{} // the first attempt fails, and hands its place on
+	stacktest.WaitFor(t, "the next delivery's attempt in flight", func() bool {
+		return h.hits.Load() == 2 && s.Count(`SELECT count(*) FROM webhook_sending WHERE delivery_id = $1 AND worker IS NOT NULL`, next) == 1
+	})
+	if n := s.Count(`SELECT count(*) FROM river_job WHERE kind = 'deliver_webhook' AND (args->>'delivery_id')::bigint = $1`, next); n != 2 {
+		t.Fatalf("%d jobs for the delivery handed the place, want its first and the hand-on's", n)
+	}
+	ctx := context.Background()
+	rerun := func(when string) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			wait, err := s.Deliverer.Deliver(ctx, next, stale)
+			if err == nil && wait != 0 {
+				err = fmt.Errorf("the old job snoozes %s", wait)
+			}
+			done <- err
+		}()
+		var err error
+		stacktest.WaitFor(t, "the old job's run over "+when, func() bool {
+			select {
+			case err = <-done:
+				return true
+			default:
+				return h.hits.Load() > 2
+			}
+		})
+		if err != nil {
+			t.Fatalf("the old job, %s: %v", when, err)
+		}
+		if n := h.hits.Load(); n != 2 {
+			t.Fatalf("the old job, %s, made an attempt: %d POSTs, want 2", when, n)
+		}
+		if n := s.Count(`SELECT count(*) FROM webhook_waiting WHERE delivery_id = $1`, next); n != 0 {
+			t.Fatalf("the old job, %s, put the delivery in line", when)
+		}
+	}
+	rerun("while the new job's attempt is in flight")
+	close(gate) // that attempt fails: the next is due in an hour
+	stacktest.WaitFor(t, "the attempt recorded, its place given up", func() bool {
+		return s.Count(`SELECT count(*) FROM webhook_delivery_attempts WHERE delivery_id = $1`, next) == 1 &&
+			s.Count(`SELECT count(*) FROM webhook_sending WHERE delivery_id = $1`, next) == 0
+	})
+	rerun("once the new job's attempt failed")
+	if n := s.Count(`SELECT attempts FROM webhook_deliveries WHERE id = $1`, next); n != 1 {
+		t.Fatalf("%d attempts counted, want the new job's one", n)
+	}
+	if m := most.Load(); m != 1 {
+		t.Fatalf("%d attempts at once to an endpoint whose share is 1", m)
+	}
+}
+
 // TestWorkerVacuumsQueueTables: a worker vacuums the tables whose rows live
 // for moments (the outbox, the webhook places and lines) on its own, every
 // ten seconds, whether autovacuum runs or not: vacuum_count counts only

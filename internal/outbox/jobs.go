@@ -130,7 +130,7 @@ func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { retur
 // Work makes the delivery's next attempt, and snoozes until the one after
 // when it failed with attempts left.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {
-	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID)
+	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID, job.ID)
 	if err != nil {
 		return err
 	}

@@ -46,8 +46,10 @@ type Queue struct {
 // would have.
 func (q Queue) EnqueueOperations(ctx context.Context, tx pgx.Tx, staged []operation.Staged) ([]int64, error) {
 	jobs := make([]river.InsertManyParams, len(staged))
+	want := make([]OperationArgs, len(staged))
 	for i, op := range staged {
-		jobs[i] = river.InsertManyParams{Args: OperationArgs{ResourceType: op.ResourceType, ID: op.ID}}
+		want[i] = OperationArgs{ResourceType: op.ResourceType, ID: op.ID}
+		jobs[i] = river.InsertManyParams{Args: want[i]}
 		if len(op.Trace) == 0 {
 			continue
 		}
@@ -59,21 +61,26 @@ func (q Queue) EnqueueOperations(ctx context.Context, tx pgx.Tx, staged []operat
 	if err != nil {
 		return nil, fmt.Errorf("insert operation jobs: %w", err)
 	}
-	// River returns the jobs as it inserted them; each is matched to its
-	// operation by its arguments rather than by its place.
-	ids := make(map[OperationArgs]int64, len(res))
+	return insertedIDs(res, want)
+}
+
+// insertedIDs returns the IDs of the jobs River inserted, in the order of
+// want, their arguments: River returns the jobs as it inserted them, and
+// each is matched by its arguments rather than by its place.
+func insertedIDs[A comparable](res []*rivertype.JobInsertResult, want []A) ([]int64, error) {
+	ids := make(map[A]int64, len(res))
 	for _, r := range res {
-		var args OperationArgs
+		var args A
 		if err := json.Unmarshal(r.Job.EncodedArgs, &args); err != nil {
 			return nil, fmt.Errorf("read inserted job %d: %w", r.Job.ID, err)
 		}
 		ids[args] = r.Job.ID
 	}
-	out := make([]int64, len(staged))
-	for i, op := range staged {
-		id, ok := ids[OperationArgs{ResourceType: op.ResourceType, ID: op.ID}]
+	out := make([]int64, len(want))
+	for i, args := range want {
+		id, ok := ids[args]
 		if !ok {
-			return nil, fmt.Errorf("insert operation jobs: no job came back for %s %s", op.ResourceType, op.ID)
+			return nil, fmt.Errorf("insert jobs: no job came back for %+v", args)
 		}
 		out[i] = id
 	}
@@ -89,18 +96,21 @@ func (q Queue) EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID str
 }
 
 // EnqueueDeliveries implements endpoints.Jobs: one insert for them all.
-func (q Queue) EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...int64) error {
+func (q Queue) EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...int64) ([]int64, error) {
 	if len(deliveryIDs) == 0 {
-		return nil
+		return nil, nil
 	}
 	jobs := make([]river.InsertManyParams, len(deliveryIDs))
+	want := make([]DeliveryArgs, len(deliveryIDs))
 	for i, id := range deliveryIDs {
-		jobs[i] = river.InsertManyParams{Args: DeliveryArgs{DeliveryID: id}}
+		want[i] = DeliveryArgs{DeliveryID: id}
+		jobs[i] = river.InsertManyParams{Args: want[i]}
 	}
-	if _, err := q.Client.InsertManyTx(ctx, tx, jobs); err != nil {
-		return fmt.Errorf("insert delivery jobs: %w", err)
+	res, err := q.Client.InsertManyTx(ctx, tx, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("insert delivery jobs: %w", err)
 	}
-	return nil
+	return insertedIDs(res, want)
 }
 
 // liveStates are the states of a job that River will still run: waiting in
