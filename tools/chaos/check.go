@@ -287,6 +287,16 @@ JOIN (SELECT id, status, processor_charge_id AS processor_id FROM payments
 	UNION ALL SELECT id, status, processor_refund_id FROM refunds) o ON o.id = e.resource_id
 WHERE e.result IN ('settled', 'agreed')
 	AND (e.succeeded <> (o.status = 'succeeded') OR e.processor_object_id IS DISTINCT FROM o.processor_id)`},
+		// An attempt is recorded after its POST, in a transaction whose now()
+		// is after the POST's end: created_at less the POST's duration is no
+		// earlier than its start, so attempts one after another never overlap
+		// here, and two that do were in flight together.
+		{"no delivery attempted twice at once", `
+SELECT 'delivery ' || a.delivery_id || ': attempts ' || a.attempt || ' and ' || b.attempt || ' in flight together'
+FROM webhook_delivery_attempts a
+JOIN webhook_delivery_attempts b ON b.delivery_id = a.delivery_id AND b.id > a.id
+WHERE b.created_at - make_interval(secs => b.duration_ms / 1000.0) < a.created_at
+	AND a.created_at - make_interval(secs => a.duration_ms / 1000.0) < b.created_at`},
 		{"every accepted key is exactly one resource", `
 SELECT k.tenant_id || '/' || k.key || ' created ' || coalesce(k.resource_type || ' ' || k.resource_id, 'nothing')
 FROM idempotency_keys k
