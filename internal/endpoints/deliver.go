@@ -343,18 +343,18 @@ type attempt struct {
 var errBusy = errors.New("the endpoint or its tenant has its share of attempts in flight")
 
 // Deliver makes the next attempt of delivery id, by its job (a River job's
-// ID), and records it. It returns
-// how long to wait before the next attempt (the job snoozes that long), or
-// zero when the job is over: the delivery delivered, failed, or nothing to
-// do (an endpoint deleted, a delivery already done), or waiting in line: a
-// delivery over its share of attempts in flight waits there without a job,
-// its attempt not spent, until an attempt hands it its place and inserts
-// its next job (or SweepLine does, for a place that expired). Whatever fails
-// once the attempt is counted (the event's read, a secret that does not
-// decrypt, the POST) is that attempt's outcome, logged and on the schedule.
-// A job that is not the delivery's own any more (enqueue) does nothing, and
-// is over. An error is the service's own (the database, while claiming or
-// recording), and the job is retried as any other.
+// ID), and records it. It returns how long to wait before the next attempt
+// (the job snoozes that long), or zero when the job is over: the delivery
+// delivered, failed, or nothing to do (an endpoint deleted, a delivery
+// already done), or waiting in line: a delivery over its share of attempts
+// in flight waits there without a job, its attempt not spent, until an
+// attempt hands it its place and inserts its next job (or SweepLine does,
+// for a place that expired). Whatever fails once the attempt is counted (the
+// event's read, a secret that does not decrypt, the POST) is that attempt's
+// outcome, logged and on the schedule. A job that is not the delivery's own
+// any more (enqueue) does nothing, and is over. An error is the service's
+// own (the database, while claiming or recording), and the job is retried as
+// any other.
 func (d *Deliverer) Deliver(ctx context.Context, id, job int64) (time.Duration, error) {
 	a, err := d.claim(ctx, id, job)
 	switch {
