@@ -21,6 +21,9 @@ import (
 type statements struct {
 	mu   sync.Mutex
 	list []statement
+	// hold, when set, keeps every statement after the first batch of each
+	// stage waiting for its context to end, as a slow database would.
+	hold bool
 }
 
 type statement struct {
@@ -36,6 +39,9 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 	if !expire && !strings.Contains(data.SQL, "DELETE FROM idempotency_keys") {
 		return ctx
 	}
+	if s.holding() {
+		<-ctx.Done()
+	}
 	return context.WithValue(ctx, startKey{}, statement{expire: expire, start: time.Now()})
 }
 
@@ -47,6 +53,22 @@ func (s *statements) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 	st.end, st.rows = time.Now(), data.CommandTag.RowsAffected()
 	s.mu.Lock()
 	s.list = append(s.list, st)
+	s.mu.Unlock()
+}
+
+func (s *statements) holding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var expired, deleted bool
+	for _, st := range s.list {
+		expired, deleted = expired || st.expire && st.rows > 0, deleted || !st.expire && st.rows > 0
+	}
+	return s.hold && expired && deleted
+}
+
+func (s *statements) setHold(on bool) {
+	s.mu.Lock()
+	s.hold = on
 	s.mu.Unlock()
 }
 
@@ -181,14 +203,17 @@ func TestReap(t *testing.T) {
 // TestReapStopsAtItsDeadline: a run that cannot finish before its
 // context's deadline stops at it without error, what it counts committed
 // (a batch the deadline cut off rolled back whole), and the next run reaps
-// the rest.
+// the rest. The database is held after a batch of each stage, so the
+// deadline falls mid-run however fast or slow the machine.
 func TestReapStopsAtItsDeadline(t *testing.T) {
 	t.Parallel()
 	const keys = 1000
-	s, _ := reapStore(t, keys, keys)
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	s, rec := reapStore(t, keys, keys)
+	rec.setHold(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	expired, deleted, err := s.Reap(ctx, idempotency.ReapPace{Batch: 1, Pause: 5})
+	expired, deleted, err := s.Reap(ctx, idempotency.ReapPace{Batch: 1})
+	rec.setHold(false)
 	if err != nil {
 		t.Fatalf("stopped with %v", err)
 	}
