@@ -149,7 +149,7 @@ func TestRunPhase(t *testing.T) {
 		s.DB = one
 		_, _, err = s.RunPhase(ctx, lease.Key.ID, idempotency.RecoveryStarted, idempotency.Phase{
 			Call: func(ctx context.Context, _ idempotency.Key) error {
-				ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				_, err := one.Exec(ctx, `SELECT 1`)
 				return err
