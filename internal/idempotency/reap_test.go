@@ -210,7 +210,9 @@ func TestReapStopsAtItsDeadline(t *testing.T) {
 	const keys = 1000
 	s, rec := reapStore(t, keys, keys)
 	rec.setHold(true)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// Long enough for one batch of each stage on a slow, busy machine; the
+	// run waits it out, held.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	expired, deleted, err := s.Reap(ctx, idempotency.ReapPace{Batch: 1})
 	rec.setHold(false)
