@@ -2,15 +2,17 @@
 // run, on one fresh database with durability on, it measures two ceilings
 // through pgx at the same concurrency (one-row inserts, point selects) and
 // then each mode of the service, and prints each mode as a ratio to its
-// ceiling, so that a figure means the same on a noisy, shared machine:
+// ceiling, so that a figure means the same on a noisy, shared machine. The
+// modes the floors read run in turns with their reference (alternate):
 //
 //   - new keys answered asynchronously (the API's own path, worker stopped),
 //     against the insert ceiling;
-//   - replays of finished keys, against the select ceiling;
+//   - replays of finished keys, against a bare handler making one point
+//     select;
 //   - payments waited for end to end (API, worker, processor), against the
 //     insert ceiling, and at low concurrency for latency;
 //   - new keys again with millions of finished keys in the table, against
-//     the empty table;
+//     the insert ceiling and so against the empty table;
 //   - when asked for (RetentionKeys), new keys while the reaper reaps that
 //     many expired keys, against new keys without it (retention.go).
 package bench
@@ -183,36 +185,65 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 
 	results := []Result{insert, sel}
 	var explained []Explained
+	// expect is send as an op that fails on any status but want.
+	expect := func(want int, send func() (int, error)) func() error {
+		return func() error {
+			status, err := send()
+			if err == nil && status != want {
+				err = fmt.Errorf("status %d, want %d", status, want)
+			}
+			return err
+		}
+	}
+	// measured keeps a mode's result, and where its database's time went
+	// when it is explained.
+	measured := func(r Result) error {
+		results = append(results, r)
+		if explain(r.Mode) {
+			top, err := stats.top(ctx, 8, r.Ops)
+			if err != nil {
+				return fmt.Errorf("%s: statement statistics: %w", r.Mode, err)
+			}
+			explained = append(explained, Explained{Mode: r.Mode, Statements: top})
+		}
+		return nil
+	}
+	// mode measures a mode against a result measured before it.
 	mode := func(name string, clients int, ceiling Result, want int, send func() (int, error)) (Result, error) {
-		stopProfile, err := startProfile(cfg.ProfileDir, name)
+		stopProfile, err := startProfile(cfg.ProfileDir, name, 0)
 		if err != nil {
 			return Result{}, err
 		}
 		if err := stats.reset(ctx); err != nil {
 			return Result{}, err
 		}
-		r, err := measure(ctx, name, clients, cfg.Duration, out, func() error {
-			status, err := send()
-			if err == nil && status != want {
-				err = fmt.Errorf("status %d, want %d", status, want)
-			}
-			return err
-		})
+		r, err := measure(ctx, name, clients, cfg.Duration, out, expect(want, send))
 		stopProfile()
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
 		r.Ceiling, r.Ratio = ceiling.Mode, r.PerSecond/ceiling.PerSecond
-		results = append(results, r)
-		if explain(name) {
-			top, err := stats.top(ctx, 8, r.Ops)
-			if err != nil {
-				return r, fmt.Errorf("%s: statement statistics: %w", name, err)
-			}
-			explained = append(explained, Explained{Mode: name, Statements: top})
+		return r, measured(r)
+	}
+	// inTurns measures a mode in turns with its reference (alternate): the
+	// modes a floor reads. Its profile is a file a turn.
+	inTurns := func(name string, ref reference, want int, send func() (int, error)) (Result, error) {
+		if err := stats.reset(ctx); err != nil {
+			return Result{}, err
 		}
+		r, against, err := alternate(ctx, name, cfg.Clients, cfg.Duration, out, ref, expect(want, send), func(i int) (func(), error) {
+			return startProfile(cfg.ProfileDir, name, i+1)
+		})
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := measured(r); err != nil {
+			return r, err
+		}
+		results = append(results, against)
 		return r, nil
 	}
+	insertRef := reference{insert.Mode, insertRow(ctx, pool)}
 
 	// What HTTP costs here: a bare handler that reads the request and runs
 	// one statement, through the same client, is what no service can beat.
@@ -230,12 +261,13 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 			return err
 		}
 	}
+	bareSelect := reference{bareSelectMode, expect(http.StatusOK, func() (int, error) { return send(bare.URL+"/select", "", "") })}
 
 	// The API's own path: the worker is not running, so nothing competes.
 	// Both new-key modes start from a checkpoint, so that neither pays for
 	// the other's (or the big table's) writes being flushed.
 	checkpoint(ctx, pool, out)
-	newKeys, err := mode(newKeysMode, cfg.Clients, insert, http.StatusAccepted,
+	newKeys, err := inTurns(newKeysMode, insertRef, http.StatusAccepted,
 		func() (int, error) { return post(fresh("new-"), "respond-async") })
 	if err != nil {
 		return err
@@ -270,7 +302,7 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	replay := func(url string) (int, error) {
 		return send(url+"/v1/payments", replayKeys[next.Add(1)%int64(len(replayKeys))], "")
 	}
-	replays, err := mode(replaysMode, cfg.Clients, sel, http.StatusCreated, func() (int, error) { return replay(st.apiURL) })
+	replays, err := inTurns(replaysMode, bareSelect, http.StatusCreated, func() (int, error) { return replay(st.apiURL) })
 	if err != nil {
 		return err
 	}
@@ -292,7 +324,7 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	for i := range explained {
 		explained[i].RoundTrips = trips[i]
 	}
-	if _, err := mode(endToEndMode, cfg.Clients, insert, http.StatusCreated,
+	if _, err := inTurns(endToEndMode, insertRef, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e-"), "wait=10") }); err != nil {
 		return err
 	}
@@ -313,7 +345,7 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 			return err
 		}
 		checkpoint(ctx, pool, out)
-		if _, err := mode(fmt.Sprintf("new keys, async, %d finished keys", cfg.BigTable), cfg.Clients, newKeys, http.StatusAccepted,
+		if _, err := inTurns(fmt.Sprintf(bigTableMode, cfg.BigTable), insertRef, http.StatusAccepted,
 			func() (int, error) { return post(fresh("big-"), "respond-async") }); err != nil {
 			return err
 		}
@@ -343,13 +375,16 @@ const (
 	limitedNewKeysMode = "new keys, async, worker stopped, tenant limit on"
 	limitedReplaysMode = "replays, tenant limit on"
 	replaysMode        = "replays"
+	// bigTableMode is the new keys' mode with its count of finished keys.
+	bigTableMode = "new keys, async, %d finished keys"
 )
 
 func explain(mode string) bool { return mode == newKeysMode || mode == replaysMode }
 
 // startProfile starts a CPU profile of the mode name in dir, when dir is
-// set, and returns what stops it.
-func startProfile(dir, name string) (func(), error) {
+// set, and returns what stops it. A mode measured in turns has a file a
+// turn (turn 1 on, name.1.pprof and so on; go tool pprof merges them).
+func startProfile(dir, name string, turn int) (func(), error) {
 	if dir == "" {
 		return func() {}, nil
 	}
@@ -363,6 +398,9 @@ func startProfile(dir, name string) (func(), error) {
 	// must not fail at its first profile.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	if turn > 0 {
+		slug += "." + strconv.Itoa(turn)
 	}
 	f, err := os.Create(filepath.Join(dir, slug+".pprof"))
 	if err != nil {
@@ -396,10 +434,7 @@ func ceilings(ctx context.Context, pool *pgxpool.Pool, cfg Config, out io.Writer
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_ceiling (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text NOT NULL)`); err != nil {
 		return Result{}, Result{}, err
 	}
-	insert, err := measure(ctx, "ceiling: one-row INSERT (pgx)", cfg.Clients, cfg.Duration, out, func() error {
-		_, err := pool.Exec(ctx, `INSERT INTO bench_ceiling (v) VALUES ('x')`)
-		return err
-	})
+	insert, err := measure(ctx, "ceiling: one-row INSERT (pgx)", cfg.Clients, cfg.Duration, out, insertRow(ctx, pool))
 	if err != nil {
 		return Result{}, Result{}, err
 	}
@@ -413,6 +448,14 @@ func ceilings(ctx context.Context, pool *pgxpool.Pool, cfg Config, out io.Writer
 		return pool.QueryRow(ctx, `SELECT v FROM bench_ceiling WHERE id = $1`, 1+i.Add(1)%n).Scan(&v)
 	})
 	return insert, sel, err
+}
+
+// insertRow is the insert ceiling's op: one row, one statement.
+func insertRow(ctx context.Context, pool *pgxpool.Pool) func() error {
+	return func() error {
+		_, err := pool.Exec(ctx, `INSERT INTO bench_ceiling (v) VALUES ('x')`)
+		return err
+	}
 }
 
 // bareHandler serves the two reference handlers: POST /insert reads the
@@ -447,14 +490,79 @@ func bareHandler(pool *pgxpool.Pool) (*httptest.Server, error) {
 // measure runs op from clients goroutines for d and reports the rate and
 // the latency percentiles, with a progress line every two seconds.
 func measure(ctx context.Context, name string, clients int, d time.Duration, out io.Writer, op func() error) (Result, error) {
+	var s sample
+	err := s.run(ctx, clients, d, op, func(done int64, elapsed time.Duration) {
+		fmt.Fprintf(out, "bench %-45s %5.1fs  %8.0f/s\n", name, elapsed.Seconds(), float64(done)/elapsed.Seconds())
+	})
+	return s.result(name, clients), err
+}
+
+// turns is how many slices a mode measured against a reference takes, and
+// as many the reference (alternate).
+const turns = 5
+
+// reference is what a mode is measured against in turns with it: a ceiling
+// or a bare handler, run as the mode runs.
+type reference struct {
+	mode string
+	op   func() error
+}
+
+// alternate measures op and ref's op in turns, from clients goroutines,
+// each for d in all, in slices of d/turns: the reference first in odd turns
+// and second in even ones, so that a machine that slows down or speeds up
+// while they run weighs on both alike, as it does not when a ceiling
+// measured minutes earlier is the divisor. slice(i) is called around each of
+// op's slices (its profile). The mode's result is a ratio to the
+// reference's, which is returned too.
+func alternate(ctx context.Context, name string, clients int, d time.Duration, out io.Writer, ref reference, op func() error,
+	slice func(i int) (func(), error)) (Result, Result, error) {
+	var mine, theirs sample
+	part := d / turns
+	for i := range turns {
+		runs := []func() error{
+			func() error { return theirs.run(ctx, clients, part, ref.op, nil) },
+			func() error {
+				stop, err := slice(i)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				return mine.run(ctx, clients, part, op, nil)
+			},
+		}
+		if i%2 == 1 {
+			slices.Reverse(runs)
+		}
+		for _, run := range runs {
+			if err := run(); err != nil {
+				return Result{}, Result{}, err
+			}
+		}
+		fmt.Fprintf(out, "bench %-45s %d/%d  %8.0f/s, its reference %8.0f/s\n", name, i+1, turns, mine.rate(), theirs.rate())
+	}
+	r, against := mine.result(name, clients), theirs.result(ref.mode+", in turns", clients)
+	r.Ceiling, r.Ratio = against.Mode, r.PerSecond/against.PerSecond
+	return r, against, nil
+}
+
+// sample is what one or more runs of an operation measured.
+type sample struct {
+	latencies []time.Duration
+	elapsed   time.Duration
+	err       error
+}
+
+// run runs op from clients goroutines for d, adding what it measures to s,
+// and calls tick, when set, every two seconds with how many ops are done.
+// It returns the first error an op returned before d ended.
+func (s *sample) run(ctx context.Context, clients int, d time.Duration, op func() error, tick func(done int64, elapsed time.Duration)) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var (
-		mu        sync.Mutex
-		latencies []time.Duration
-		firstErr  error
-		done      atomic.Int64
-		wg        sync.WaitGroup
+		mu   sync.Mutex
+		done atomic.Int64
+		wg   sync.WaitGroup
 	)
 	start := time.Now()
 	for range clients {
@@ -465,7 +573,7 @@ func measure(ctx context.Context, name string, clients int, d time.Duration, out
 				if err := op(); err != nil {
 					if ctx.Err() == nil {
 						mu.Lock()
-						firstErr = cmp(firstErr, err)
+						s.err = cmp(s.err, err)
 						mu.Unlock()
 					}
 					continue
@@ -474,29 +582,44 @@ func measure(ctx context.Context, name string, clients int, d time.Duration, out
 				done.Add(1)
 			}
 			mu.Lock()
-			latencies = append(latencies, mine...)
+			s.latencies = append(s.latencies, mine...)
 			mu.Unlock()
 		})
 	}
-	tick := time.NewTicker(2 * time.Second)
-	for loop := true; loop; {
-		select {
-		case <-ctx.Done():
-			loop = false
-		case <-tick.C:
-			fmt.Fprintf(out, "bench %-45s %5.1fs  %8.0f/s\n", name, time.Since(start).Seconds(), float64(done.Load())/time.Since(start).Seconds())
+	if tick != nil {
+		t := time.NewTicker(2 * time.Second)
+		for loop := true; loop; {
+			select {
+			case <-ctx.Done():
+				loop = false
+			case <-t.C:
+				tick(done.Load(), time.Since(start))
+			}
 		}
+		t.Stop()
 	}
-	tick.Stop()
 	wg.Wait()
-	elapsed := time.Since(start)
-	slices.Sort(latencies)
-	r := Result{Mode: name, Clients: clients, Ops: len(latencies), PerSecond: float64(len(latencies)) / elapsed.Seconds()}
-	if len(latencies) > 0 {
-		pct := func(p float64) time.Duration { return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))] }
+	s.elapsed += time.Since(start)
+	return s.err
+}
+
+// rate is ops a second so far.
+func (s *sample) rate() float64 {
+	if s.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(s.latencies)) / s.elapsed.Seconds()
+}
+
+// result is the rate and the latency percentiles of all s measured.
+func (s *sample) result(name string, clients int) Result {
+	slices.Sort(s.latencies)
+	r := Result{Mode: name, Clients: clients, Ops: len(s.latencies), PerSecond: s.rate()}
+	if n := len(s.latencies); n > 0 {
+		pct := func(p float64) time.Duration { return s.latencies[min(n-1, int(p*float64(n)))] }
 		r.P50, r.P90, r.P99 = pct(0.50), pct(0.90), pct(0.99)
 	}
-	return r, firstErr
+	return r
 }
 
 func cmp(a, b error) error {

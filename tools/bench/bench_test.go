@@ -28,8 +28,9 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	results := report.Results
-	if len(results) != 11 {
-		t.Fatalf("%d results, want 11:\n%s", len(results), out.String())
+	// Eleven modes, four of them in turns with a reference of their own.
+	if len(results) != 15 {
+		t.Fatalf("%d results, want 15:\n%s", len(results), out.String())
 	}
 	for _, r := range results {
 		if r.Ops == 0 || r.PerSecond <= 0 {
@@ -38,6 +39,22 @@ func TestRun(t *testing.T) {
 		if r.Ceiling != "" && r.Ratio <= 0 {
 			t.Errorf("%s has no ratio", r.Mode)
 		}
+	}
+	// A mode measured in turns is followed by its reference, measured in
+	// the same turns: what its ratio divides by.
+	turns := 0
+	for i, r := range results {
+		if strings.HasSuffix(r.Ceiling, ", in turns") {
+			turns++
+			if i+1 >= len(results) || results[i+1].Mode != r.Ceiling {
+				t.Errorf("%s: its reference %q does not follow it", r.Mode, r.Ceiling)
+			} else if want := r.PerSecond / results[i+1].PerSecond; r.Ratio != want {
+				t.Errorf("%s: ratio %.3f, want %.3f", r.Mode, r.Ratio, want)
+			}
+		}
+	}
+	if turns != 4 {
+		t.Errorf("%d modes in turns with a reference, want 4:\n%s", turns, out.String())
 	}
 	if !strings.Contains(out.String(), "ratio") {
 		t.Errorf("no table:\n%s", out.String())
