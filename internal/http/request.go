@@ -33,15 +33,24 @@ func keyHeader(r *http.Request) (string, error) {
 	}
 }
 
-// idempotencyRequest fingerprints the request under key, once its body has
-// been decoded and validated.
-func idempotencyRequest(r *http.Request, key string, body []byte) (idempotency.Request, error) {
-	fp, err := idempotency.Fingerprint(r.Method, r.URL.Path, body)
+// idempotencyRequest is the request under key, with its body as received and
+// the body's digest, which is all a retry of the same bytes is matched by:
+// its fingerprint is left for canonical, so that such a retry's body is
+// never canonicalized.
+func idempotencyRequest(r *http.Request, key string, body []byte) idempotency.Request {
+	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Body: body,
+		Digest: idempotency.Digest(r.Method, r.URL.Path, body), RequestID: middleware.GetReqID(r.Context())}
+}
+
+// canonical fingerprints req, once its body has been decoded and validated:
+// a body that is not valid JSON is refused here.
+func canonical(req *idempotency.Request) error {
+	fp, err := idempotency.Fingerprint(req.Method, req.Path, req.Body)
 	if err != nil {
-		return idempotency.Request{}, &render.InvalidRequestError{Detail: "The request body is not valid JSON."}
+		return &render.InvalidRequestError{Detail: "The request body is not valid JSON."}
 	}
-	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Fingerprint: fp,
-		RequestID: middleware.GetReqID(r.Context())}, nil
+	req.Fingerprint = fp
+	return nil
 }
 
 // readBody reads a request's body in full: uncompressed, at most

@@ -27,10 +27,14 @@ type starter[B any] func(r *http.Request, req idempotency.Request, body B) (idem
 
 // idempotentPost is every POST under an Idempotency-Key, in the order the
 // contract sets: parse the key, read the body (optional when bodyOptional),
-// fingerprint it, and look the key up. A key this body was sent under
-// before is answered at once: the body passed its checks then. Any other
-// request has its body decoded and checked, then starts the operation and
-// is answered for it. Anything that fails before start leaves no trace.
+// and look the key up. A key this request was sent under before is answered
+// at once: the body passed its checks then. The lookup matches the body's
+// raw bytes by their digest first and canonicalizes the body only when they
+// differ, so a byte-identical retry is never canonicalized. Any other
+// request has its body decoded and checked, then fingerprinted (a body that
+// is not JSON is refused there, whatever the lookup said), then starts the
+// operation and is answered for it. Anything that fails before start leaves
+// no trace.
 func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load current) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.limited(w, r) {
@@ -48,26 +52,24 @@ func idempotentPost[B any](s *Server, bodyOptional bool, start starter[B], load 
 			return
 		}
 		wait := s.preferredWait(r)
-		req, fpErr := idempotencyRequest(r, key, body)
-		if fpErr == nil {
-			req.Wait = wait > 0
-			lease, err := s.Keys.Lookup(r.Context(), req)
-			if err == nil {
-				s.respondIdempotent(w, r, lease, wait, nil, load)
-				return
-			}
-			// A new key goes straight to its first phase; on any other
-			// answer (another body, a key in use) the body's own errors
-			// come first, and Start looks again.
-			req.Unseen = errors.Is(err, idempotency.ErrNotFound)
+		req := idempotencyRequest(r, key, body)
+		req.Wait = wait > 0
+		lease, err := s.Keys.Lookup(r.Context(), req)
+		if err == nil {
+			s.respondIdempotent(w, r, lease, wait, nil, load)
+			return
 		}
+		// A new key goes straight to its first phase; on any other answer
+		// (another body, a key in use, a body that is not JSON) the body's
+		// own errors come first, and Start looks again.
+		req.Unseen = errors.Is(err, idempotency.ErrNotFound)
 		var decoded B
 		if err := decodeJSON(body, &decoded); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if fpErr != nil {
-			s.writeError(w, r, fpErr)
+		if err := canonical(&req); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		lease, created, err := start(r, req, decoded)

@@ -83,9 +83,25 @@ func Fingerprint(method, path string, body []byte) ([]byte, error) {
 			return nil, fmt.Errorf("canonicalize body: %w", err)
 		}
 	}
+	return sum(method, path, canonical), nil
+}
+
+// Digest identifies a request's bytes: SHA-256 over its method, its path and
+// its body exactly as received, laid out as Fingerprint lays them out. It is
+// a shortcut, never a second meaning: byte-identical requests have the same
+// canonical form, so equal digests imply equal fingerprints, while unequal
+// digests say nothing (the body may differ only in key order or white space)
+// and the fingerprints decide. It does not parse the body, which may be any
+// bytes.
+func Digest(method, path string, body []byte) []byte {
+	return sum(method, path, body)
+}
+
+// sum is SHA-256 over method, path and body. Method and path cannot hold a
+// newline, so the fields cannot run together.
+func sum(method, path string, body []byte) []byte {
 	h := sha256.New()
-	// Method and path cannot hold a newline, so the fields cannot run together.
 	fmt.Fprintf(h, "%s\n%s\n", method, path)
-	h.Write(canonical)
-	return h.Sum(nil), nil
+	h.Write(body)
+	return h.Sum(nil)
 }

@@ -96,3 +96,29 @@ func TestFingerprint(t *testing.T) {
 		}
 	})
 }
+
+// TestDigest: the digest is of the bytes as sent, so it tells byte-identical
+// requests apart from all others, even those with the same fingerprint, and
+// takes bytes that are not JSON.
+func TestDigest(t *testing.T) {
+	t.Parallel()
+	base := `{"amount":1999,"currency":"USD"}`
+	want := idempotency.Digest("POST", "/v1/payments", []byte(base))
+	if got := idempotency.Digest("POST", "/v1/payments", []byte(base)); !bytes.Equal(got, want) || len(got) != 32 {
+		t.Fatalf("the same request's digest = %x, want %x", got, want)
+	}
+	for _, tc := range []struct{ name, method, path, body string }{
+		{"KeyOrder", "POST", "/v1/payments", `{"currency":"USD","amount":1999}`},
+		{"WhiteSpace", "POST", "/v1/payments", `{"amount": 1999, "currency": "USD"}`},
+		{"OtherPath", "POST", "/v1/payments/pay_1/refunds", base},
+		{"OtherMethod", "PUT", "/v1/payments", base},
+		{"NotJSON", "POST", "/v1/payments", `{"amount":`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if bytes.Equal(idempotency.Digest(tc.method, tc.path, []byte(tc.body)), want) {
+				t.Fatal("same digest as the first request")
+			}
+		})
+	}
+}

@@ -25,10 +25,10 @@ type ReapPace struct {
 }
 
 // expireKeys turns a batch of finished keys past their retention into
-// tombstones: the response goes; the key, its fingerprint and what it
-// created stay until the tombstone's own expiry. The batch's keys are the
-// first due from the expiry the last batch reached ($3), and it returns
-// their expiries, so that the next batch starts past them.
+// tombstones: the response goes; the key, its fingerprint and digest and
+// what it created stay until the tombstone's own expiry. The batch's keys
+// are the first due from the expiry the last batch reached ($3), and it
+// returns their expiries, so that the next batch starts past them.
 const expireKeys = `
 WITH batch AS (
 	SELECT id, expires_at FROM idempotency_keys

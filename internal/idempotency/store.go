@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,14 @@ type Request struct {
 	Method      string
 	Path        string
 	Fingerprint []byte
+	// Body is the request's body exactly as received, and Digest is
+	// Digest(Method, Path, Body) (nil: the request has none). The digest is
+	// stored with a new key and compared first, so that a retry of the same
+	// bytes is matched without its body being canonicalized: Fingerprint may
+	// be left nil, to be computed from Body only when the digests do not
+	// decide (fingerprint).
+	Body   []byte
+	Digest []byte
 	// RequestID is the server's id of the request (req_…), kept with a new
 	// key so that the events its operation causes can name it.
 	RequestID string
@@ -90,6 +99,7 @@ type Key struct {
 	Method        string
 	Path          string
 	Fingerprint   []byte
+	Digest        []byte // nil for a key stored without one
 	RecoveryPoint string
 	LockedAt      *time.Time
 	Resource      Resource
@@ -139,16 +149,16 @@ type Store struct {
 	PollInterval time.Duration
 }
 
-const keyColumns = `id, tenant_id, key, request_method, request_path, request_fingerprint, recovery_point,
+const keyColumns = `id, tenant_id, key, request_method, request_path, request_fingerprint, request_digest, recovery_point,
 	locked_at, resource_type, resource_id, response_status, response_headers, response_body,
 	created_at, updated_at, finished_at, expires_at`
 
 // lookupKey reads what answering a request from its key needs (the
-// fingerprint, the recovery point, what it created, the stored response) and
-// whether a live request holds its lock (a stale lock is not held), by the
-// database's clock: one read of the (tenant, key) index, and no more columns
-// than a replay uses.
-const lookupKey = `SELECT id, request_fingerprint, recovery_point, locked_at, resource_type, resource_id,
+// fingerprint and the digest, the recovery point, what it created, the
+// stored response) and whether a live request holds its lock (a stale lock
+// is not held), by the database's clock: one read of the (tenant, key)
+// index, and no more columns than a replay uses.
+const lookupKey = `SELECT id, request_fingerprint, request_digest, recovery_point, locked_at, resource_type, resource_id,
 	response_status, response_headers, response_body, locked_at >= now() - $3::interval
 FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
 
@@ -178,7 +188,7 @@ func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key,
 		locked         *bool
 	)
 	err := db.QueryRow(ctx, lookupKey, req.TenantID, req.Key, s.LockTimeout).Scan(&k.ID, &k.Fingerprint,
-		&k.RecoveryPoint, &k.LockedAt, &resType, &resID, &status, &header, &body, &locked)
+		&k.Digest, &k.RecoveryPoint, &k.LockedAt, &resType, &resID, &status, &header, &body, &locked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, false, ErrNotFound
 	}
@@ -192,15 +202,16 @@ func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key,
 	return k, locked != nil && *locked, nil
 }
 
-// reserveKey inserts a new key, naming what its operation creates: at
-// started, with the lock taken when the request waits, or, given a response
-// ($9), finished with it at once. A key that exists fails it on the unique
-// index of (tenant, key).
+// reserveKey inserts a new key, with its request's fingerprint and digest
+// ($14, null when the request has none), naming what its operation creates:
+// at started, with the lock taken when the request waits, or, given a
+// response ($9), finished with it at once. A key that exists fails it on the
+// unique index of (tenant, key).
 const reserveKey = `
-INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint, request_id,
-	recovery_point, locked_at, resource_type, resource_id,
+INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint, request_digest,
+	request_id, recovery_point, locked_at, resource_type, resource_id,
 	response_status, response_headers, response_body, created_at, updated_at, finished_at, expires_at)
-SELECT $1, $2, $3, $4, $5, nullif($13, ''),
+SELECT $1, $2, $3, $4, $5, $14, nullif($13, ''),
 	CASE WHEN final THEN 'finished' ELSE 'started' END, CASE WHEN $6::boolean AND NOT final THEN now() END,
 	nullif($7, ''), nullif($8, ''), $9, $10, $11, now(), now(),
 	CASE WHEN final THEN now() END, CASE WHEN final THEN now() + $12::interval END
@@ -223,7 +234,8 @@ type Reservation struct {
 // the job that drives it later (operation.Relay). The key is at
 // RecoveryStarted; given final, the operation's answer decided in its first
 // phase (a refusal, or an operation with no later phase), it is finished with
-// it at once.
+// it at once. The key keeps req's fingerprint, computed from its body if the
+// caller has not (a body that is not JSON is an error), and its digest.
 //
 // The batch is the operation's first phase: the caller queues its own rows
 // after the key and sends the batch, with the COMMIT, in the phase's
@@ -233,8 +245,13 @@ type Reservation struct {
 // unique index and the server skips the rest of the batch, the COMMIT too:
 // nothing of the phase is written. Lease tells the outcome.
 func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Response) (*Reservation, error) {
+	fp, err := req.fingerprint()
+	if err != nil {
+		return nil, fmt.Errorf("reserve key: %w", err)
+	}
+	req.Fingerprint = fp
 	r := &Reservation{store: s, req: req, key: Key{TenantID: req.TenantID, Key: req.Key, Method: req.Method, Path: req.Path,
-		Fingerprint: req.Fingerprint, RecoveryPoint: RecoveryStarted, Resource: res, Response: final}}
+		Fingerprint: fp, Digest: req.Digest, RecoveryPoint: RecoveryStarted, Resource: res, Response: final}}
 	var (
 		status *int
 		header []byte
@@ -245,14 +262,13 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Resp
 			// A key finished with no retention could be reaped at once.
 			return nil, errors.New("reserve key: the store has no Retention set")
 		}
-		var err error
 		if header, err = json.Marshal(final.Header); err != nil {
 			return nil, fmt.Errorf("encode headers: %w", err)
 		}
 		status, body, r.key.RecoveryPoint = &final.Status, final.Body, RecoveryFinished
 	}
 	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait,
-		res.Type, res.ID, status, header, body, s.Retention, req.RequestID).QueryRow(func(row pgx.Row) error {
+		res.Type, res.ID, status, header, body, s.Retention, req.RequestID, req.Digest).QueryRow(func(row pgx.Row) error {
 		k := &r.key
 		err := row.Scan(&k.ID, &k.LockedAt, &k.CreatedAt, &k.FinishedAt, &k.ExpiresAt)
 		if database.IsCode(err, uniqueViolation) {
@@ -310,8 +326,11 @@ RETURNING ` + keyColumns
 // expired (a tombstone), or held; otherwise a request that waits takes its
 // lock, and one that does not is answered with the key as it stands.
 func (s *Store) decide(ctx context.Context, req Request, key Key, locked bool) (Lease, error) {
+	same, err := key.sameRequest(req)
 	switch {
-	case string(key.Fingerprint) != string(req.Fingerprint):
+	case err != nil:
+		return Lease{}, err
+	case !same:
 		return Lease{}, ErrKeyMismatch
 	case key.Finished():
 		return Lease{Key: key}, nil
@@ -344,6 +363,30 @@ func (s *Store) decide(ctx context.Context, req Request, key Key, locked bool) (
 		return Lease{}, &ExpiredError{Resource: key.Resource}
 	}
 	return Lease{}, ErrKeyInUse
+}
+
+// sameRequest reports whether req is the request k was stored for: the same
+// raw bytes, by digest, or else the same canonical fingerprint. Only when
+// the digests do not decide is req's body canonicalized; one that is not
+// JSON is an error.
+func (k Key) sameRequest(req Request) (bool, error) {
+	if k.Digest != nil && bytes.Equal(k.Digest, req.Digest) {
+		return true, nil
+	}
+	fp, err := req.fingerprint()
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(k.Fingerprint, fp), nil
+}
+
+// fingerprint returns req's Fingerprint, computed from its Body if the
+// caller has not.
+func (req Request) fingerprint() ([]byte, error) {
+	if req.Fingerprint != nil {
+		return req.Fingerprint, nil
+	}
+	return Fingerprint(req.Method, req.Path, req.Body)
 }
 
 const releaseLock = `UPDATE idempotency_keys SET locked_at = NULL WHERE id = $1 AND locked_at = $2`
@@ -415,7 +458,7 @@ func scanKey(row pgx.Row, extra ...any) (Key, error) {
 		header, body             []byte
 		lockedAt, finished, exps *time.Time
 	)
-	err := row.Scan(append([]any{&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.RecoveryPoint,
+	err := row.Scan(append([]any{&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.Digest, &k.RecoveryPoint,
 		&lockedAt, &resType, &resID, &status, &header, &body, &k.CreatedAt, &k.UpdatedAt, &finished, &exps},
 		extra...)...)
 	if err != nil {

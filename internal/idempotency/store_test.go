@@ -39,13 +39,12 @@ func newStore(t *testing.T) *idempotency.Store {
 	}
 }
 
+// request is a request under key as the API makes it: its body and the
+// body's digest, its fingerprint left for the store to compute if it needs it.
 func request(t *testing.T, key, path, body string) idempotency.Request {
 	t.Helper()
-	fp, err := idempotency.Fingerprint("POST", path, []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return idempotency.Request{TenantID: "ten_1", Key: key, Method: "POST", Path: path, Fingerprint: fp, Wait: true}
+	return idempotency.Request{TenantID: "ten_1", Key: key, Method: "POST", Path: path, Body: []byte(body),
+		Digest: idempotency.Digest("POST", path, []byte(body)), Wait: true}
 }
 
 // TestLookupTakesOverStaleLocks: a lock older than the lock timeout is
