@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
@@ -33,7 +32,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client went away; there is no one to answer
 	case !known && database.IsUnavailable(err):
 		s.countFailure(failureStore)
-		s.Logger.WarnContext(r.Context(), "database unavailable", "request_id", middleware.GetReqID(r.Context()), "err", err)
+		s.Logger.WarnContext(r.Context(), "database unavailable", "request_id", requestIDOf(r.Context()), "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
 		writeProblem(w, render.NewProblem(http.StatusServiceUnavailable, "service_unavailable", "Service unavailable",
 			"The database cannot be reached; nothing was executed. Retry with the same Idempotency-Key."))
@@ -41,10 +40,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case !known:
 		s.countFailure(failureInternal)
 		trace.SpanFromContext(r.Context()).RecordError(err)
-		s.Logger.ErrorContext(r.Context(), "internal error", "request_id", middleware.GetReqID(r.Context()), "method", r.Method,
+		s.Logger.ErrorContext(r.Context(), "internal error", "request_id", requestIDOf(r.Context()), "method", r.Method,
 			"path", r.URL.Path, "err", err)
 		writeProblem(w, render.NewProblem(http.StatusInternalServerError, "internal_error", "Internal server error",
-			"An unexpected error occurred. It has been logged with the request id "+middleware.GetReqID(r.Context())+"."))
+			"An unexpected error occurred. It has been logged with the request id "+requestIDOf(r.Context())+"."))
 		return
 	}
 	switch {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -83,7 +82,7 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 			result = webhookStale
 		}
 		s.countWebhook(result)
-		s.Logger.WarnContext(r.Context(), "processor webhook refused", "request_id", middleware.GetReqID(r.Context()), "result", result,
+		s.Logger.WarnContext(r.Context(), "processor webhook refused", "request_id", requestIDOf(r.Context()), "result", result,
 			"webhook_id", loggedHeader(r.Header, webhook.HeaderID), "webhook_timestamp", loggedHeader(r.Header, webhook.HeaderTimestamp))
 		s.writeError(w, r, render.ErrWebhookSignature)
 		return
@@ -99,7 +98,7 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 		return
 	case err != nil:
 		s.countWebhook(webhookMalformed)
-		s.Logger.ErrorContext(r.Context(), "processor webhook malformed", "request_id", middleware.GetReqID(r.Context()), "webhook_id", id, "err", err)
+		s.Logger.ErrorContext(r.Context(), "processor webhook malformed", "request_id", requestIDOf(r.Context()), "webhook_id", id, "err", err)
 		s.writeError(w, r, err)
 		return
 	}

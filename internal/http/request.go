@@ -16,13 +16,12 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/render"
-	"github.com/go-chi/chi/v5/middleware"
 )
 
 // keyHeader returns the request's idempotency key. It runs before the body
 // is read: the order is authenticate, parse key, parse body, reserve.
 func keyHeader(r *http.Request) (string, error) {
-	values := r.Header.Values("Idempotency-Key")
+	values := r.Header["Idempotency-Key"]
 	switch len(values) {
 	case 0:
 		return "", render.ErrKeyMissing
@@ -39,7 +38,7 @@ func keyHeader(r *http.Request) (string, error) {
 // never canonicalized.
 func idempotencyRequest(r *http.Request, key string, body []byte) idempotency.Request {
 	return idempotency.Request{TenantID: tenantID(r), Key: key, Method: r.Method, Path: r.URL.Path, Body: body,
-		Digest: idempotency.Digest(r.Method, r.URL.Path, body), RequestID: middleware.GetReqID(r.Context())}
+		Digest: idempotency.Digest(r.Method, r.URL.Path, body), RequestID: requestIDOf(r.Context())}
 }
 
 // canonical fingerprints req, once its body has been decoded and validated:
@@ -56,7 +55,7 @@ func canonical(req *idempotency.Request) error {
 // readBody reads a request's body in full: uncompressed, at most
 // MaxBodyBytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+	if enc := firstValue(r.Header["Content-Encoding"]); enc != "" && !strings.EqualFold(enc, "identity") {
 		return nil, render.ErrEncoding
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
@@ -85,7 +84,7 @@ func jsonBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, er
 	case len(body) == 0 && optional:
 		return []byte("{}"), nil
 	}
-	mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mediaType, _, err := mime.ParseMediaType(firstValue(r.Header["Content-Type"]))
 	if err != nil || mediaType != "application/json" {
 		return nil, render.ErrMediaType
 	}
@@ -171,7 +170,7 @@ func describeType(t reflect.Type) string {
 // wait=N for N seconds (capped at MaxWait); anything else gets DefaultWait.
 func (s *Server) preferredWait(r *http.Request) time.Duration {
 	wait := s.DefaultWait
-	for _, header := range r.Header.Values("Prefer") {
+	for _, header := range r.Header["Prefer"] {
 		for pref := range strings.SplitSeq(header, ",") {
 			name, value, _ := strings.Cut(strings.TrimSpace(pref), "=")
 			switch strings.ToLower(strings.TrimSpace(name)) {

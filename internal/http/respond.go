@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -98,7 +97,7 @@ func (s *Server) respondIdempotent(w http.ResponseWriter, r *http.Request, lease
 	// immediate retry is not refused.
 	if err != nil || !key.Finished() {
 		if relErr := s.Keys.Release(context.WithoutCancel(ctx), lease); relErr != nil {
-			s.Logger.ErrorContext(ctx, "release key lock", "request_id", middleware.GetReqID(ctx), "err", relErr)
+			s.Logger.ErrorContext(ctx, "release key lock", "request_id", requestIDOf(ctx), "err", relErr)
 		}
 	}
 	if err != nil {
@@ -168,11 +167,12 @@ func (s *Server) count(which func(*keyMetrics) prometheus.Counter) {
 // writeStored writes a stored final response exactly as it was stored. A
 // request that did not create the key gets it as a replay.
 func writeStored(w http.ResponseWriter, resp idempotency.Response, replayed bool) {
+	h := w.Header()
 	for name, value := range resp.Header {
-		w.Header().Set(name, value)
+		h[name] = []string{value} // canonical: render.Stored names them
 	}
 	if replayed {
-		w.Header().Set("Idempotent-Replayed", "true")
+		h["Idempotent-Replayed"] = []string{"true"}
 	}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body) //nolint:errcheck

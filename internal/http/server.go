@@ -83,7 +83,7 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	// GetHead answers HEAD on every GET route, as HTTP clients expect.
 	s.failures = &tenants.Throttle{Failures: s.AuthThrottle.Failures, Window: s.AuthThrottle.Window}
-	r.Use(tracing.Middleware(s.Tracer), requestID, clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer,
+	r.Use(tracing.Middleware(s.Tracer), clientAddress(s.TrustedProxies), s.accessLog, middleware.Recoverer,
 		echoIdempotencyKey, middleware.GetHead)
 	if s.Registry != nil {
 		s.metrics = newMetrics(s.Registry)
@@ -150,8 +150,6 @@ func (s *Server) retryAfterSeconds() int {
 	return max(1, int(s.RetryAfter.Round(time.Second)/time.Second))
 }
 
-type tenantKey struct{}
-
 // allowed lists the methods that route the request's path, for the Allow
 // header of a 405.
 func allowed(routes chi.Routes, r *http.Request) []string {
@@ -210,7 +208,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				s.failures.Failed(client)
 			}
 		}
-		values := r.Header.Values("Authorization")
+		values := r.Header["Authorization"]
 		if len(values) > 1 {
 			failed()
 			s.writeError(w, r, fmt.Errorf("%w: send the Authorization header once", tenants.ErrUnauthorized))
@@ -231,71 +229,83 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("tenant.id", tenantID))
-		if f := fieldsOf(r); f != nil {
-			f.tenant = tenantID
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenantID)))
+		fieldsOf(r).tenant = tenantID
+		next.ServeHTTP(w, r)
 	})
 }
 
-func tenantID(r *http.Request) string { return r.Context().Value(tenantKey{}).(string) }
+// tenantID is the tenant authenticate found for r.
+func tenantID(r *http.Request) string { return fieldsOf(r).tenant }
+
+// The headers every request reads and every response sets are named by
+// their canonical names (textproto.CanonicalMIMEHeaderKey) straight in the
+// map, as the server keys what it parses: Get, Values and Set canonicalize
+// the name again on each call, a dozen times a request.
+
+// firstValue is a header's first value, as Header.Get returns it.
+func firstValue(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	return values[0]
+}
 
 // echoIdempotencyKey returns the request's Idempotency-Key on every response.
 func echoIdempotencyKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Values("Idempotency-Key"); len(v) > 0 {
-			w.Header().Set("Idempotency-Key", v[0])
+		if v := r.Header["Idempotency-Key"]; len(v) > 0 {
+			w.Header()["Idempotency-Key"] = v[:1:1]
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// requestID gives every request an id of the server's own making, in the
-// context where middleware.GetReqID finds it. An X-Request-Id the client sent
-// is never adopted as the server's id (it could collide or mislead); the
-// access log keeps it apart, as client_request_id.
-func requestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b := make([]byte, 12)
-		_, _ = rand.Read(b) // never fails, per crypto/rand
-		id := "req_" + hex.EncodeToString(b)
-		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("request_id", id))
-		ctx := context.WithValue(r.Context(), middleware.RequestIDKey, id)
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
+// newRequestID is a request id of the server's own making.
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b) // never fails, per crypto/rand
+	return "req_" + hex.EncodeToString(b)
 }
 
 // maxLoggedClientID bounds what the access log keeps of a client's request id.
 const maxLoggedClientID = 128
 
-// accessLog logs one line per request with its request id, and the trace
-// and span ids of its server span.
+// accessLog gives every request an id of the server's own making, in its
+// X-Request-Id response header, on its span and in its context
+// (requestIDOf), and logs one line per request with it and the trace and
+// span ids of its server span. An X-Request-Id the client sent is never
+// adopted as the server's id (it could collide or mislead); the line keeps
+// it apart, as client_request_id.
 func (s *Server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		fields := &requestFields{id: newRequestID()}
+		trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("request_id", fields.id))
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		ww.Header().Set("X-Request-Id", middleware.GetReqID(r.Context()))
-		fields := &requestFields{}
+		ww.Header()["X-Request-Id"] = []string{fields.id}
 		r = r.WithContext(context.WithValue(r.Context(), requestFieldsKey{}, fields))
 		next.ServeHTTP(ww, r)
 		if s.metrics != nil {
 			s.metrics.observe(r, ww.Status(), time.Since(start))
 		}
-		attrs := []slog.Attr{slog.String("request_id", middleware.GetReqID(r.Context())), slog.String("method", r.Method),
+		attrs := make([]slog.Attr, 0, 10)
+		attrs = append(attrs, slog.String("request_id", fields.id), slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Int("status", ww.Status()), slog.Int("bytes", ww.BytesWritten()),
-			slog.Duration("duration", time.Since(start))}
-		if client := r.Header.Get("X-Request-Id"); client != "" {
+			slog.Duration("duration", time.Since(start)))
+		if client := firstValue(r.Header["X-Request-Id"]); client != "" {
 			attrs = append(attrs, slog.String("client_request_id", client[:min(len(client), maxLoggedClientID)]))
 		}
-		attrs = append(attrs, fields.attrs(r)...)
+		attrs = fields.appendAttrs(attrs, r)
 		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 	})
 }
 
-// requestFields are what a request turns out to be about, filled in as it
-// is handled, for its access log line: the tenant, and the resource its
-// key made or its path names.
+// requestFields are a request's one value in its context (accessLog): its
+// id, and what it turns out to be about, filled in as it is handled, for
+// its access log line: the tenant (which the routes read, tenantID), and
+// the resource its key made or its path names.
 type requestFields struct {
+	id       string
 	tenant   string
 	resource idempotency.Resource
 }
@@ -303,23 +313,32 @@ type requestFields struct {
 type requestFieldsKey struct{}
 
 // fieldsOf is r's requestFields; nil outside accessLog.
-func fieldsOf(r *http.Request) *requestFields {
-	f, _ := r.Context().Value(requestFieldsKey{}).(*requestFields)
+func fieldsOf(r *http.Request) *requestFields { return fieldsIn(r.Context()) }
+
+func fieldsIn(ctx context.Context) *requestFields {
+	f, _ := ctx.Value(requestFieldsKey{}).(*requestFields)
 	return f
+}
+
+// requestIDOf is the id of the request ctx is of; "" outside accessLog.
+func requestIDOf(ctx context.Context) string {
+	if f := fieldsIn(ctx); f != nil {
+		return f.id
+	}
+	return ""
 }
 
 // maxLoggedKey bounds what the access log keeps of an Idempotency-Key.
 const maxLoggedKey = 255
 
-// attrs are the fields as log attributes, with the request's
-// Idempotency-Key, so that a request's line joins the lines of its
+// appendAttrs appends the fields to attrs as log attributes, with the
+// request's Idempotency-Key, so that a request's line joins the lines of its
 // operation.
-func (f *requestFields) attrs(r *http.Request) []slog.Attr {
-	var attrs []slog.Attr
+func (f *requestFields) appendAttrs(attrs []slog.Attr, r *http.Request) []slog.Attr {
 	if f.tenant != "" {
 		attrs = append(attrs, slog.String("tenant_id", f.tenant))
 	}
-	if key := r.Header.Get("Idempotency-Key"); key != "" {
+	if key := firstValue(r.Header["Idempotency-Key"]); key != "" {
 		attrs = append(attrs, slog.String("idempotency_key", key[:min(len(key), maxLoggedKey)]))
 	}
 	if f.resource.Type != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/database"
@@ -180,26 +181,27 @@ func (s *Store) Lookup(ctx context.Context, req Request) (Lease, error) {
 // none. The key has the fields a request is answered from, and its tenant
 // and name; its timestamps are not read.
 func (s *Store) lookup(ctx context.Context, db database.DBTX, req Request) (Key, bool, error) {
+	// Every target is a field of k or c: two allocations, where a variable
+	// each would escape on its own.
 	var (
-		k              = Key{TenantID: req.TenantID, Key: req.Key}
-		resType, resID *string
-		status         *int
-		header, body   []byte
-		locked         *bool
+		k = Key{TenantID: req.TenantID, Key: req.Key}
+		c struct {
+			storedColumns
+			locked pgtype.Bool
+		}
 	)
 	err := db.QueryRow(ctx, lookupKey, req.TenantID, req.Key, s.LockTimeout).Scan(&k.ID, &k.Fingerprint,
-		&k.Digest, &k.RecoveryPoint, &k.LockedAt, &resType, &resID, &status, &header, &body, &locked)
+		&k.Digest, &k.RecoveryPoint, &c.lockedAt, &c.resType, &c.resID, &c.status, &c.header, &c.body, &c.locked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, false, ErrNotFound
 	}
 	if err != nil {
 		return Key{}, false, fmt.Errorf("look up key: %w", err)
 	}
-	if err := k.setStored(resType, resID, status, header, body); err != nil {
+	if err := c.set(&k); err != nil {
 		return Key{}, false, err
 	}
-	k.LockedAt = utc(k.LockedAt)
-	return k, locked != nil && *locked, nil
+	return k, c.locked.Valid && c.locked.Bool, nil
 }
 
 // reserveKey inserts a new key, with its request's fingerprint and digest
@@ -270,7 +272,8 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Resp
 	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait,
 		res.Type, res.ID, status, header, body, s.Retention, req.RequestID, req.Digest).QueryRow(func(row pgx.Row) error {
 		k := &r.key
-		err := row.Scan(&k.ID, &k.LockedAt, &k.CreatedAt, &k.FinishedAt, &k.ExpiresAt)
+		var lockedAt, finished, exps pgtype.Timestamptz
+		err := row.Scan(&k.ID, &lockedAt, &k.CreatedAt, &finished, &exps)
 		if database.IsCode(err, uniqueViolation) {
 			r.taken = true
 		}
@@ -278,7 +281,7 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Resp
 			return fmt.Errorf("reserve key: %w", err)
 		}
 		k.UpdatedAt, k.CreatedAt = k.CreatedAt.UTC(), k.CreatedAt.UTC()
-		k.LockedAt, k.FinishedAt, k.ExpiresAt = utc(k.LockedAt), utc(k.FinishedAt), utc(k.ExpiresAt)
+		k.LockedAt, k.FinishedAt, k.ExpiresAt = utcOf(lockedAt), utcOf(finished), utcOf(exps)
 		return nil
 	})
 	return r, nil
@@ -452,43 +455,54 @@ func (s *Store) GetByID(ctx context.Context, db database.DBTX, id int64) (Key, e
 // scanKey reads the key columns, then any extra columns into extra.
 func scanKey(row pgx.Row, extra ...any) (Key, error) {
 	var (
-		k                        Key
-		resType, resID           *string
-		status                   *int
-		header, body             []byte
-		lockedAt, finished, exps *time.Time
+		k              Key
+		c              storedColumns
+		finished, exps pgtype.Timestamptz
 	)
 	err := row.Scan(append([]any{&k.ID, &k.TenantID, &k.Key, &k.Method, &k.Path, &k.Fingerprint, &k.Digest, &k.RecoveryPoint,
-		&lockedAt, &resType, &resID, &status, &header, &body, &k.CreatedAt, &k.UpdatedAt, &finished, &exps},
+		&c.lockedAt, &c.resType, &c.resID, &c.status, &c.header, &c.body, &k.CreatedAt, &k.UpdatedAt, &finished, &exps},
 		extra...)...)
 	if err != nil {
 		return Key{}, err
 	}
-	k.LockedAt, k.FinishedAt, k.ExpiresAt = utc(lockedAt), utc(finished), utc(exps)
+	k.FinishedAt, k.ExpiresAt = utcOf(finished), utcOf(exps)
 	k.CreatedAt, k.UpdatedAt = k.CreatedAt.UTC(), k.UpdatedAt.UTC()
-	return k, k.setStored(resType, resID, status, header, body)
+	return k, c.set(&k)
 }
 
-// setStored sets what the key created and its stored response from their
-// columns, which are null until set.
-func (k *Key) setStored(resType, resID *string, status *int, header, body []byte) error {
-	if resType != nil && resID != nil {
-		k.Resource = Resource{Type: *resType, ID: *resID}
+// storedColumns are a key's nullable columns as read: its lock, what it
+// created and its stored response, null until set. They are read into
+// pgtype's values, not pointers to pointers, which pgx plans and allocates
+// by reflection on every read.
+type storedColumns struct {
+	lockedAt       pgtype.Timestamptz
+	resType, resID pgtype.Text
+	status         pgtype.Int4
+	header, body   []byte
+}
+
+// set sets the columns on k.
+func (c *storedColumns) set(k *Key) error {
+	k.LockedAt = utcOf(c.lockedAt)
+	if c.resType.Valid && c.resID.Valid {
+		k.Resource = Resource{Type: c.resType.String, ID: c.resID.String}
 	}
-	if status != nil {
-		k.Response = &Response{Status: *status, Body: body}
-		if err := json.Unmarshal(header, &k.Response.Header); err != nil {
+	if c.status.Valid {
+		k.Response = &Response{Status: int(c.status.Int32), Body: c.body}
+		if err := json.Unmarshal(c.header, &k.Response.Header); err != nil {
 			return fmt.Errorf("decode stored headers: %w", err)
 		}
 	}
 	return nil
 }
 
-func utc(t *time.Time) *time.Time {
-	if t == nil {
+// utcOf is a nullable timestamp read from the database, in UTC; nil when
+// null.
+func utcOf(t pgtype.Timestamptz) *time.Time {
+	if !t.Valid {
 		return nil
 	}
-	u := t.UTC()
+	u := t.Time.UTC()
 	return &u
 }
 
