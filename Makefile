@@ -4,7 +4,7 @@ export DATABASE_URL
 
 GO ?= go
 
-.PHONY: help run test chaos bench build migrate seed vet fuzz clean
+.PHONY: help run test chaos bench bench-count build migrate seed vet fuzz clean
 
 ## run: build, migrate, seed the demo tenants and Acme's webhook endpoint at the demo receiver, then run
 ## processor, worker, API and receiver until Ctrl-C (logs as text; LOG_FORMAT=json for what production writes)
@@ -34,6 +34,11 @@ chaos: build
 bench:
 	$(GO) build -o bin/ ./tools/cmd/bench
 	./bin/bench
+
+## bench-count: instructions of Go a request (replay, new key, bare handler) under valgrind's callgrind
+bench-count:
+	$(GO) build -o bin/ ./tools/cmd/benchcount
+	./bin/benchcount
 
 ## build: the four binaries into bin/
 build:
@@ -66,5 +71,5 @@ clean:
 
 ## help: list these targets, from their comments
 help:
-	@awk '/^## [a-z]+:/ { sub(/^## /, ""); split($$0, t, ":"); sub(/^[^:]*: */, ""); printf "\n  %-8s %s\n", t[1], $$0; next } \
-		/^## / { sub(/^## /, ""); printf "  %-8s %s\n", "", $$0 }' $(MAKEFILE_LIST)
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); split($$0, t, ":"); sub(/^[^:]*: */, ""); printf "\n  %-11s %s\n", t[1], $$0; next } \
+		/^## / { sub(/^## /, ""); printf "  %-11s %s\n", "", $$0 }' $(MAKEFILE_LIST)

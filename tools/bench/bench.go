@@ -18,7 +18,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -137,25 +136,9 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 		return err
 	}
 	defer st.stop()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients * 2}, Timeout: 30 * time.Second}
-	defer client.CloseIdleConnections()
-	send := func(url, key, prefer string) (int, error) {
-		req, _ := http.NewRequest(http.MethodPost, url,
-			bytes.NewReader([]byte(`{"amount": 1000, "currency": "USD", "payment_method": "pm_card_visa"}`)))
-		req.Header.Set("Authorization", "Bearer sk_test_acme")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		if prefer != "" {
-			req.Header.Set("Prefer", prefer)
-		}
-		res, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode, nil
-	}
+	client := sender{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Clients * 2}, Timeout: 30 * time.Second}}
+	defer client.http.CloseIdleConnections()
+	send := client.post
 	post := func(key, prefer string) (int, error) { return send(st.apiURL+"/v1/payments", key, prefer) }
 	var seq atomic.Int64
 	fresh := func(prefix string) string { return prefix + strconv.FormatInt(seq.Add(1), 10) }

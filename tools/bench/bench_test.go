@@ -103,3 +103,27 @@ func TestRun(t *testing.T) {
 		t.Errorf("the whole took %v", whole.P50)
 	}
 }
+
+// TestCount: each of benchcount's modes answers as it should on a database
+// PrepareCount readied (Count fails on any other status), the replay from
+// the key PrepareCount finished; a mode that does not exist is an error.
+func TestCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	if err := bench.PrepareCount(ctx, db.URL); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range bench.CountModes {
+		if err := bench.Count(ctx, db.URL, mode, 3); err != nil {
+			t.Errorf("%s: %v", mode, err)
+		}
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE key LIKE 'count-%' AND key <> 'count-replay'`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("%d new keys, want 3 (%v)", n, err)
+	}
+	if err := bench.Count(ctx, db.URL, "nothing", 1); err == nil {
+		t.Error("a mode that does not exist ran")
+	}
+}
