@@ -35,7 +35,7 @@ bench:
 	$(GO) build -o bin/ ./tools/cmd/bench
 	./bin/bench
 
-## bench-count: instructions of Go a request (replay, new key, bare handler) under valgrind's callgrind
+## bench-count: instructions of Go (callgrind) and allocations a request: replay, new key, bare handler
 bench-count:
 	$(GO) build -o bin/ ./tools/cmd/benchcount
 	./bin/benchcount

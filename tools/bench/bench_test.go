@@ -115,15 +115,15 @@ func TestCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range bench.CountModes {
-		if err := bench.Count(ctx, db.URL, mode, 3); err != nil {
-			t.Errorf("%s: %v", mode, err)
+		if allocs, err := bench.Count(ctx, db.URL, mode, 3); err != nil || allocs == 0 {
+			t.Errorf("%s: %d allocations, %v", mode, allocs, err)
 		}
 	}
 	var n int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE key LIKE 'count-%' AND key <> 'count-replay'`).Scan(&n); err != nil || n != 3 {
 		t.Errorf("%d new keys, want 3 (%v)", n, err)
 	}
-	if err := bench.Count(ctx, db.URL, "nothing", 1); err == nil {
+	if _, err := bench.Count(ctx, db.URL, "nothing", 1); err == nil {
 		t.Error("a mode that does not exist ran")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -63,27 +64,38 @@ func PrepareCount(ctx context.Context, url string) error {
 // Count sends n requests of mode, one at a time, to the services built as
 // Run builds them (the worker stopped), in this process, on a database
 // PrepareCount readied: what a request costs this process, without the
-// noise of concurrency, for a tool that counts instructions (callgrind).
-func Count(ctx context.Context, url, mode string, n int) error {
+// noise of concurrency, for a tool that counts instructions (callgrind). It
+// returns the heap allocations the process made while the requests ran.
+func Count(ctx context.Context, url, mode string, n int) (uint64, error) {
+	allocs, err := count(ctx, url, mode, n)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", mode, err)
+	}
+	return allocs, nil
+}
+
+func count(ctx context.Context, url, mode string, n int) (uint64, error) {
 	pool, err := pgxpool.New(ctx, url+"&pool_max_conns=4")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer pool.Close()
 	// Logged and traced as Run's services are: their cost is in the count.
 	st, err := start(ctx, url, process.NewLogger(io.Discard, "json", slog.LevelInfo))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer st.stop()
 	bare, err := bareHandler(pool)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer bare.Close()
 	c := sender{http: &http.Client{Timeout: 30 * time.Second}}
 	defer c.http.CloseIdleConnections()
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	for i := range n {
 		var status, want int
 		switch mode {
@@ -97,16 +109,17 @@ func Count(ctx context.Context, url, mode string, n int) error {
 			status, err = c.post(bare.URL+"/select", "", "")
 			want = http.StatusOK
 		default:
-			return fmt.Errorf("no mode %q", mode)
+			return 0, fmt.Errorf("no mode %q", mode)
 		}
 		if err == nil && status != want {
 			err = fmt.Errorf("status %d, want %d", status, want)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", mode, err)
+			return 0, err
 		}
 	}
-	return nil
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs, nil
 }
 
 // sender sends the bench's one request, a payment of 10.00 USD, to url

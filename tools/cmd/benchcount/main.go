@@ -5,7 +5,8 @@
 // moves by a tenth between runs of the same code: it tells whether a change
 // made the process's work smaller. It leaves out what a rate includes: the
 // kernel's time (system calls), Postgres's, and the garbage collector's
-// (GOGC=off; its cost follows the allocations). "make bench-count" runs it;
+// (GOGC=off; its cost follows the allocations, counted beside, outside
+// valgrind). "make bench-count" runs it;
 // "benchcount -h" lists its settings.
 package main
 
@@ -53,7 +54,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if cfg.Mode != "" {
-		return bench.Count(ctx, cfg.DatabaseURL, cfg.Mode, cfg.N)
+		_, err := bench.Count(ctx, cfg.DatabaseURL, cfg.Mode, cfg.N)
+		return err
 	}
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return fmt.Errorf("valgrind is needed (Debian: apt-get install valgrind): %w", err)
@@ -79,21 +81,28 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(stdout, "benchcount: %d requests a mode, one at a time, after %d; GOMAXPROCS=1 GOGC=off\n", cfg.Requests, cfg.Warmup)
-	perRequest := map[string]float64{}
+	perRequest, allocs := map[string]float64{}, map[string]float64{}
 	for _, mode := range bench.CountModes {
 		var counts [2]int64
+		var made [2]uint64
 		for i, n := range []int{cfg.Warmup, cfg.Warmup + cfg.Requests} {
 			if counts[i], err = callgrind(ctx, self, dir, url, mode, n); err != nil {
 				return fmt.Errorf("%s, %d requests: %w", mode, n, err)
 			}
+			// The allocations are counted here, not under valgrind, whose
+			// slowness would add those of the process's own timers.
+			if made[i], err = bench.Count(ctx, url, mode, n); err != nil {
+				return err
+			}
 		}
 		perRequest[mode] = float64(counts[1]-counts[0]) / float64(cfg.Requests)
+		allocs[mode] = float64(made[1]-made[0]) / float64(cfg.Requests)
 		fmt.Fprintf(stdout, "benchcount: %s counted\n", mode)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tinstructions a request\tthe bare handler's, to it\t")
+	fmt.Fprintln(tw, "mode\tinstructions a request\tthe bare handler's, to it\tallocations a request\t")
 	for _, mode := range bench.CountModes {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t\n", mode, perRequest[mode], perRequest[bench.CountBare]/perRequest[mode])
+		fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.0f\t\n", mode, perRequest[mode], perRequest[bench.CountBare]/perRequest[mode], allocs[mode])
 	}
 	return tw.Flush()
 }
