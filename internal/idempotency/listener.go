@@ -34,10 +34,18 @@ func NewListener(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
 // Notifications sent while disconnected are lost: each connection has every
 // waiter look.
 func (l *Listener) Run(ctx context.Context) {
-	database.Listen(ctx, l.pool, finishedChannel, l.logger, l.wakeAll, func(payload string) {
+	Announcements(ctx, l.pool, l.logger, l.wakeAll, l.wake)
+}
+
+// Announcements calls heard with the id of each key the Announcers announce
+// finished, until ctx ends, on a connection of its own, as database.Listen
+// does (connected is called each time it has connected). The Listener wakes
+// its waiters by it; a measurement tool may time the announcements by it.
+func Announcements(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, connected func(), heard func(id int64)) {
+	database.Listen(ctx, pool, finishedChannel, logger, connected, func(payload string) {
 		for field := range strings.SplitSeq(payload, ",") {
 			if id, err := strconv.ParseInt(field, 10, 64); err == nil {
-				l.wake(id)
+				heard(id)
 			}
 		}
 	})

@@ -95,8 +95,10 @@ type Result struct {
 type Report struct {
 	Results   []Result
 	Explained []Explained
-	// Hops is where the time of the 4-client end-to-end mode's payments went.
-	Hops []Hop
+	// Hops is where the time of the 4-client end-to-end mode's payments went,
+	// by the database's clock; ClientHops what that clock cannot see, by the
+	// client's and a listener's (timeline).
+	Hops, ClientHops []Hop
 	// Floors are what the run held and missed, read off Results.
 	Floors []Floor
 	// Retention is the retention mode, when it ran.
@@ -311,12 +313,23 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 		func() (int, error) { return post(fresh("e2e-"), "wait=10") }); err != nil {
 		return err
 	}
-	if _, err := mode(endToEnd4Mode, 4, insert, http.StatusCreated,
-		func() (int, error) { return post(fresh("e2e4-"), "wait=10") }); err != nil {
+	tl := newTimeline()
+	stopListening, err := tl.listen(ctx, pool, logger)
+	if err != nil {
+		return err
+	}
+	_, err = mode(endToEnd4Mode, 4, insert, http.StatusCreated, func() (int, error) {
+		return tl.send(fresh("e2e4-"), func(key string) (int, error) { return post(key, "wait=10") })
+	})
+	stopListening()
+	if err != nil {
 		return err
 	}
 	if report.Hops, err = hops(ctx, pool, "e2e4-"); err != nil {
 		return fmt.Errorf("where the payments' time went: %w", err)
+	}
+	if report.ClientHops, err = tl.hops(ctx, pool, "e2e4-"); err != nil {
+		return fmt.Errorf("where the payments' time went, by the client: %w", err)
 	}
 	if cfg.BigTable > 0 {
 		st.stopWorker()
@@ -339,6 +352,7 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	Print(out, results)
 	PrintExplained(out, explained)
 	PrintHops(out, endToEnd4Mode, report.Hops)
+	PrintClientHops(out, endToEnd4Mode, report.ClientHops)
 	if report.Retention != nil {
 		PrintRetention(out, *report.Retention)
 	}
@@ -362,7 +376,12 @@ const (
 	bigTableMode = "new keys, async, %d finished keys"
 )
 
-func explain(mode string) bool { return mode == newKeysMode || mode == replaysMode }
+// explain tells the modes whose statements are read from
+// pg_stat_statements: the API's two paths, and every process's statements a
+// payment end to end (the 4-client mode's, with no reference in turns).
+func explain(mode string) bool {
+	return mode == newKeysMode || mode == replaysMode || mode == endToEnd4Mode
+}
 
 // startProfile starts a CPU profile of the mode name in dir, when dir is
 // set, and returns what stops it. A mode measured in turns has a file a
@@ -596,12 +615,8 @@ func (s *sample) rate() float64 {
 
 // result is the rate and the latency percentiles of all s measured.
 func (s *sample) result(name string, clients int) Result {
-	slices.Sort(s.latencies)
 	r := Result{Mode: name, Clients: clients, Ops: len(s.latencies), PerSecond: s.rate()}
-	if n := len(s.latencies); n > 0 {
-		pct := func(p float64) time.Duration { return s.latencies[min(n-1, int(p*float64(n)))] }
-		r.P50, r.P90, r.P99 = pct(0.50), pct(0.90), pct(0.99)
-	}
+	r.P50, r.P90, r.P99 = percentiles(s.latencies)
 	return r
 }
 

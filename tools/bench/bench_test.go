@@ -71,8 +71,8 @@ func TestRun(t *testing.T) {
 	// Where the time goes: the round trips, counted on the wire, are what
 	// TestRoundTrips counts through pgx (a replay is its key's one read);
 	// the statements come when the server has pg_stat_statements loaded.
-	if len(report.Explained) != 2 {
-		t.Fatalf("%d modes explained, want 2:\n%s", len(report.Explained), out.String())
+	if len(report.Explained) != 3 {
+		t.Fatalf("%d modes explained, want 3:\n%s", len(report.Explained), out.String())
 	}
 	newKeys, replays := report.Explained[0], report.Explained[1]
 	if replays.RoundTrips != 1 {
@@ -101,6 +101,22 @@ func TestRun(t *testing.T) {
 	}
 	if whole.P50 <= 0 {
 		t.Errorf("the whole took %v", whole.P50)
+	}
+	// And outside the database's clock: each request is timed by the client
+	// from before its first phase began to after its key finished, so the
+	// whole by the client is no shorter than by the database; each part is
+	// positive (its key's announcement heard, one clock).
+	if len(report.ClientHops) != 4 {
+		t.Fatalf("%d hops by the client, want 4:\n%s", len(report.ClientHops), out.String())
+	}
+	client := report.ClientHops[3]
+	for _, h := range report.ClientHops {
+		if h.P50 <= 0 || h.P50 > client.P99 {
+			t.Errorf("hop %q: p50 %v against the whole's p99 %v, by the client", h.Name, h.P50, client.P99)
+		}
+	}
+	if client.P50 < whole.P50 {
+		t.Errorf("the whole by the client %v, shorter than by the database %v", client.P50, whole.P50)
 	}
 }
 

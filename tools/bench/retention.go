@@ -363,11 +363,7 @@ func measureSliced(ctx context.Context, pool *pgxpool.Pool, clients int, d, slic
 		if elapsed > 0 {
 			r.PerSecond = float64(len(l)) / elapsed.Seconds()
 		}
-		if len(l) > 0 {
-			slices.Sort(l)
-			pct := func(p float64) time.Duration { return l[min(len(l)-1, int(p*float64(len(l))))] }
-			r.P50, r.P90, r.P99 = pct(0.50), pct(0.90), pct(0.99)
-		}
+		r.P50, r.P90, r.P99 = percentiles(l)
 		return r
 	}
 	s.off, s.on = result(retentionBaselineMode, false, offTime), result(retentionReapingMode, true, onTime)

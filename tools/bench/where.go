@@ -109,7 +109,7 @@ func (s statStatements) top(ctx context.Context, n, requests int) ([]Statement, 
 type Explained struct {
 	Mode string
 	// RoundTrips is the API's round trips to Postgres per request, counted
-	// on the wire in a pass of its own.
+	// on the wire in a pass of its own; zero for a mode not counted so.
 	RoundTrips float64
 	// Statements is the top of pg_stat_statements over the mode, when loaded.
 	Statements []Statement
@@ -118,7 +118,11 @@ type Explained struct {
 // PrintExplained writes where each explained mode's time went.
 func PrintExplained(out io.Writer, explained []Explained) {
 	for _, e := range explained {
-		fmt.Fprintf(out, "\n%s: %.2f round trips to Postgres per request (the API's, counted on the wire)\n", e.Mode, e.RoundTrips)
+		if e.RoundTrips > 0 {
+			fmt.Fprintf(out, "\n%s: %.2f round trips to Postgres per request (the API's, counted on the wire)\n", e.Mode, e.RoundTrips)
+		} else {
+			fmt.Fprintf(out, "\n%s: the statements of every process (API, worker, processor)\n", e.Mode)
+		}
 		if len(e.Statements) == 0 {
 			continue
 		}
@@ -286,12 +290,23 @@ func hops(ctx context.Context, pool *pgxpool.Pool, prefix string) ([]Hop, error)
 	})
 }
 
-// PrintHops writes where a mode's payments spent their time.
+// PrintHops writes where a mode's payments spent their time, by the
+// database's clock.
 func PrintHops(out io.Writer, mode string, hops []Hop) {
+	printHops(out, mode+": where a payment's time went, by the database's clock", hops)
+}
+
+// PrintClientHops writes where a mode's requests spent the time the
+// database's clock does not see.
+func PrintClientHops(out io.Writer, mode string, hops []Hop) {
+	printHops(out, mode+": and outside it, by the client's clock and a listener's (this machine's, as the database's)", hops)
+}
+
+func printHops(out io.Writer, title string, hops []Hop) {
 	if len(hops) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\n%s: where a payment's time went, by the database's clock\n", mode)
+	fmt.Fprintf(out, "\n%s\n", title)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tp50\tp90\tp99\t")
 	for _, h := range hops {
