@@ -63,6 +63,7 @@ FUZZTIME ?= 5m
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) ./internal/idempotency/
 	$(GO) test -run '^$$' -fuzz '^FuzzFingerprint$$' -fuzztime $(FUZZTIME) ./internal/idempotency/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHeaders$$' -fuzztime $(FUZZTIME) ./internal/idempotency/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBody$$' -fuzztime $(FUZZTIME) ./internal/http/
 	$(GO) test -run '^$$' -fuzz '^FuzzRouter$$' -fuzztime $(FUZZTIME) ./internal/http/
 

@@ -84,9 +84,12 @@ func jsonBody(w http.ResponseWriter, r *http.Request, optional bool) ([]byte, er
 	case len(body) == 0 && optional:
 		return []byte("{}"), nil
 	}
-	mediaType, _, err := mime.ParseMediaType(firstValue(r.Header["Content-Type"]))
-	if err != nil || mediaType != "application/json" {
-		return nil, render.ErrMediaType
+	// The header as clients send it needs no parsing.
+	if contentType := firstValue(r.Header["Content-Type"]); contentType != "application/json" {
+		mediaType, _, err := mime.ParseMediaType(contentType)
+		if err != nil || mediaType != "application/json" {
+			return nil, render.ErrMediaType
+		}
 	}
 	return body, nil
 }

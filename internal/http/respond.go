@@ -154,7 +154,9 @@ func spanResource(r *http.Request, res idempotency.Resource) {
 	if f := fieldsOf(r); f != nil {
 		f.resource = res
 	}
-	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments."+res.Type+"_id", res.ID))
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		span.SetAttributes(attribute.String("payments."+res.Type+"_id", res.ID))
+	}
 }
 
 // count adds one to the counter which picks.
@@ -168,11 +170,18 @@ func (s *Server) count(which func(*keyMetrics) prometheus.Counter) {
 // request that did not create the key gets it as a replay.
 func writeStored(w http.ResponseWriter, resp idempotency.Response, replayed bool) {
 	h := w.Header()
+	// Every value in one array: a slice each, capped so none can grow
+	// into the next.
+	values := make([]string, 0, len(resp.Header)+1)
+	set := func(name, value string) {
+		values = append(values, value)
+		h[name] = values[len(values)-1 : len(values) : len(values)]
+	}
 	for name, value := range resp.Header {
-		h[name] = []string{value} // canonical: render.Stored names them
+		set(name, value) // canonical: render.Stored names them
 	}
 	if replayed {
-		h["Idempotent-Replayed"] = []string{"true"}
+		set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body) //nolint:errcheck

@@ -285,18 +285,27 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		ww.Header()["X-Request-Id"] = []string{fields.id}
 		r = r.WithContext(context.WithValue(r.Context(), requestFieldsKey{}, fields))
 		next.ServeHTTP(ww, r)
+		elapsed := time.Since(start)
 		if s.metrics != nil {
-			s.metrics.observe(r, ww.Status(), time.Since(start))
+			s.metrics.observe(r, ww.Status(), elapsed)
+		}
+		// The line goes to the handler as a Record of no source: LogAttrs
+		// would walk the stack for its caller on every request, this one
+		// line.
+		log := s.Logger.Handler()
+		if !log.Enabled(r.Context(), slog.LevelInfo) {
+			return
 		}
 		attrs := make([]slog.Attr, 0, 10)
 		attrs = append(attrs, slog.String("request_id", fields.id), slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Int("status", ww.Status()), slog.Int("bytes", ww.BytesWritten()),
-			slog.Duration("duration", time.Since(start)))
+			slog.Duration("duration", elapsed))
 		if client := firstValue(r.Header["X-Request-Id"]); client != "" {
 			attrs = append(attrs, slog.String("client_request_id", client[:min(len(client), maxLoggedClientID)]))
 		}
-		attrs = fields.appendAttrs(attrs, r)
-		s.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+		line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+		line.AddAttrs(fields.appendAttrs(attrs, r)...)
+		_ = log.Handle(r.Context(), line)
 	})
 }
 

@@ -9,3 +9,10 @@ func (l *Listener) Waiting(id int64) int {
 
 // Payloads is payloads, for its test.
 var Payloads = payloads
+
+// DecodeHeaders and PlainHeaders are decodeHeaders and its fast path, for
+// their tests.
+var (
+	DecodeHeaders = decodeHeaders
+	PlainHeaders  = plainHeaders
+)

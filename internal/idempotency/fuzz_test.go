@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 
@@ -109,4 +110,42 @@ func FuzzFingerprint(f *testing.F) {
 			t.Fatalf("%q and its re-encoding %q fingerprint differently", body, again)
 		}
 	})
+}
+
+// FuzzDecodeHeaders checks that stored headers decode to what
+// encoding/json makes of them, whichever path decodes them: the same map,
+// or an error for both.
+func FuzzDecodeHeaders(f *testing.F) {
+	for _, seed := range []string{
+		`{"Location": "/v1/payments/pay_1", "Content-Type": "application/json"}`,
+		`{"Content-Type":"application/problem+json"}`, `{}`, ` { } `, `null`, ``, `{"a": "b",}`, `{"a" "b"}`,
+		`{"a": "b"} x`, `{"a": 1}`, `{"a": "\u00e9"}`, `{"a": "é"}`, `{"a": "b\"c"}`, `{"a": "b", "a": "c"}`,
+		"{\"a\":\t\"b\"\n}", `{"a": "b"`, `{"a": "b"}}`, `["a"]`, `{"a": "b\x01"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]string
+		wantErr := json.Unmarshal(b, &want)
+		got, err := idempotency.DecodeHeaders(b)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("decode %q: error %v, encoding/json's %v", b, err, wantErr)
+		}
+		if err == nil && !maps.Equal(got, want) {
+			t.Fatalf("decode %q: %q, encoding/json's %q", b, got, want)
+		}
+	})
+}
+
+// TestPlainHeaders checks that the headers every stored response has, as
+// Postgres prints its jsonb, are read without encoding/json.
+func TestPlainHeaders(t *testing.T) {
+	for _, b := range []string{
+		`{"Location": "/v1/payments/pay_1", "Content-Type": "application/json"}`,
+		`{"Content-Type": "application/problem+json"}`, `{}`,
+	} {
+		if _, ok := idempotency.PlainHeaders([]byte(b)); !ok {
+			t.Errorf("%s: not read directly", b)
+		}
+	}
 }

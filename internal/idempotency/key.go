@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/gowebpki/jcs"
@@ -101,7 +102,10 @@ func Digest(method, path string, body []byte) []byte {
 // newline, so the fields cannot run together.
 func sum(method, path string, body []byte) []byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n", method, path)
+	io.WriteString(h, method)
+	io.WriteString(h, "\n")
+	io.WriteString(h, path)
+	io.WriteString(h, "\n")
 	h.Write(body)
-	return h.Sum(nil)
+	return h.Sum(make([]byte, 0, sha256.Size))
 }

@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -202,9 +201,9 @@ func (s *Store) queueFinish(b *pgx.Batch, keyID int64, from string, resp Respons
 		// A key finished with no retention could be reaped at once.
 		return errors.New("finish key: the store has no Retention set")
 	}
-	header, err := json.Marshal(resp.Header)
+	header, err := encodeHeaders(resp.Header)
 	if err != nil {
-		return fmt.Errorf("encode headers: %w", err)
+		return err
 	}
 	b.Queue(finishKey, keyID, from, resp.Status, header, resp.Body, s.Retention).QueryRow(func(row pgx.Row) (err error) {
 		*moved, err = scanKey(row)

@@ -3,7 +3,6 @@ package idempotency
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -264,8 +263,8 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Resp
 			// A key finished with no retention could be reaped at once.
 			return nil, errors.New("reserve key: the store has no Retention set")
 		}
-		if header, err = json.Marshal(final.Header); err != nil {
-			return nil, fmt.Errorf("encode headers: %w", err)
+		if header, err = encodeHeaders(final.Header); err != nil {
+			return nil, err
 		}
 		status, body, r.key.RecoveryPoint = &final.Status, final.Body, RecoveryFinished
 	}
@@ -488,10 +487,11 @@ func (c *storedColumns) set(k *Key) error {
 		k.Resource = Resource{Type: c.resType.String, ID: c.resID.String}
 	}
 	if c.status.Valid {
-		k.Response = &Response{Status: int(c.status.Int32), Body: c.body}
-		if err := json.Unmarshal(c.header, &k.Response.Header); err != nil {
-			return fmt.Errorf("decode stored headers: %w", err)
+		header, err := decodeHeaders(c.header)
+		if err != nil {
+			return err
 		}
+		k.Response = &Response{Status: int(c.status.Int32), Header: header, Body: c.body}
 	}
 	return nil
 }

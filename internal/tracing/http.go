@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 
@@ -50,14 +51,17 @@ func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
 // serverSpans is Middleware reading the trace context prop propagates.
 func serverSpans(tp trace.TracerProvider, prop propagation.TextMapPropagator) func(http.Handler) http.Handler {
 	tracer := Or(tp).Tracer(instrumentation)
-	fields := prop.Fields()
+	fields := headerFields(prop.Fields())
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 				next.ServeHTTP(w, r)
 				return
 			}
-			ctx := prop.Extract(r.Context(), inboundTraceContext(r.Header, fields))
+			ctx := r.Context()
+			if carrier := inboundTraceContext(r.Header, fields); carrier != nil {
+				ctx = prop.Extract(ctx, carrier)
+			}
 			ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
 			defer span.End()
 			r = r.WithContext(ctx)
@@ -107,27 +111,48 @@ const (
 // baggage least of all (its header, and the baggage prefixes of the jaeger
 // and ottrace formats, which are not fields), whatever its size: what a
 // client sends is carried no further than this trace's ids and a bounded
-// tracestate.
-func inboundTraceContext(h http.Header, fields []string) propagation.MapCarrier {
-	carrier := propagation.MapCarrier{}
-	for _, field := range fields {
+// tracestate. It is nil when the request carries none of them, as most
+// requests do: nothing to extract.
+func inboundTraceContext(h http.Header, fields []headerField) propagation.MapCarrier {
+	var carrier propagation.MapCarrier
+	set := func(field, value string) {
+		if carrier == nil {
+			carrier = propagation.MapCarrier{}
+		}
+		carrier[field] = value
+	}
+	for _, f := range fields {
+		values := h[f.header]
 		limit := maxOtherField
-		switch strings.ToLower(field) {
+		switch strings.ToLower(f.name) {
 		case "baggage":
 			continue
 		case "tracestate":
-			if state := strings.Join(h.Values(field), ","); state != "" && len(state) <= maxTracestate {
-				carrier[field] = state
+			if state := strings.Join(values, ","); state != "" && len(state) <= maxTracestate {
+				set(f.name, state)
 			}
 			continue
 		case "traceparent":
 			limit = maxTraceparent
 		}
-		if values := h.Values(field); len(values) == 1 && len(values[0]) <= limit {
-			carrier[field] = values[0]
+		if len(values) == 1 && len(values[0]) <= limit {
+			set(f.name, values[0])
 		}
 	}
 	return carrier
+}
+
+// headerField is a field of a propagator, named as the propagator reads it
+// from a carrier and as the server keys its header (canonical), so that a
+// request looks it up without canonicalizing the name again.
+type headerField struct{ name, header string }
+
+func headerFields(names []string) []headerField {
+	fields := make([]headerField, len(names))
+	for i, name := range names {
+		fields[i] = headerField{name, textproto.CanonicalMIMEHeaderKey(name)}
+	}
+	return fields
 }
 
 // instrumentation names this package's tracer.
