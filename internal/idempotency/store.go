@@ -133,6 +133,12 @@ type Lease struct {
 // hosts whose clocks differ still agree on when a lock is stale.
 type Store struct {
 	DB *pgxpool.Pool
+	// Reads, when set, runs the key's reads outside a transaction (Lookup,
+	// Get, Inspect, a waiter's): a small pool on the same database, about
+	// as many connections as it has cores. These statements only use its
+	// CPU; the transactions on DB spend theirs waiting for a commit's flush,
+	// and want many connections. Nil means DB (docs/SCALING.md).
+	Reads *pgxpool.Pool
 	// LockTimeout is the age past which a held lock is stale and may be taken over.
 	LockTimeout time.Duration
 	// Retention is how long a finished key is kept before it may be reaped.
@@ -169,11 +175,19 @@ FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
 // ErrKeyMismatch, a tombstone an ExpiredError. ErrNotFound means the key is
 // new: the operation's first phase reserves it (Reserve).
 func (s *Store) Lookup(ctx context.Context, req Request) (Lease, error) {
-	key, locked, err := s.lookup(ctx, s.DB, req)
+	key, locked, err := s.lookup(ctx, s.reads(), req)
 	if err != nil {
 		return Lease{}, err
 	}
 	return s.decide(ctx, req, key, locked)
+}
+
+// reads is the pool of the key's reads outside a transaction: Reads, or DB.
+func (s *Store) reads() *pgxpool.Pool {
+	if s.Reads != nil {
+		return s.Reads
+	}
+	return s.DB
 }
 
 // lookup reads req's key as lookupKey does, on db; ErrNotFound when there is
@@ -409,7 +423,7 @@ const getKey = `SELECT ` + keyColumns + ` FROM idempotency_keys WHERE tenant_id 
 
 // Get returns the tenant's key, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, tenantID, key string) (Key, error) {
-	k, err := scanKey(s.DB.QueryRow(ctx, getKey, tenantID, key))
+	k, err := scanKey(s.reads().QueryRow(ctx, getKey, tenantID, key))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, ErrNotFound
 	}
@@ -427,7 +441,7 @@ FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`
 // holds its lock now (a stale lock is not held), by the database's clock.
 func (s *Store) Inspect(ctx context.Context, tenantID, key string) (Key, bool, error) {
 	var locked *bool
-	k, err := scanKey(s.DB.QueryRow(ctx, inspectKey, tenantID, key, s.LockTimeout), &locked)
+	k, err := scanKey(s.reads().QueryRow(ctx, inspectKey, tenantID, key, s.LockTimeout), &locked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Key{}, false, ErrNotFound
 	}

@@ -31,7 +31,7 @@ func (s *Store) Wait(ctx context.Context, lease Lease, timeout time.Duration) (K
 	for {
 		// Subscribed before looking, so a finish between the two is not missed.
 		if look {
-			key, err := s.GetByID(ctx, s.DB, keyID)
+			key, err := s.GetByID(ctx, s.reads(), keyID)
 			if err != nil || key.Finished() {
 				return key, err
 			}
@@ -41,7 +41,7 @@ func (s *Store) Wait(ctx context.Context, lease Lease, timeout time.Duration) (K
 		case <-wake:
 		case <-ticker.C:
 		case <-deadline.C:
-			return s.GetByID(ctx, s.DB, keyID)
+			return s.GetByID(ctx, s.reads(), keyID)
 		case <-ctx.Done():
 			return Key{}, ctx.Err()
 		}

@@ -42,7 +42,7 @@ type Common struct {
 	Logging
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"35s" desc:"how long in-flight work may finish on shutdown"`
 	// DBMaxConns sizes the process's pool; see docs/SCALING.md.
-	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own)"`
+	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own, and its reads of keys DB_READ_CONNS)"`
 	// OTel is read by the program's main, which sets its global
 	// TracerProvider up (StartTracing); it is validated and logged here.
 	tracing.OTel
@@ -69,18 +69,24 @@ func (c Common) Session() string {
 // and its pool for what needs a session, of at most sessionConns, past the
 // pooler: the same pool when there is none. Neither waits for the database.
 func (c Common) OpenPools(ctx context.Context, sessionConns int32) (pool, session *pgxpool.Pool, err error) {
-	if !c.Pooled() {
-		pool, err = database.Open(ctx, c.DatabaseURL, c.DBMaxConns)
+	if pool, err = c.OpenPool(ctx, c.DBMaxConns); err != nil || !c.Pooled() {
 		return pool, pool, err
-	}
-	if pool, err = database.OpenPooled(ctx, c.DatabaseURL, c.DBMaxConns); err != nil {
-		return nil, nil, err
 	}
 	if session, err = database.Open(ctx, c.SessionURL, sessionConns); err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
 	return pool, session, nil
+}
+
+// OpenPool opens a pool of at most maxConns on DatabaseURL, through the
+// pooler when there is one (database.OpenPooled). It does not wait for the
+// database.
+func (c Common) OpenPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, error) {
+	if c.Pooled() {
+		return database.OpenPooled(ctx, c.DatabaseURL, maxConns)
+	}
+	return database.Open(ctx, c.DatabaseURL, maxConns)
 }
 
 // ClosePools closes what OpenPools opened.

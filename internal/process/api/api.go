@@ -37,6 +37,8 @@ type Config struct {
 	process.KeyRetention
 	process.CrashPoint
 	process.Webhooks
+	// DBReadConns sizes the pool of the key's reads; see docs/SCALING.md.
+	DBReadConns    int32           `envconfig:"DB_READ_CONNS" default:"4" desc:"the most connections in the API's second pool, for the reads of a key outside a transaction (every idempotent POST's first statement, a waiting request's): about the database's cores"`
 	Addr           string          `envconfig:"API_ADDR" default:":8080" desc:"address to listen on"`
 	InternalAddr   string          `envconfig:"API_INTERNAL_ADDR" default:"127.0.0.1:9090" desc:"address of /metrics and /healthz for operators: internal, never the public port; loopback only by default"`
 	DefaultWait    time.Duration   `envconfig:"IDEMPOTENCY_DEFAULT_WAIT" default:"5s" desc:"how long a POST waits for its operation without Prefer: wait"`
@@ -68,6 +70,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("AUTH_FAILURE_LIMIT (%d) must be 0 (off) or positive, with AUTH_FAILURE_WINDOW (%s) at least 1s", c.AuthFailures, c.AuthWindow)
 	case c.RateLimit < 0 || (c.RateLimit > 0 && c.RateWindow < time.Second):
 		return fmt.Errorf("TENANT_RATE_LIMIT (%d) must be 0 (off) or positive, with TENANT_RATE_WINDOW (%s) at least 1s", c.RateLimit, c.RateWindow)
+	case c.DBReadConns < 1:
+		return fmt.Errorf("DB_READ_CONNS (%d) must be at least 1", c.DBReadConns)
 	case c.MaxEndpoints < 1 || c.MaxSecrets < 2:
 		return fmt.Errorf("WEBHOOK_MAX_ENDPOINTS (%d) must be at least 1 and WEBHOOK_MAX_SECRETS (%d) at least 2 (a rotation needs two)", c.MaxEndpoints, c.MaxSecrets)
 	}
@@ -79,12 +83,13 @@ func (c Config) Validate() error {
 
 // API is the API process: the HTTP API, listening from the moment it is
 // made, the listener that wakes requests waiting for their keys, the
-// doorbell that wakes the workers' relays, and the database pool.
+// doorbell that wakes the workers' relays, and the database pools.
 type API struct {
 	// Keys is the API's key store, for tools and tests.
 	Keys *idempotency.Store
 
 	pool     *pgxpool.Pool
+	reads    *pgxpool.Pool // the key's reads outside a transaction (Store.Reads)
 	session  *pgxpool.Pool // past the pooler, when there is one; else pool
 	listener *idempotency.Listener
 	doorbell *operation.Doorbell
@@ -120,20 +125,24 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	closeDB := func() { process.ClosePools(pool, session) }
+	reads, err := cfg.OpenPool(ctx, cfg.DBReadConns)
+	if err != nil {
+		process.ClosePools(pool, session)
+		return nil, err
+	}
+	a := &API{pool: pool, reads: reads, session: session, listener: idempotency.NewListener(session, logger), logger: logger}
 	if err := pool.Ping(ctx); err != nil {
 		logger.Warn("database not reachable yet: failing closed until it is", "err", err)
 	}
 	inserter, err := outbox.NewInserter(pool, outbox.InsertCooldown, process.Quiet(logger))
 	if err != nil {
-		closeDB()
+		a.closeDB()
 		return nil, err
 	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &API{pool: pool, session: session, listener: idempotency.NewListener(session, logger), logger: logger}
-	a.Keys = &idempotency.Store{DB: pool, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
+	a.Keys = &idempotency.Store{DB: pool, Reads: reads, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	// The API makes no processor call: its kinds have no processor.
 	kinds := operations.Kinds(nil)
 	renderer := render.New(kinds, []operation.Resource{endpoints.Resource}, endpoints.Rules)
@@ -164,13 +173,13 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	}
 	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {
-		closeDB()
+		a.closeDB()
 		return nil, err
 	}
 	a.internal, err = process.Listen(cfg.InternalAddr, server.Internal(), logger, 10*time.Second, 5*time.Second)
 	if err != nil {
 		a.http.Close()
-		closeDB()
+		a.closeDB()
 		return nil, err
 	}
 	return a, nil
@@ -185,7 +194,7 @@ func (a *API) InternalAddr() string { return a.internal.Addr() }
 // Run serves until ctx ends, then lets in-flight requests finish within the
 // shutdown timeout, and closes the API.
 func (a *API) Run(ctx context.Context) error {
-	defer process.ClosePools(a.pool, a.session)
+	defer a.closeDB()
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -208,6 +217,11 @@ func (a *API) Run(ctx context.Context) error {
 func (a *API) Close() {
 	a.http.Close()
 	a.internal.Close()
+	a.closeDB()
+}
+
+func (a *API) closeDB() {
+	a.reads.Close()
 	process.ClosePools(a.pool, a.session)
 }
 
