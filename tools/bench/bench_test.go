@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +118,17 @@ func TestRun(t *testing.T) {
 	}
 	if client.P50 < whole.P50 {
 		t.Errorf("the whole by the client %v, shorter than by the database %v", client.P50, whole.P50)
+	}
+	// What the 4-client mode cost the processors, on Linux: some share of
+	// them busy, and a payment some time of theirs and of this process's.
+	if _, err := os.Stat("/proc/stat"); err == nil {
+		c := report.CPU
+		if c == nil || c.Cores < 1 || c.Busy <= 0 || c.Busy > 1 || c.PerOp <= 0 || c.ProcessPerOp <= 0 {
+			t.Errorf("the 4-client mode's processors: %+v\n%s", c, out.String())
+		}
+		if !strings.Contains(out.String(), "cores were") {
+			t.Errorf("the processors' line is not printed:\n%s", out.String())
+		}
 	}
 }
 
