@@ -123,7 +123,7 @@ func TestRun(t *testing.T) {
 	// them busy, and a payment some time of theirs and of this process's.
 	if _, err := os.Stat("/proc/stat"); err == nil {
 		c := report.CPU
-		if c == nil || c.Cores < 1 || c.Busy <= 0 || c.Busy > 1 || c.PerOp <= 0 || c.ProcessPerOp <= 0 {
+		if c == nil || c.Cores < 1 || c.Busy <= 0 || c.Busy > 1 || c.PerOp <= 0 || c.ProcessPerOp <= 0 || c.SwitchesPerOp <= 0 {
 			t.Errorf("the 4-client mode's processors: %+v\n%s", c, out.String())
 		}
 		if !strings.Contains(out.String(), "cores were") {

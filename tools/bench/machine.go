@@ -24,21 +24,33 @@ type CPU struct {
 	// PerOp is the machine's processor time per request; ProcessPerOp
 	// this process's part of it.
 	PerOp, ProcessPerOp time.Duration
+	// SwitchesPerOp is the machine's context switches per request: each
+	// wakeup of a process or thread that a hop, a round trip or a
+	// notification costs.
+	SwitchesPerOp float64
+}
+
+// procStat is what /proc/stat counts for the whole machine.
+type procStat struct {
+	// busy and total are all cores' time, busy (all but idle and waiting
+	// for I/O) and in all, in ticks.
+	busy, total float64
+	cores       int
+	switches    float64
 }
 
 // cpuMeter is a reading of the processors' counters at a mode's start.
 type cpuMeter struct {
-	at          time.Time
-	busy, total float64
-	cores       int
-	self        time.Duration
-	err         error
+	at   time.Time
+	stat procStat
+	self time.Duration
+	err  error
 }
 
 // startCPU reads the counters; stop reads them again.
 func startCPU() cpuMeter {
 	m := cpuMeter{at: time.Now()}
-	m.busy, m.total, m.cores, m.err = machineTicks()
+	m.stat, m.err = readStat()
 	if m.err == nil {
 		m.self, m.err = processCPU()
 	}
@@ -52,7 +64,7 @@ func (m cpuMeter) stop(ops int) (CPU, error) {
 		return CPU{}, m.err
 	}
 	elapsed := time.Since(m.at)
-	busy, total, _, err := machineTicks()
+	stat, err := readStat()
 	if err != nil {
 		return CPU{}, err
 	}
@@ -60,29 +72,29 @@ func (m cpuMeter) stop(ops int) (CPU, error) {
 	if err != nil {
 		return CPU{}, err
 	}
-	if ops <= 0 || total <= m.total {
+	if ops <= 0 || stat.total <= m.stat.total {
 		return CPU{}, errors.New("nothing measured")
 	}
-	c := CPU{Cores: m.cores, Busy: (busy - m.busy) / (total - m.total)}
-	c.PerOp = time.Duration(c.Busy * float64(m.cores) * float64(elapsed) / float64(ops))
+	c := CPU{Cores: stat.cores, Busy: (stat.busy - m.stat.busy) / (stat.total - m.stat.total)}
+	c.PerOp = time.Duration(c.Busy * float64(stat.cores) * float64(elapsed) / float64(ops))
 	c.ProcessPerOp = (self - m.self) / time.Duration(ops)
+	c.SwitchesPerOp = (stat.switches - m.stat.switches) / float64(ops)
 	return c, nil
 }
 
-// machineTicks reads the time all cores spent busy and in all, in ticks,
-// and how many cores there are, from /proc/stat: busy is all but idle and
-// waiting for I/O.
-func machineTicks() (busy, total float64, cores int, err error) {
+// readStat reads /proc/stat.
+func readStat() (procStat, error) {
 	stat, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, 0, err
+		return procStat{}, err
 	}
 	return parseStat(string(stat))
 }
 
-// parseStat reads machineTicks' figures from the text of /proc/stat.
-func parseStat(stat string) (busy, total float64, cores int, err error) {
-	for line := range strings.Lines(stat) {
+// parseStat reads the text of /proc/stat.
+func parseStat(text string) (procStat, error) {
+	var s procStat
+	for line := range strings.Lines(text) {
 		fields := strings.Fields(line)
 		switch {
 		case len(fields) > 8 && fields[0] == "cpu":
@@ -91,21 +103,27 @@ func parseStat(stat string) (busy, total float64, cores int, err error) {
 			for i, f := range fields[1:9] {
 				v, err := strconv.ParseFloat(f, 64)
 				if err != nil {
-					return 0, 0, 0, fmt.Errorf("/proc/stat: %w", err)
+					return procStat{}, fmt.Errorf("/proc/stat: %w", err)
 				}
-				total += v
+				s.total += v
 				if i != 3 && i != 4 { // idle, iowait
-					busy += v
+					s.busy += v
 				}
 			}
 		case len(fields) > 0 && strings.HasPrefix(fields[0], "cpu"):
-			cores++
+			s.cores++
+		case len(fields) == 2 && fields[0] == "ctxt":
+			v, err := strconv.ParseFloat(fields[1], 64)
+			if err != nil {
+				return procStat{}, fmt.Errorf("/proc/stat: %w", err)
+			}
+			s.switches = v
 		}
 	}
-	if total == 0 || cores == 0 {
-		return 0, 0, 0, errors.New("/proc/stat: no cpu line")
+	if s.total == 0 || s.cores == 0 {
+		return procStat{}, errors.New("/proc/stat: no cpu line")
 	}
-	return busy, total, cores, nil
+	return s, nil
 }
 
 // processCPU is the processor time this process has used, user and system.
@@ -119,6 +137,6 @@ func processCPU() (time.Duration, error) {
 
 // PrintCPU writes what mode cost the machine's processors.
 func PrintCPU(out io.Writer, mode string, c CPU) {
-	fmt.Fprintf(out, "%s: the machine's %d cores were %.0f%% busy; a payment cost %.2f ms of their time, %.2f ms of it this process's (the API, the worker, the processor and the load generator)\n",
-		mode, c.Cores, 100*c.Busy, float64(c.PerOp)/float64(time.Millisecond), float64(c.ProcessPerOp)/float64(time.Millisecond))
+	fmt.Fprintf(out, "%s: the machine's %d cores were %.0f%% busy; a payment cost %.2f ms of their time, %.2f ms of it this process's (the API, the worker, the processor and the load generator), and %.0f context switches\n",
+		mode, c.Cores, 100*c.Busy, float64(c.PerOp)/float64(time.Millisecond), float64(c.ProcessPerOp)/float64(time.Millisecond), c.SwitchesPerOp)
 }
