@@ -2,15 +2,16 @@ package tracing
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -42,8 +43,7 @@ func Or(tp trace.TracerProvider) trace.TracerProvider {
 // only for a span that is recorded: with nothing exported, a request pays
 // for its span's ids (the logs' trace_id, and what is propagated) and
 // nothing more. otelhttp computes them, and its metrics, for every request
-// (the service counts its requests in Prometheus); it still traces the
-// calls this service makes (Transport).
+// (the service counts its requests in Prometheus).
 func Middleware(tp trace.TracerProvider) func(http.Handler) http.Handler {
 	return serverSpans(tp, Propagator)
 }
@@ -199,10 +199,94 @@ func method(m string) attribute.KeyValue {
 
 // Transport wraps base (nil: http.DefaultTransport) in a client span per
 // request, and sends the span's context on as Propagator writes it (by
-// default traceparent and tracestate; Propagator is read once, here).
+// default traceparent and tracestate; Propagator is read once, here). The
+// span ends once the response's body is read to its end or closed, or with
+// the round trip's error. As on the server side (Middleware), its attributes
+// (OpenTelemetry's HTTP semantic conventions) are computed only for a span
+// that is recorded: otelhttp's transport built its metrics' attributes for
+// every call, to no meter, 4% of the worker's processor time a payment.
 func Transport(base http.RoundTripper, tp trace.TracerProvider) http.RoundTripper {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return otelhttp.NewTransport(base, otelhttp.WithTracerProvider(Or(tp)), otelhttp.WithPropagators(Propagator))
+	return &clientSpans{base: base, tracer: Or(tp).Tracer(instrumentation), prop: Propagator}
+}
+
+// clientSpans is Transport's RoundTripper.
+type clientSpans struct {
+	base   http.RoundTripper
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+}
+
+func (t *clientSpans) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, span := t.tracer.Start(r.Context(), "HTTP "+r.Method, trace.WithSpanKind(trace.SpanKindClient))
+	recording := span.IsRecording()
+	if recording {
+		span.SetAttributes(clientAttributes(r)...)
+	}
+	// A RoundTripper must not change the request it is given.
+	r = r.Clone(ctx)
+	t.prop.Inject(ctx, propagation.HeaderCarrier(r.Header))
+	res, err := t.base.RoundTrip(r)
+	if err != nil {
+		if recording {
+			span.SetAttributes(semconv.ErrorTypeKey.String(fmt.Sprintf("%T", err)))
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		return res, err
+	}
+	if recording {
+		span.SetAttributes(semconv.HTTPResponseStatusCode(res.StatusCode))
+		if res.StatusCode >= http.StatusBadRequest {
+			span.SetStatus(codes.Error, http.StatusText(res.StatusCode))
+		}
+	}
+	if res.Body == nil || res.Body == http.NoBody {
+		span.End()
+		return res, nil
+	}
+	res.Body = &spanBody{ReadCloser: res.Body, span: span}
+	return res, nil
+}
+
+// spanBody ends its span at the body's end or close, whichever comes first.
+type spanBody struct {
+	io.ReadCloser
+	span trace.Span
+	once sync.Once
+}
+
+func (b *spanBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.end()
+	}
+	return n, err
+}
+
+func (b *spanBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.end()
+	return err
+}
+
+func (b *spanBody) end() { b.once.Do(func() { b.span.End() }) }
+
+// clientAttributes are a client span's attributes of the request.
+func clientAttributes(r *http.Request) []attribute.KeyValue {
+	u := *r.URL
+	u.User = nil // never a credential in a span
+	attrs := []attribute.KeyValue{method(r.Method), semconv.URLFull(u.String())}
+	if attrs[0].Value.AsString() == "_OTHER" {
+		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(r.Method))
+	}
+	if host, port := r.URL.Hostname(), r.URL.Port(); host != "" {
+		attrs = append(attrs, semconv.ServerAddress(host))
+		if p, err := strconv.Atoi(port); err == nil {
+			attrs = append(attrs, semconv.ServerPort(p))
+		}
+	}
+	return attrs
 }

@@ -251,9 +251,13 @@ func TestHTTPHop(t *testing.T) {
 	parent.End()
 
 	servers := map[string]sdktrace.ReadOnlySpan{}
+	var clients []sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
-		if s.SpanKind().String() == "server" {
+		switch s.SpanKind().String() {
+		case "server":
 			servers[s.Name()] = s
+		case "client":
+			clients = append(clients, s)
 		}
 		if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
 			t.Errorf("span %q in trace %s, want %s", s.Name(), s.SpanContext().TraceID(), parent.SpanContext().TraceID())
@@ -279,6 +283,32 @@ func TestHTTPHop(t *testing.T) {
 	}
 	if server.Parent().SpanID() == parent.SpanContext().SpanID() || !server.Parent().IsRemote() {
 		t.Errorf("server span's parent %v is not the remote client span", server.Parent())
+	}
+	// A client span a call, ended once its body was closed, with the
+	// conventions' attributes; a 5xx answer is an error.
+	if len(clients) != 3 {
+		t.Fatalf("%d client spans ended, want 3 (one a call)", len(clients))
+	}
+	for i, c := range clients {
+		path := []string{"/v1/payments/pay_123", "/healthz", "/broken"}[i]
+		status := []int{http.StatusNoContent, http.StatusOK, http.StatusBadGateway}[i]
+		for _, want := range []attribute.KeyValue{
+			attribute.String("http.request.method", "GET"), attribute.String("url.full", srv.URL+path),
+			attribute.String("server.address", "127.0.0.1"), attribute.Int("http.response.status_code", status),
+		} {
+			if !hasAttr(c.Attributes(), want) {
+				t.Errorf("client span %q attributes %v lack %v", c.Name(), c.Attributes(), want)
+			}
+		}
+		if c.Name() != "HTTP GET" || c.Parent().SpanID() != parent.SpanContext().SpanID() {
+			t.Errorf("client span %q, parent %v: want HTTP GET, a child of the caller", c.Name(), c.Parent().SpanID())
+		}
+		if wantErr := status >= 500; (c.Status().Code == codes.Error) != wantErr {
+			t.Errorf("client span of %s: status %v", path, c.Status())
+		}
+	}
+	if clients[0].SpanContext().SpanID() != server.Parent().SpanID() {
+		t.Errorf("server span's parent %v, want the client span %v", server.Parent().SpanID(), clients[0].SpanContext().SpanID())
 	}
 	if err := tp.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
