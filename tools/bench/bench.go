@@ -312,12 +312,13 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	for i := range explained {
 		explained[i].RoundTrips = trips[i]
 	}
+	// Each end-to-end mode measures payments, not what the modes before it
+	// left behind (vacuum).
+	vacuum(ctx, pool, out)
 	if _, err := inTurns(endToEndMode, insertRef, http.StatusCreated,
 		func() (int, error) { return post(fresh("e2e-"), "wait=10") }); err != nil {
 		return err
 	}
-	// The 4-client mode measures a payment's latency, not what the modes
-	// before it left behind.
 	vacuum(ctx, pool, out)
 	tl := newTimeline()
 	stopListening, err := tl.listen(ctx, pool, logger)
