@@ -62,17 +62,29 @@ RETURNING id`
 // delivery exists exactly when its event does.
 type FanOut struct{ Jobs Jobs }
 
-// Notify implements operation.Subscribers.
-func (f FanOut) Notify(ctx context.Context, tx pgx.Tx, tenantID, eventID, eventType string) error {
-	rows, err := tx.Query(ctx, fanOut, tenantID, eventID, eventType)
-	if err != nil {
-		return fmt.Errorf("fan out event: %w", err)
+// Notify implements operation.Subscribers: the deliveries' insert is queued
+// in tx, and the function returned inserts their jobs once it is read.
+func (f FanOut) Notify(tx *database.Tx, tenantID, eventID, eventType string) func(context.Context) error {
+	var (
+		ids  []int64
+		read bool
+	)
+	b := &pgx.Batch{}
+	b.Queue(fanOut, tenantID, eventID, eventType).Query(func(rows pgx.Rows) error {
+		var err error
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		read = true
+		return err
+	})
+	tx.Queue(b)
+	return func(ctx context.Context) error {
+		if !read {
+			if err := tx.Flush(ctx); err != nil {
+				return fmt.Errorf("fan out event: %w", err)
+			}
+		}
+		return enqueue(ctx, f.Jobs, tx, ids...)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return fmt.Errorf("fan out event: %w", err)
-	}
-	return enqueue(ctx, f.Jobs, tx, ids...)
 }
 
 const eventOfTenant = `SELECT type FROM events WHERE tenant_id = $1 AND id = $2`

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
@@ -25,11 +24,11 @@ type notified struct {
 }
 
 // Notify implements operation.Subscribers.
-func (n *notified) Notify(_ context.Context, _ pgx.Tx, _, _, eventType string) error {
+func (n *notified) Notify(_ *database.Tx, _, _, eventType string) func(context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.events = append(n.events, eventType)
-	return nil
+	return func(context.Context) error { return nil }
 }
 
 func (n *notified) has(eventType string) bool {

@@ -200,7 +200,8 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 		return "", err
 	}
 	if p.Recorded == nil && sameTerms(ev.ProcessorEvent, p) {
-		settled, err := o.driveWith(ctx, k, id, p, PathWebhook, o.eventPhase(k, id, ev.ProcessorEvent))
+		r := &recorded{}
+		settled, err := o.driveWith(ctx, k, id, p, PathWebhook, o.eventPhase(k, id, p.TenantID, ev.ProcessorEvent, r), r)
 		if err != nil {
 			return "", err
 		}
@@ -229,9 +230,9 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 // eventPhase records the outcome an event reports, as the phase that moves
 // the operation's key on from started. It makes no call, so the finish
 // phase commits in its transaction; so does the event's result.
-func (o *Runner) eventPhase(k Kind, id string, ev ProcessorEvent) idempotency.Phase {
+func (o *Runner) eventPhase(k Kind, id, tenant string, ev ProcessorEvent, r *recorded) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		record(tx, k, id, ev.Outcome, PathWebhook)
+		r.record(tx, k, id, tenant, ev.Outcome, PathWebhook)
 		b := &pgx.Batch{}
 		b.Queue(markEventProcessed, ev.ID, EventSettled)
 		tx.Queue(b)

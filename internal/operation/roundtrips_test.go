@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
@@ -120,40 +121,80 @@ func TestRoundTrips(t *testing.T) {
 	}
 	// The worker, given the job the relay queued: one read of the payment
 	// and its key's point; after the processor's call, the key's lock, the
-	// outcome and the read of the payment as recorded in one batch; the
-	// event, the key finished and the COMMIT in another. The job is not
-	// completed in that transaction: River's completer does it once Work
-	// returns, for many jobs at once.
+	// outcome, the event's deliveries (none: the tenant has no endpoint) and
+	// the read of the payment as recorded in one batch; the event, the key
+	// finished and the COMMIT in another. The job is not completed in that
+	// transaction: River's completer does it once Work returns, for many jobs
+	// at once.
 	runner := *h.ops
 	runner.DB, runner.Keys = pool, keys
-	jobs, err := inserter.JobList(ctx, river.NewJobListParams().Kinds(outbox.OperationArgs{}.Kind()).First(10))
+	runner.Subscribers = endpoints.FanOut{Jobs: outbox.Queue{Client: inserter}}
+	work := func(id string) {
+		t.Helper()
+		jobs, err := inserter.JobList(ctx, river.NewJobListParams().Kinds(outbox.OperationArgs{}.Kind()).First(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var job *river.Job[outbox.OperationArgs]
+		for _, row := range jobs.Jobs {
+			var args outbox.OperationArgs
+			if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+				t.Fatal(err)
+			}
+			if args.ID == id {
+				job = &river.Job[outbox.OperationArgs]{JobRow: row, Args: args}
+			}
+		}
+		if job == nil {
+			t.Fatalf("no job for %s among %d", id, len(jobs.Jobs))
+		}
+		// Running, as River's fetch leaves a job it hands to Work.
+		if _, err := h.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1`, job.ID); err != nil {
+			t.Fatal(err)
+		}
+		job.State, job.Attempt = rivertype.JobStateRunning, 1
+		traced.take()
+		if err := (&outbox.OperationWorker{Ops: &runner}).Work(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work(p.ID)
+	if got, want := sent(), "SELECT batch batch"; got != want {
+		t.Fatalf("the worker sent %q, want %q", got, want)
+	}
+	// deliveries counts the deliveries of the event about payment id that
+	// have their job.
+	deliveries := func(id string) int {
+		t.Helper()
+		var n int
+		if err := h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+			WHERE e.resource_id = $1 AND d.job IS NOT NULL`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := deliveries(p.ID); n != 0 {
+		t.Fatalf("%d deliveries of an event of a tenant with no endpoint", n)
+	}
+	// With an endpoint, the deliveries' jobs are inserted once the first
+	// batch is read, in a round trip of their own.
+	if _, err := h.db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (id, tenant_id, url, enabled_events, status, created_at, updated_at)
+		VALUES ('we_1', $1, 'https://example.com/hooks', '{payment.succeeded}', 'enabled', now(), now())`, tenant); err != nil {
+		t.Fatal(err)
+	}
+	_, hooked, err := payments.Create(ctx, svc, h.request("/v1/payments"), np)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var job *river.Job[outbox.OperationArgs]
-	for _, row := range jobs.Jobs {
-		var args outbox.OperationArgs
-		if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
-			t.Fatal(err)
-		}
-		if args.ID == p.ID {
-			job = &river.Job[outbox.OperationArgs]{JobRow: row, Args: args}
-		}
+	if n, err := relay.Move(ctx); err != nil || n != 1 {
+		t.Fatalf("relay moved %d, %v; want the payment's job", n, err)
 	}
-	if job == nil {
-		t.Fatalf("no job for %s among %d", p.ID, len(jobs.Jobs))
+	work(hooked.ID)
+	if got, want := sent(), "SELECT batch batch batch"; got != want {
+		t.Fatalf("the worker sent %q for a tenant with an endpoint, want %q", got, want)
 	}
-	// Running, as River's fetch leaves a job it hands to Work.
-	if _, err := h.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1`, job.ID); err != nil {
-		t.Fatal(err)
-	}
-	job.State, job.Attempt = rivertype.JobStateRunning, 1
-	traced.take()
-	if err := (&outbox.OperationWorker{Ops: &runner}).Work(ctx, job); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := sent(), "SELECT batch batch"; got != want {
-		t.Fatalf("the worker sent %q, want %q", got, want)
+	if n := deliveries(hooked.ID); n != 1 {
+		t.Fatalf("%d deliveries with their job of the event, want 1", n)
 	}
 	replay, _, err := payments.Create(ctx, svc, req, np)
 	if err != nil || replay.Created || !replay.Key.Finished() || replay.Key.Response == nil {

@@ -160,7 +160,7 @@ func (o *Runner) LearnOutcome(ctx context.Context, resourceType, id string) erro
 	if err != nil || p.KeyID == nil {
 		return err
 	}
-	_, _, err = o.Keys.RunPhase(ctx, *p.KeyID, idempotency.RecoveryStarted, o.outcomePhase(k, id, p, PathWorker))
+	_, _, err = o.Keys.RunPhase(ctx, *p.KeyID, idempotency.RecoveryStarted, o.outcomePhase(k, id, p, PathWorker, nil))
 	return err
 }
 
@@ -173,22 +173,23 @@ func (o *Runner) drive(ctx context.Context, k Kind, id, path string) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	return o.driveWith(ctx, k, id, p, path, o.outcomePhase(k, id, p, path))
+	r := &recorded{}
+	return o.driveWith(ctx, k, id, p, path, o.outcomePhase(k, id, p, path, r), r)
 }
 
 // driveWith runs the phases of operation id, as loaded in p, from its key's
-// recovery point: first, which records the outcome path learned, and the
-// finish phase, which commits in first's transaction. It reports whether
+// recovery point: first, which records the outcome path learned (and notes it
+// in r), and the finish phase, which commits in first's transaction. It reports whether
 // this run finished the key; when it did from started, path settled the
 // operation, and the Observer is told.
-func (o *Runner) driveWith(ctx context.Context, k Kind, id string, p Pending, path string, first idempotency.Phase) (bool, error) {
+func (o *Runner) driveWith(ctx context.Context, k Kind, id string, p Pending, path string, first idempotency.Phase, r *recorded) (bool, error) {
 	if p.KeyID == nil || p.RecoveryPoint == nil {
 		return false, nil
 	}
 	n := k.Names()
 	finished, err := o.Keys.DriveFrom(ctx, *p.KeyID, *p.RecoveryPoint, idempotency.Phases{
 		idempotency.RecoveryStarted: first,
-		n.CreatedPoint():            o.finishPhase(k, id),
+		n.CreatedPoint():            o.finishPhase(k, id, r),
 	})
 	if finished && *p.RecoveryPoint == idempotency.RecoveryStarted {
 		span := trace.SpanFromContext(ctx)
@@ -230,7 +231,7 @@ func statusOf(out Outcome) string {
 // call. A definite answer is recorded in the transaction that moves the key
 // to the created point; an unknown outcome is returned as an error, to be
 // tried again with the same downstream key.
-func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string) idempotency.Phase {
+func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string, r *recorded) idempotency.Phase {
 	var out outcome
 	n := k.Names()
 	return idempotency.Phase{
@@ -240,7 +241,7 @@ func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string) idempot
 			return err
 		},
 		Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
-			record(tx, k, id, out.Outcome, path)
+			r.record(tx, k, id, p.TenantID, out.Outcome, path)
 			if out.gaveUp {
 				detail := fmt.Sprintf("gave up on %s %s: the processor confirmed through the fence that nothing was made", n.Type, id)
 				if _, err := flagForReview(ctx, tx, n.Reviews().GivenUp, id, detail); err != nil {
@@ -284,12 +285,26 @@ func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconc
 	return outcome{Outcome: out}, nil
 }
 
-// record queues in tx the write of a definite outcome of operation id,
-// learned by path: it goes with the phase's next statement.
-func record(tx *database.Tx, k Kind, id string, out Outcome, path string) {
+// recorded is the status a first phase recorded on an operation of tenant,
+// and the transaction it did so in: the finish phase that follows in the same
+// transaction knows the event's type before it reads the operation, and fans
+// the event out with that read (finishPhase).
+type recorded struct {
+	tx     *database.Tx
+	tenant string
+	status string
+}
+
+// record queues in tx the write of a definite outcome of operation id of
+// tenant, learned by path: it goes with the phase's next statement. A non-nil
+// r notes it.
+func (r *recorded) record(tx *database.Tx, k Kind, id, tenant string, out Outcome, path string) {
 	b := &pgx.Batch{}
 	k.Record(b, id, statusOf(out), out, path)
 	tx.Queue(b)
+	if r != nil {
+		*r = recorded{tx: tx, tenant: tenant, status: statusOf(out)}
+	}
 }
 
 // giveUp closes the operation's downstream key at the processor, the fence,
@@ -311,10 +326,19 @@ func (o *Runner) giveUp(ctx context.Context, k Kind, key string) (outcome, error
 }
 
 // finishPhase stores the final response, stages the event that follows it
-// and clears the reconciliation mark.
-func (o *Runner) finishPhase(k Kind, id string) idempotency.Phase {
+// and clears the reconciliation mark. When r says that the phase before it
+// recorded the outcome in this transaction, the event's type is known before
+// the operation is read, and the Subscribers' writes go with that read: the
+// worker's transaction is two round trips, the read's and the COMMIT's (the
+// deliveries' reference to their event is checked at the COMMIT).
+func (o *Runner) finishPhase(k Kind, id string, r *recorded) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, key idempotency.Key) (idempotency.Next, error) {
 		n := k.Names()
+		eventID := NewID("evt_")
+		var notified func(context.Context) error
+		if r != nil && r.tx == tx && o.Subscribers != nil {
+			notified = o.Subscribers.Notify(tx, r.tenant, eventID, n.Type+"."+r.status)
+		}
 		final, err := k.Final(ctx, tx, id)
 		if err != nil {
 			return idempotency.Next{}, fmt.Errorf("read %s %s: %w", n.Type, id, err)
@@ -322,11 +346,22 @@ func (o *Runner) finishPhase(k Kind, id string) idempotency.Phase {
 		if final.Status != StatusSucceeded && final.Status != StatusFailed {
 			return idempotency.Next{}, fmt.Errorf("%s %s has no outcome to finish with", n.Type, id)
 		}
-		if err := o.settle(ctx, tx, n.Type, final.TenantID, n.Type+"."+final.Status, id, final.Object, key); err != nil {
+		if notified != nil && (final.Status != r.status || final.TenantID != r.tenant) {
+			return idempotency.Next{}, fmt.Errorf("%s %s reads %s of %s, not the %s of %s just recorded", n.Type, id, final.Status, final.TenantID, r.status, r.tenant)
+		}
+		ev := event{ID: eventID, Type: n.Type + "." + final.Status, TenantID: final.TenantID, Object: final.Object}
+		if err := o.settle(ctx, tx, n.Type, id, ev, key, notified); err != nil {
 			return idempotency.Next{}, err
 		}
 		return idempotency.Finish(final.Response), nil
 	}}
+}
+
+// event is the event a finishing transaction stages.
+type event struct {
+	ID, Type, TenantID string
+	// Object is what the event carries.
+	Object any
 }
 
 // settleOperation stages the event of a finished operation and clears its
@@ -337,33 +372,42 @@ INSERT INTO events (id, tenant_id, type, resource_id, data, request_id, request_
 SELECT $1, $2, $3, $4, $5, k.request_id, k.key, now()
 FROM (VALUES (1)) AS always_one_row LEFT JOIN idempotency_keys k ON k.id = $7`
 
-// settle writes, in the finishing transaction tx, the immutable event about
-// object, an operation of resourceType that finished under key, clears the
-// operation's reconciliation mark, and tells the Subscribers. The event
-// names the request that reserved the key, and the key, as the key's row
-// has them (the phase may hold no more than its id). The event's insert
-// is queued: it goes with the Subscribers' first statement, or with the
-// COMMIT.
-func (o *Runner) settle(ctx context.Context, tx *database.Tx, resourceType, tenantID, eventType, resourceID string, object any, key idempotency.Key) error {
-	data, err := json.Marshal(object)
+// settle writes, in the finishing transaction tx, the immutable event ev
+// about resourceID, an operation of resourceType that finished under key,
+// clears the operation's reconciliation mark, and has the Subscribers finish
+// what they write: notified, when they were told of ev before (finishPhase),
+// else they are told now. The event names the request that reserved the key,
+// and the key, as the key's row has them (the phase may hold no more than
+// its id). The event's insert is queued: it goes with the Subscribers' next
+// statement, or with the COMMIT.
+func (o *Runner) settle(ctx context.Context, tx *database.Tx, resourceType, resourceID string, ev event, key idempotency.Key, notified func(context.Context) error) error {
+	data, err := json.Marshal(ev.Object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	eventID := NewID("evt_")
 	b := &pgx.Batch{}
-	b.Queue(settleOperation, eventID, tenantID, eventType, resourceID, data, resourceType, key.ID)
+	b.Queue(settleOperation, ev.ID, ev.TenantID, ev.Type, resourceID, data, resourceType, key.ID)
 	tx.Queue(b)
-	if o.Subscribers != nil {
-		return o.Subscribers.Notify(ctx, tx, tenantID, eventID, eventType)
+	if o.Subscribers == nil {
+		return nil
 	}
-	return nil
+	if notified == nil {
+		notified = o.Subscribers.Notify(tx, ev.TenantID, ev.ID, ev.Type)
+	}
+	return notified(ctx)
 }
 
 // Subscribers hear of each event in the transaction that stages it, so that
 // what they write (the deliveries of the tenant's webhook endpoints, and
 // their jobs: package endpoints) exists exactly when the event does.
 type Subscribers interface {
-	Notify(ctx context.Context, tx pgx.Tx, tenantID, eventID, eventType string) error
+	// Notify queues in tx what the event's subscribers write, to go with
+	// tx's next statement, which may come before the event's own insert (the
+	// references to the event are checked at the COMMIT). The function it
+	// returns writes what depends on that statement's results (the
+	// deliveries' jobs), sending what is still queued first; it must be
+	// called before the COMMIT.
+	Notify(tx *database.Tx, tenantID, eventID, eventType string) func(context.Context) error
 }
 
 const markForReconciliation = `
