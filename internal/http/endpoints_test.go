@@ -294,7 +294,10 @@ func TestWebhookDelivery(t *testing.T) {
 		}
 		// A declined payment is not wanted by this endpoint.
 		s.Pay(acme, "pay-2", `{"amount":1000,"currency":"USD","payment_method":"pm_card_declined"}`, "Prefer", "wait=10")
-		// A resend arrives again; the receiver's dedupe makes it once.
+		// A resend arrives again; the receiver's dedupe makes it once. It is
+		// refused while the first delivery is in flight, which it is until
+		// the worker records the receiver's answer.
+		delivered(t, s)
 		if res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID+"/resend", acme, fmt.Sprintf(`{"event":%q}`, evID), "Idempotency-Key", "rs"); res.Status != http.StatusAccepted {
 			t.Fatalf("resend: %d %s", res.Status, res.Body)
 		}
