@@ -99,9 +99,9 @@ type Report struct {
 	// by the database's clock; ClientHops what that clock cannot see, by the
 	// client's and a listener's (timeline).
 	Hops, ClientHops []Hop
-	// CPU is what the 4-client end-to-end mode cost the machine's
-	// processors; nil where they cannot be read.
-	CPU *CPU
+	// CPU is what the modes in turns and the 4-client end-to-end mode cost
+	// the machine's processors, by mode; empty where they cannot be read.
+	CPU map[string]CPU
 	// Floors are what the run held and missed, read off Results.
 	Floors []Floor
 	// Retention is the retention mode, when it ran.
@@ -215,16 +215,43 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	}
 	// inTurns measures a mode in turns with its reference (alternate): the
 	// modes a floor reads. Its profile is a file a turn.
+	report.CPU = map[string]CPU{}
+	// cost keeps what a mode cost the processors, when they could be read.
+	cost := func(mode string, use cpuUse, useErr error, ops int) {
+		if useErr == nil {
+			var c CPU
+			if c, useErr = use.per(ops); useErr == nil {
+				report.CPU[mode] = c
+				return
+			}
+		}
+		fmt.Fprintf(out, "bench: what %s cost the processors is not known here (%v)\n", mode, useErr)
+	}
 	inTurns := func(name string, ref reference, want int, send func() (int, error)) (Result, error) {
 		if err := stats.reset(ctx); err != nil {
 			return Result{}, err
 		}
+		var (
+			use    cpuUse
+			useErr error
+		)
 		r, against, err := alternate(ctx, name, cfg.Clients, cfg.Duration, out, ref, expect(want, send), func(i int) (func(), error) {
-			return startProfile(cfg.ProfileDir, name, i+1)
+			stopProfile, err := startProfile(cfg.ProfileDir, name, i+1)
+			if err != nil {
+				return nil, err
+			}
+			meter := startCPU()
+			return func() {
+				slice, err := meter.stop()
+				use.add(slice)
+				useErr = cmp(useErr, err)
+				stopProfile()
+			}, nil
 		})
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
+		cost(name, use, useErr, r.Ops)
 		if err := measured(r); err != nil {
 			return r, err
 		}
@@ -333,11 +360,8 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	if err != nil {
 		return err
 	}
-	if cpu, err := meter.stop(four.Ops); err == nil {
-		report.CPU = &cpu
-	} else {
-		fmt.Fprintf(out, "bench: what the 4-client mode cost the processors is not known here (%v)\n", err)
-	}
+	use, err := meter.stop()
+	cost(endToEnd4Mode, use, err, four.Ops)
 	if report.Hops, err = hops(ctx, pool, "e2e4-"); err != nil {
 		return fmt.Errorf("where the payments' time went: %w", err)
 	}
@@ -366,8 +390,10 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	PrintExplained(out, explained)
 	PrintHops(out, endToEnd4Mode, report.Hops)
 	PrintClientHops(out, endToEnd4Mode, report.ClientHops)
-	if report.CPU != nil {
-		PrintCPU(out, endToEnd4Mode, *report.CPU)
+	for _, r := range results {
+		if c, ok := report.CPU[r.Mode]; ok {
+			PrintCPU(out, r.Mode, c)
+		}
 	}
 	if report.Retention != nil {
 		PrintRetention(out, *report.Retention)

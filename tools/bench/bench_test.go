@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,17 +120,46 @@ func TestRun(t *testing.T) {
 	if client.P50 < whole.P50 {
 		t.Errorf("the whole by the client %v, shorter than by the database %v", client.P50, whole.P50)
 	}
-	// What the 4-client mode cost the processors, on Linux: some share of
-	// them busy, and a payment some time of theirs and of this process's.
+	// What the modes in turns and the 4-client mode cost the processors, on
+	// Linux: some share of them busy, and a request some time of theirs and
+	// of this process's; some of Postgres's too, when it runs on this machine.
 	if _, err := os.Stat("/proc/stat"); err == nil {
-		c := report.CPU
-		if c == nil || c.Cores < 1 || c.Busy <= 0 || c.Busy > 1 || c.PerOp <= 0 || c.ProcessPerOp <= 0 || c.SwitchesPerOp <= 0 {
-			t.Errorf("the 4-client mode's processors: %+v\n%s", c, out.String())
+		var modes []string
+		for _, r := range results {
+			if strings.HasSuffix(r.Ceiling, ", in turns") || r.Clients == 4 {
+				modes = append(modes, r.Mode)
+			}
 		}
-		if !strings.Contains(out.String(), "cores were") {
-			t.Errorf("the processors' line is not printed:\n%s", out.String())
+		if len(modes) != 5 || len(report.CPU) != len(modes) {
+			t.Errorf("processors read for %d modes, want %d (%q)", len(report.CPU), len(modes), modes)
+		}
+		local := localPostgres(t)
+		for _, mode := range modes {
+			c, ok := report.CPU[mode]
+			if !ok || c.Cores < 1 || c.Busy <= 0 || c.Busy > 1 || c.PerOp <= 0 || c.ProcessPerOp <= 0 || c.SwitchesPerOp <= 0 {
+				t.Errorf("%s: processors %+v\n%s", mode, c, out.String())
+			}
+			if local && (c.PostgresPerOp <= 0 || c.PostgresPerOp > c.PerOp*time.Duration(c.Cores)) {
+				t.Errorf("%s: Postgres's processes %v a request, of %v on the machine", mode, c.PostgresPerOp, c.PerOp)
+			}
+			if !strings.Contains(out.String(), mode+": the machine's") {
+				t.Errorf("%s: the processors' line is not printed:\n%s", mode, out.String())
+			}
 		}
 	}
+}
+
+// localPostgres reports whether the server the tests use runs on this
+// machine where its processes can be read: it names its own backend's
+// process, and /proc has it.
+func localPostgres(t *testing.T) bool {
+	db := testdb.New(t)
+	var pid int
+	if err := db.Pool.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && strings.Contains(string(stat), "(postgres)")
 }
 
 // TestCount: each of benchcount's modes answers as it should on a database

@@ -13,17 +13,20 @@ import (
 
 // CPU is what a mode cost the machine's processors: how busy all of them
 // were while it ran (Linux's /proc/stat, every process: Postgres, this one,
-// anything else), and what one request cost the machine and this process
-// (the API, the worker, the processor and the load generator together). At
-// low concurrency it says whether latency is waiting on the processors: a
-// machine near full queues every wakeup of every hop.
+// anything else), and what one request cost the machine, Postgres's
+// processes and this process (the API, the worker, the processor and the
+// load generator together). At low concurrency it says whether latency is
+// waiting on the processors: a machine near full queues every wakeup of
+// every hop. At full load it says whose processor time a request is.
 type CPU struct {
 	Cores int
 	// Busy is the share of all cores' time spent busy.
 	Busy float64
-	// PerOp is the machine's processor time per request; ProcessPerOp
-	// this process's part of it.
-	PerOp, ProcessPerOp time.Duration
+	// PerOp is the machine's processor time per request; PostgresPerOp
+	// and ProcessPerOp are Postgres's processes' part of it and this
+	// process's. PostgresPerOp is zero where no Postgres process runs on
+	// this machine (a server elsewhere) or none can be read.
+	PerOp, PostgresPerOp, ProcessPerOp time.Duration
 	// SwitchesPerOp is the machine's context switches per request: each
 	// wakeup of a process or thread that a hop, a round trip or a
 	// notification costs.
@@ -39,17 +42,27 @@ type procStat struct {
 	switches    float64
 }
 
+// cpuUse is what the processors' counters moved by between two readings,
+// or over several spans of a mode added together (a mode in turns).
+type cpuUse struct {
+	elapsed  time.Duration
+	stat     procStat
+	postgres float64 // Postgres's processes, ticks
+	self     time.Duration
+}
+
 // cpuMeter is a reading of the processors' counters at a mode's start.
 type cpuMeter struct {
-	at   time.Time
-	stat procStat
-	self time.Duration
-	err  error
+	at       time.Time
+	stat     procStat
+	postgres float64
+	self     time.Duration
+	err      error
 }
 
 // startCPU reads the counters; stop reads them again.
 func startCPU() cpuMeter {
-	m := cpuMeter{at: time.Now()}
+	m := cpuMeter{at: time.Now(), postgres: postgresTicks()}
 	m.stat, m.err = readStat()
 	if m.err == nil {
 		m.self, m.err = processCPU()
@@ -57,28 +70,53 @@ func startCPU() cpuMeter {
 	return m
 }
 
-// stop returns what the ops requests done since start cost; an error when
-// the counters cannot be read (no /proc: not Linux).
-func (m cpuMeter) stop(ops int) (CPU, error) {
+// stop returns what the counters moved by since start; an error when they
+// cannot be read (no /proc: not Linux).
+func (m cpuMeter) stop() (cpuUse, error) {
 	if m.err != nil {
-		return CPU{}, m.err
+		return cpuUse{}, m.err
 	}
 	elapsed := time.Since(m.at)
+	postgres := postgresTicks()
 	stat, err := readStat()
 	if err != nil {
-		return CPU{}, err
+		return cpuUse{}, err
 	}
 	self, err := processCPU()
 	if err != nil {
-		return CPU{}, err
+		return cpuUse{}, err
 	}
-	if ops <= 0 || stat.total <= m.stat.total {
+	return cpuUse{
+		elapsed:  elapsed,
+		stat:     procStat{busy: stat.busy - m.stat.busy, total: stat.total - m.stat.total, cores: stat.cores, switches: stat.switches - m.stat.switches},
+		postgres: postgres - m.postgres,
+		self:     self - m.self,
+	}, nil
+}
+
+// add adds what another span of the same mode used.
+func (u *cpuUse) add(v cpuUse) {
+	u.elapsed += v.elapsed
+	u.stat.busy += v.stat.busy
+	u.stat.total += v.stat.total
+	u.stat.switches += v.stat.switches
+	u.stat.cores = v.stat.cores
+	u.postgres += v.postgres
+	u.self += v.self
+}
+
+// per returns what each of ops requests cost.
+func (u cpuUse) per(ops int) (CPU, error) {
+	if ops <= 0 || u.stat.total <= 0 {
 		return CPU{}, errors.New("nothing measured")
 	}
-	c := CPU{Cores: stat.cores, Busy: (stat.busy - m.stat.busy) / (stat.total - m.stat.total)}
-	c.PerOp = time.Duration(c.Busy * float64(stat.cores) * float64(elapsed) / float64(ops))
-	c.ProcessPerOp = (self - m.self) / time.Duration(ops)
-	c.SwitchesPerOp = (stat.switches - m.stat.switches) / float64(ops)
+	c := CPU{Cores: u.stat.cores, Busy: u.stat.busy / u.stat.total}
+	c.PerOp = time.Duration(c.Busy * float64(u.stat.cores) * float64(u.elapsed) / float64(ops))
+	// A process's ticks are Linux's USER_HZ, 100 a second on every
+	// architecture Go runs on.
+	c.PostgresPerOp = time.Duration(u.postgres * float64(10*time.Millisecond) / float64(ops))
+	c.ProcessPerOp = u.self / time.Duration(ops)
+	c.SwitchesPerOp = u.stat.switches / float64(ops)
 	return c, nil
 }
 
@@ -135,8 +173,60 @@ func processCPU() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
+// postgresTicks is the processor time, user and system, that the processes
+// named postgres on this machine have used, in ticks: the server and all
+// its backends, whoever connected them. A backend that exits between two
+// readings takes its time with it; the modes keep their connections open.
+func postgresTicks() float64 {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var ticks float64
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue // gone, or not ours to read
+		}
+		if t, ok := postgresStat(string(stat)); ok {
+			ticks += t
+		}
+	}
+	return ticks
+}
+
+// postgresStat reads a /proc/<pid>/stat line: the process's user and system
+// ticks, and whether it is a Postgres process.
+func postgresStat(line string) (float64, bool) {
+	open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+	if open < 0 || end < open || line[open+1:end] != "postgres" {
+		return 0, false
+	}
+	// After the name: state, then ppid and the rest; utime and stime are
+	// the 14th and 15th fields of the line, the 12th and 13th after it.
+	fields := strings.Fields(line[end+1:])
+	if len(fields) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return utime + stime, true
+}
+
 // PrintCPU writes what mode cost the machine's processors.
 func PrintCPU(out io.Writer, mode string, c CPU) {
-	fmt.Fprintf(out, "%s: the machine's %d cores were %.0f%% busy; a payment cost %.2f ms of their time, %.2f ms of it this process's (the API, the worker, the processor and the load generator), and %.0f context switches\n",
-		mode, c.Cores, 100*c.Busy, float64(c.PerOp)/float64(time.Millisecond), float64(c.ProcessPerOp)/float64(time.Millisecond), c.SwitchesPerOp)
+	postgres := ""
+	if c.PostgresPerOp > 0 {
+		postgres = fmt.Sprintf(" Postgres's processes %.2f ms,", msOf(c.PostgresPerOp))
+	}
+	fmt.Fprintf(out, "%s: the machine's %d cores were %.0f%% busy; a request cost %.2f ms of their time:%s this process's %.2f ms (the API, the worker, the processor and the load generator); and %.0f context switches\n",
+		mode, c.Cores, 100*c.Busy, msOf(c.PerOp), postgres, msOf(c.ProcessPerOp), c.SwitchesPerOp)
 }
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
