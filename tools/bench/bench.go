@@ -213,8 +213,6 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 		r.Ceiling, r.Ratio = ceiling.Mode, r.PerSecond/ceiling.PerSecond
 		return r, measured(r)
 	}
-	// inTurns measures a mode in turns with its reference (alternate): the
-	// modes a floor reads. Its profile is a file a turn.
 	report.CPU = map[string]CPU{}
 	// cost keeps what a mode cost the processors, when they could be read.
 	cost := func(mode string, use cpuUse, useErr error, ops int) {
@@ -227,6 +225,9 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 		}
 		fmt.Fprintf(out, "bench: what %s cost the processors is not known here (%v)\n", mode, useErr)
 	}
+	// inTurns measures a mode in turns with its reference (alternate): the
+	// modes a floor reads. Its profile is a file a turn, and what its
+	// slices cost the processors is added up.
 	inTurns := func(name string, ref reference, want int, send func() (int, error)) (Result, error) {
 		if err := stats.reset(ctx); err != nil {
 			return Result{}, err

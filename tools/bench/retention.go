@@ -641,4 +641,4 @@ func PrintRetention(out io.Writer, r RetentionResult) {
 		r.Capacity(), r.Reaping.PerSecond, r.Capacity()/r.Reaping.PerSecond, r.Scheduled(), pace)
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f", msOf(d)) }
