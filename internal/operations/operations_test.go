@@ -64,7 +64,7 @@ func TestKinds(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := admitted(ctx, t, db, n); err != nil {
-				t.Fatalf("the migrations do not admit %s: %v (a migration widens reconciliations_resource_type_check and idempotency_keys_recovery_point_check)", n.Type, err)
+				t.Fatalf("the migrations do not admit %s: %v (a migration widens reconciliations_resource_type_check and recovery_point_known)", n.Type, err)
 			}
 			missing := operation.NewID(n.Prefix)
 			if _, err := k.Load(ctx, db.Pool, missing, 0); !errors.Is(err, operation.ErrNotFound) {

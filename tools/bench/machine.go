@@ -55,7 +55,7 @@ type cpuUse struct {
 type cpuMeter struct {
 	at       time.Time
 	stat     procStat
-	postgres float64
+	postgres map[proc]float64
 	self     time.Duration
 	err      error
 }
@@ -89,7 +89,7 @@ func (m cpuMeter) stop() (cpuUse, error) {
 	return cpuUse{
 		elapsed:  elapsed,
 		stat:     procStat{busy: stat.busy - m.stat.busy, total: stat.total - m.stat.total, cores: stat.cores, switches: stat.switches - m.stat.switches},
-		postgres: postgres - m.postgres,
+		postgres: ticksSince(m.postgres, postgres),
 		self:     self - m.self,
 	}, nil
 }
@@ -173,16 +173,19 @@ func processCPU() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
-// postgresTicks is the processor time, user and system, that the processes
-// named postgres on this machine have used, in ticks: the server and all
-// its backends, whoever connected them. A backend that exits between two
-// readings takes its time with it; the modes keep their connections open.
-func postgresTicks() float64 {
+// proc names a process across readings: its pid and its start time
+// (Linux reuses pids).
+type proc struct{ pid, start string }
+
+// postgresTicks is the processor time, user and system, that each process
+// named postgres on this machine has used, in ticks: the server and all its
+// backends, whoever connected them.
+func postgresTicks() map[proc]float64 {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return nil
 	}
-	var ticks float64
+	ticks := map[proc]float64{}
 	for _, d := range dirs {
 		if _, err := strconv.Atoi(d.Name()); err != nil {
 			continue
@@ -191,32 +194,45 @@ func postgresTicks() float64 {
 		if err != nil {
 			continue // gone, or not ours to read
 		}
-		if t, ok := postgresStat(string(stat)); ok {
-			ticks += t
+		if start, t, ok := postgresStat(string(stat)); ok {
+			ticks[proc{d.Name(), start}] = t
 		}
 	}
 	return ticks
 }
 
-// postgresStat reads a /proc/<pid>/stat line: the process's user and system
-// ticks, and whether it is a Postgres process.
-func postgresStat(line string) (float64, bool) {
+// ticksSince is what the processes read now used since then: a process
+// started since counts whole; one that exited since took its time with it
+// and is not counted (the modes keep their connections open), so the sum
+// never runs backwards when other clients' backends come and go.
+func ticksSince(then, now map[proc]float64) float64 {
+	var ticks float64
+	for p, t := range now {
+		ticks += t - then[p]
+	}
+	return ticks
+}
+
+// postgresStat reads a /proc/<pid>/stat line: the process's start time, its
+// user and system ticks, and whether it is a Postgres process.
+func postgresStat(line string) (start string, ticks float64, ok bool) {
 	open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
 	if open < 0 || end < open || line[open+1:end] != "postgres" {
-		return 0, false
+		return "", 0, false
 	}
 	// After the name: state, then ppid and the rest; utime and stime are
-	// the 14th and 15th fields of the line, the 12th and 13th after it.
+	// the 14th and 15th fields of the line, the 12th and 13th after it,
+	// and starttime the 22nd, the 20th after it.
 	fields := strings.Fields(line[end+1:])
-	if len(fields) < 13 {
-		return 0, false
+	if len(fields) < 20 {
+		return "", 0, false
 	}
 	utime, err1 := strconv.ParseFloat(fields[11], 64)
 	stime, err2 := strconv.ParseFloat(fields[12], 64)
 	if err1 != nil || err2 != nil {
-		return 0, false
+		return "", 0, false
 	}
-	return utime + stime, true
+	return fields[19], utime + stime, true
 }
 
 // PrintCPU writes what mode cost the machine's processors.

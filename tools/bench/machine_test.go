@@ -27,13 +27,13 @@ ctxt 999
 	}
 }
 
-// TestPostgresStat reads a process's processor time from its /proc stat
-// line, only for a process named postgres, whatever its name's spaces and
-// parentheses would do to a naive split.
+// TestPostgresStat reads a process's start time and processor time from its
+// /proc stat line, only for a process named postgres, whatever its name's
+// spaces and parentheses would do to a naive split.
 func TestPostgresStat(t *testing.T) {
 	const backend = "4242 (postgres) S 100 4242 4242 0 -1 4194560 1503 0 0 0 170 30 0 0 20 0 1 0 9000 230000000 3000 18446744073709551615"
-	if ticks, ok := postgresStat(backend); !ok || ticks != 200 {
-		t.Errorf("backend: %v ticks, %v; want 200, true", ticks, ok)
+	if start, ticks, ok := postgresStat(backend); !ok || start != "9000" || ticks != 200 {
+		t.Errorf("backend: started %s, %v ticks, %v; want 9000, 200, true", start, ticks, ok)
 	}
 	for _, line := range []string{
 		"4243 (bench) S 1 4243 4243 0 -1 4194560 1503 0 0 0 170 30 0 0 20 0 1 0 9000 230000000 3000",
@@ -41,9 +41,25 @@ func TestPostgresStat(t *testing.T) {
 		"4245 (postgres) S 1 4243",
 		"garbage",
 	} {
-		if ticks, ok := postgresStat(line); ok {
+		if _, ticks, ok := postgresStat(line); ok {
 			t.Errorf("%q: read as Postgres's, %v ticks", line, ticks)
 		}
+	}
+}
+
+// TestTicksSince: what Postgres's processes used between two readings counts
+// the processes alive at the second, a new one whole, and never goes
+// backwards when a backend exits (another client's, or a pid reused).
+func TestTicksSince(t *testing.T) {
+	then := map[proc]float64{{"10", "100"}: 50, {"11", "100"}: 70, {"12", "100"}: 900}
+	now := map[proc]float64{
+		{"10", "100"}: 80, // ran 30 more
+		{"11", "100"}: 70, // idle
+		{"12", "500"}: 5,  // pid 12 exited with its 900 and was reused
+		{"13", "600"}: 20, // new
+	}
+	if got := ticksSince(then, now); got != 55 {
+		t.Errorf("ticksSince = %v, want 55", got)
 	}
 }
 

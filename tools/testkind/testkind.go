@@ -61,9 +61,8 @@ CREATE TABLE widgets (
     created_at         timestamptz NOT NULL,
     updated_at         timestamptz NOT NULL
 );
-ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_recovery_point_check;
-ALTER TABLE idempotency_keys ADD CONSTRAINT idempotency_keys_recovery_point_check
-    CHECK (recovery_point IN ('started', 'charge_created', 'refund_created', 'gadget_created', 'finished', 'expired'));
+CREATE OR REPLACE FUNCTION recovery_point_known(point text) RETURNS boolean LANGUAGE sql IMMUTABLE
+RETURN point IN ('started', 'charge_created', 'refund_created', 'gadget_created', 'finished', 'expired');
 ALTER TABLE reconciliations DROP CONSTRAINT reconciliations_resource_type_check;
 ALTER TABLE reconciliations ADD CONSTRAINT reconciliations_resource_type_check
     CHECK (resource_type IN ('payment', 'refund', 'widget'));`

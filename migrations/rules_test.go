@@ -1,0 +1,113 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/example/payments/tools/testdb"
+)
+
+// rows are a key at each point, a payment and a refund that keep every rule.
+const rows = `
+INSERT INTO tenants (id, name) VALUES ('ten_rules', 'Rules');
+INSERT INTO idempotency_keys (id, tenant_id, key, request_method, request_path, request_fingerprint, recovery_point,
+	response_status, response_body, created_at, updated_at, finished_at, expires_at)
+OVERRIDING SYSTEM VALUE VALUES
+	(1, 'ten_rules', 'started', 'POST', '/v1/payments', '\x00', 'started', NULL, NULL, now(), now(), NULL, NULL),
+	(2, 'ten_rules', 'finished', 'POST', '/v1/payments', '\x00', 'finished', 201, '{}', now(), now(), now(), now() + interval '1 day'),
+	(3, 'ten_rules', 'expired', 'POST', '/v1/payments', '\x00', 'expired', NULL, NULL, now(), now(), now(), now() + interval '30 days');
+INSERT INTO payments (id, tenant_id, amount, currency, payment_method, status, created_at, updated_at)
+VALUES ('pay_rules', 'ten_rules', 1000, 'USD', 'pm_card_visa', 'processing', now(), now());
+INSERT INTO refunds (id, tenant_id, payment_id, amount, status, created_at, updated_at)
+VALUES ('re_rules', 'ten_rules', 'pay_rules', 500, 'processing', now(), now());`
+
+// TestRowRules: every rule of the rows an operation writes refuses what
+// breaks it, with the SQLSTATE and the constraint's name a CHECK constraint
+// gives (migration 00023), and admits what keeps it. The tables carry no
+// CHECK constraint, which Postgres would parse in each statement.
+func TestRowRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	if _, err := db.Pool.Exec(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	var checks int
+	if err := db.Pool.QueryRow(ctx, `
+SELECT count(*) FROM pg_constraint
+WHERE contype = 'c' AND conrelid IN ('idempotency_keys'::regclass, 'payments'::regclass, 'refunds'::regclass)`).Scan(&checks); err != nil {
+		t.Fatal(err)
+	}
+	if checks != 0 {
+		t.Errorf("%d CHECK constraints on the operations' tables, want none: their rules are in triggers", checks)
+	}
+
+	for _, c := range []struct {
+		name, sql string
+		// rule is the constraint named in the error; empty when the
+		// statement keeps every rule.
+		rule string
+	}{
+		{"an empty key", `UPDATE idempotency_keys SET key = '' WHERE id = 1`, "idempotency_keys_key_check"},
+		{"a key of 256 characters", `UPDATE idempotency_keys SET key = repeat('k', 256) WHERE id = 1`, "idempotency_keys_key_check"},
+		{"a key of 255 characters", `UPDATE idempotency_keys SET key = repeat('k', 255) WHERE id = 1`, ""},
+		{"an unknown recovery point", `UPDATE idempotency_keys SET recovery_point = 'payout_created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
+		{"a created point", `UPDATE idempotency_keys SET recovery_point = 'refund_created' WHERE id = 1`, ""},
+		{"finished without a response", `UPDATE idempotency_keys SET recovery_point = 'finished' WHERE id = 1`, "idempotency_keys_check"},
+		{"finished with its response and times", `
+UPDATE idempotency_keys SET recovery_point = 'finished', response_status = 201, finished_at = now(), expires_at = now()
+WHERE id = 1`, ""},
+		{"a response and its times before finishing", `
+UPDATE idempotency_keys SET response_status = 201, finished_at = now(), expires_at = now() WHERE id = 1`, "idempotency_keys_check"},
+		{"finished without its expiry", `UPDATE idempotency_keys SET expires_at = NULL WHERE id = 2`, "idempotency_keys_check"},
+		{"a tombstone that keeps a response", `UPDATE idempotency_keys SET response_body = '{}' WHERE id = 3`, "idempotency_keys_tombstone_check"},
+		{"a tombstone without its expiry", `UPDATE idempotency_keys SET expires_at = NULL WHERE id = 3`, "idempotency_keys_tombstone_check"},
+		{"a key reaped to a tombstone", `
+UPDATE idempotency_keys SET recovery_point = 'expired', response_status = NULL, response_headers = NULL, response_body = NULL
+WHERE id = 2`, ""},
+		{"a new key at an unknown point", `
+INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint, recovery_point, created_at, updated_at)
+VALUES ('ten_rules', 'new', 'POST', '/v1/payments', '\x00', 'charged', now(), now())`, "idempotency_keys_recovery_point_check"},
+
+		{"a payment of 0", `UPDATE payments SET amount = 0`, "payments_amount_check"},
+		{"a payment of 100,000,000", `UPDATE payments SET amount = 100000000`, "payments_amount_check"},
+		{"a lowercase currency", `UPDATE payments SET currency = 'usd'`, "payments_currency_check"},
+		{"an unknown payment status", `UPDATE payments SET status = 'pending'`, "payments_status_check"},
+		{"more refunded than paid", `UPDATE payments SET amount_refunded = 1001`, "payments_check"},
+		{"a negative refunded amount", `UPDATE payments SET amount_refunded = -1`, "payments_check"},
+		{"all of it refunded", `UPDATE payments SET amount_refunded = 1000`, ""},
+		{"settled by someone unknown", `UPDATE payments SET settled_by = 'operator'`, "payments_settled_by_check"},
+		{"settled by the worker", `UPDATE payments SET status = 'succeeded', settled_by = 'worker'`, ""},
+		{"a new payment of 0", `
+INSERT INTO payments (id, tenant_id, amount, currency, payment_method, status, created_at, updated_at)
+VALUES ('pay_zero', 'ten_rules', 0, 'USD', 'pm_card_visa', 'processing', now(), now())`, "payments_amount_check"},
+
+		{"a refund of 0", `UPDATE refunds SET amount = 0`, "refunds_amount_check"},
+		{"an unknown refund reason", `UPDATE refunds SET reason = 'whim'`, "refunds_reason_check"},
+		{"a refund reason", `UPDATE refunds SET reason = 'requested_by_customer'`, ""},
+		{"an unknown refund status", `UPDATE refunds SET status = 'pending'`, "refunds_status_check"},
+		{"a refund settled by someone unknown", `UPDATE refunds SET settled_by = 'operator'`, "refunds_settled_by_check"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // only ever rolled back
+			_, err = tx.Exec(ctx, c.sql)
+			var pgErr *pgconn.PgError
+			switch {
+			case c.rule == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case c.rule == "":
+			case !errors.As(err, &pgErr):
+				t.Errorf("err = %v, want %s's check_violation", err, c.rule)
+			case pgErr.Code != "23514" || pgErr.ConstraintName != c.rule:
+				t.Errorf("SQLSTATE %s naming %q (%s), want 23514 naming %q", pgErr.Code, pgErr.ConstraintName, pgErr.Message, c.rule)
+			}
+		})
+	}
+}
