@@ -6,11 +6,12 @@
 -- check_violation) and the same constraint names. Postgres 15 reads a
 -- table's CHECK constraints back from their stored text, and plans them
 -- again, in every statement that writes the table: about 1 KB of text a
--- rule, and 30% of the execution of a payment's first phase (pgbench, the
--- phase's three inserts: 220 µs with the CHECKs, 145 µs with these triggers,
--- 145 µs with no rules at all). A PL/pgSQL function plans its expressions
--- once per connection. Each trigger fires on the columns its rules read
--- (UPDATE OF): the relay's update of a key's job_id checks nothing again.
+-- rule. A PL/pgSQL function plans its expressions once per connection. The
+-- first phase's three inserts (pgbench, alternating rounds) took 204 to 252
+-- µs with the CHECKs, 125 to 175 µs with these triggers and 94 to 157 µs
+-- with no rules at all (docs/BENCHMARKS.md, nineteenth session). Each
+-- trigger fires on the columns its rules read (UPDATE OF): the relay's
+-- update of a key's job_id checks nothing again.
 
 -- +goose StatementBegin
 -- check_violation fails as the CHECK constraint named rule on relation
