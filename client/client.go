@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -155,6 +156,57 @@ func send[T any](ctx context.Context, c *Client, method, path, key string, body 
 // the key like any other, so it is returned at once instead of retried.
 func start[T any](ctx context.Context, c *Client, method, path, key string, body []byte) (*T, *Response, error) {
 	return sendCall[T](ctx, c, method, path, key, body, true)
+}
+
+// fetch sends a request without a body or a key, such as a GET, and returns
+// the answer decoded as T: what every get, list and delete does.
+func fetch[T any](ctx context.Context, c *Client, method, path string) (*T, error) {
+	v, _, err := send[T](ctx, c, method, path, "", nil)
+	return v, err
+}
+
+// fetchID is fetch on path, of the resource id or below it: an empty id is
+// refused at once, what naming the call in the error.
+func fetchID[T any](ctx context.Context, c *Client, method, what, id, path string) (*T, error) {
+	if id == "" {
+		return nil, errors.New(what + ": empty id")
+	}
+	return fetch[T](ctx, c, method, path)
+}
+
+// post encodes params and POSTs them to path with sender (send, or start),
+// under idempotencyKey or a key generated once for the call; what names the
+// call in an encoding error.
+func post[T any](ctx context.Context, c *Client,
+	sender func(ctx context.Context, c *Client, method, path, key string, body []byte) (*T, *Response, error),
+	what, idempotencyKey, path string, params any,
+) (*T, *Response, error) {
+	idempotencyKey = keyOrNew(idempotencyKey)
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, &Response{IdempotencyKey: idempotencyKey}, fmt.Errorf("%s: encode: %w", what, err)
+	}
+	return sender(ctx, c, http.MethodPost, path, idempotencyKey, body)
+}
+
+// postID is post to path, of the resource id or below it: an empty id is
+// refused at once, with the key the call would have used.
+func postID[T any](ctx context.Context, c *Client,
+	sender func(ctx context.Context, c *Client, method, path, key string, body []byte) (*T, *Response, error),
+	what, idempotencyKey, id, path string, params any,
+) (*T, *Response, error) {
+	if id == "" {
+		return nil, &Response{IdempotencyKey: keyOrNew(idempotencyKey)}, errors.New(what + ": empty id")
+	}
+	return post(ctx, c, sender, what, idempotencyKey, path, params)
+}
+
+// keyOrNew is key, or a new key when it is "".
+func keyOrNew(key string) string {
+	if key == "" {
+		return NewIdempotencyKey()
+	}
+	return key
 }
 
 // sendCall is send, with final202 telling whether a 202 is final.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -96,6 +97,34 @@ func newTestClient(t *testing.T, f *fakeAPI, opts ...Option) (*Client, *sleeps) 
 	c := New(f.srv.URL+"/", "sk_test_acme", opts...)
 	c.jitter = func(ceiling time.Duration) time.Duration { return ceiling }
 	return c, s
+}
+
+// checkAttempts checks that the call that answered resp made n attempts,
+// the requests reqs: each the same POST to path, with the same body and the
+// same Idempotency-Key (key when given, else a generated one), reported in
+// resp.
+func checkAttempts(t *testing.T, reqs []recorded, resp *Response, path, key string, n int) {
+	t.Helper()
+	if len(reqs) != n || resp.Attempts != n {
+		t.Fatalf("requests = %d, attempts = %d, want %d", len(reqs), resp.Attempts, n)
+	}
+	respKey := resp.IdempotencyKey
+	if key != "" && respKey != key {
+		t.Errorf("resp.IdempotencyKey = %q, want %q", respKey, key)
+	}
+	if key == "" {
+		if _, err := hex.DecodeString(respKey); err != nil || len(respKey) != 32 {
+			t.Errorf("generated key = %q, want 32 hex characters", respKey)
+		}
+	}
+	for i, r := range reqs {
+		if got := r.Header.Values("Idempotency-Key"); len(got) != 1 || got[0] != respKey {
+			t.Errorf("request %d: Idempotency-Key = %q, want [%q]", i+1, got, respKey)
+		}
+		if r.Method != http.MethodPost || r.Path != path || r.Body != reqs[0].Body {
+			t.Errorf("request %d = %s %s %s, want the first POST %s again", i+1, r.Method, r.Path, r.Body, path)
+		}
+	}
 }
 
 // respond answers with status, body and header name/value pairs. Bodies of

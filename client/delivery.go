@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 )
@@ -79,10 +78,6 @@ type ListDeliveryAttemptsParams struct {
 // ListWebhookDeliveryAttempts returns a page of the delivery log of the
 // webhook endpoint id, an attempt a line, newest first.
 func (c *Client) ListWebhookDeliveryAttempts(ctx context.Context, id string, p ListDeliveryAttemptsParams) (*WebhookDeliveryAttemptList, error) {
-	if id == "" {
-		return nil, errors.New("list webhook delivery attempts: empty id")
-	}
 	path := listPath(endpointPath(id)+"/deliveries", p.Limit, p.StartingAfter, "status", p.Status, "type", p.Type)
-	l, _, err := send[WebhookDeliveryAttemptList](ctx, c, http.MethodGet, path, "", nil)
-	return l, err
+	return fetchID[WebhookDeliveryAttemptList](ctx, c, http.MethodGet, "list webhook delivery attempts", id, path)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -108,18 +107,13 @@ func (c *Client) CreateWebhookEndpoint(ctx context.Context, idempotencyKey strin
 // GetWebhookEndpoint returns the webhook endpoint with the given id, without
 // its secret.
 func (c *Client) GetWebhookEndpoint(ctx context.Context, id string) (*WebhookEndpoint, error) {
-	if id == "" {
-		return nil, errors.New("get webhook endpoint: empty id")
-	}
-	e, _, err := send[WebhookEndpoint](ctx, c, http.MethodGet, endpointPath(id), "", nil)
-	return e, err
+	return fetchID[WebhookEndpoint](ctx, c, http.MethodGet, "get webhook endpoint", id, endpointPath(id))
 }
 
 // ListWebhookEndpoints returns a page of webhook endpoints, newest first, as
 // ListPayments does.
 func (c *Client) ListWebhookEndpoints(ctx context.Context, limit int, startingAfter string) (*WebhookEndpointList, error) {
-	l, _, err := send[WebhookEndpointList](ctx, c, http.MethodGet, listPath("/v1/webhook_endpoints", limit, startingAfter), "", nil)
-	return l, err
+	return fetch[WebhookEndpointList](ctx, c, http.MethodGet, listPath("/v1/webhook_endpoints", limit, startingAfter))
 }
 
 // UpdateWebhookEndpoint changes the webhook endpoint id under idempotencyKey,
@@ -127,21 +121,14 @@ func (c *Client) ListWebhookEndpoints(ctx context.Context, limit int, startingAf
 // again delivers only the events from then on: RecoverWebhookDeliveries
 // or ResendWebhookEvent deliver those missed. The Response is never nil.
 func (c *Client) UpdateWebhookEndpoint(ctx context.Context, idempotencyKey, id string, p UpdateWebhookEndpointParams) (*WebhookEndpoint, *Response, error) {
-	if id == "" {
-		return nil, &Response{IdempotencyKey: keyOrNew(idempotencyKey)}, errors.New("update webhook endpoint: empty id")
-	}
-	return post[WebhookEndpoint](ctx, c, send[WebhookEndpoint], "update webhook endpoint", idempotencyKey, endpointPath(id), p)
+	return postID[WebhookEndpoint](ctx, c, send[WebhookEndpoint], "update webhook endpoint", idempotencyKey, id, endpointPath(id), p)
 }
 
 // DeleteWebhookEndpoint removes the webhook endpoint id, its pending
 // deliveries and its delivery log. A retry after an answer was lost may find
 // it gone already: a 404 *Error.
 func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id string) (*DeletedWebhookEndpoint, error) {
-	if id == "" {
-		return nil, errors.New("delete webhook endpoint: empty id")
-	}
-	d, _, err := send[DeletedWebhookEndpoint](ctx, c, http.MethodDelete, endpointPath(id), "", nil)
-	return d, err
+	return fetchID[DeletedWebhookEndpoint](ctx, c, http.MethodDelete, "delete webhook endpoint", id, endpointPath(id))
 }
 
 // RotateWebhookEndpointSecret gives the webhook endpoint id a new secret,
@@ -151,10 +138,8 @@ func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id string) (*Deleted
 // rotation_in_progress, unless p retires the older secrets at once. The
 // Response is never nil.
 func (c *Client) RotateWebhookEndpointSecret(ctx context.Context, idempotencyKey, id string, p RotateSecretParams) (*WebhookEndpoint, *Response, error) {
-	if id == "" {
-		return nil, &Response{IdempotencyKey: keyOrNew(idempotencyKey)}, errors.New("rotate webhook endpoint secret: empty id")
-	}
-	return post[WebhookEndpoint](ctx, c, send[WebhookEndpoint], "rotate webhook endpoint secret", idempotencyKey, endpointPath(id)+"/rotate_secret", p)
+	return postID[WebhookEndpoint](ctx, c, send[WebhookEndpoint], "rotate webhook endpoint secret", idempotencyKey, id,
+		endpointPath(id)+"/rotate_secret", p)
 }
 
 // ResendWebhookEvent delivers the event eventID to the webhook endpoint
@@ -180,36 +165,11 @@ func (c *Client) ResendWebhookEvent(ctx context.Context, idempotencyKey, endpoin
 // refused with a 409 *Error of code endpoint_disabled. The Response is never
 // nil.
 func (c *Client) RecoverWebhookDeliveries(ctx context.Context, idempotencyKey, id string, since time.Time) (*WebhookRecovery, *Response, error) {
-	if id == "" {
-		return nil, &Response{IdempotencyKey: keyOrNew(idempotencyKey)}, errors.New("recover webhook deliveries: empty id")
-	}
 	body := struct {
 		Since string `json:"since"`
 	}{since.UTC().Format(time.RFC3339Nano)}
-	return post[WebhookRecovery](ctx, c, start[WebhookRecovery], "recover webhook deliveries", idempotencyKey, endpointPath(id)+"/recover", body)
-}
-
-// post encodes params and POSTs them to path with sender (send, or start),
-// under idempotencyKey or a key generated once for the call; what names the
-// call in an encoding error.
-func post[T any](ctx context.Context, c *Client,
-	sender func(ctx context.Context, c *Client, method, path, key string, body []byte) (*T, *Response, error),
-	what, idempotencyKey, path string, params any,
-) (*T, *Response, error) {
-	idempotencyKey = keyOrNew(idempotencyKey)
-	body, err := json.Marshal(params)
-	if err != nil {
-		return nil, &Response{IdempotencyKey: idempotencyKey}, fmt.Errorf("%s: encode: %w", what, err)
-	}
-	return sender(ctx, c, http.MethodPost, path, idempotencyKey, body)
-}
-
-// keyOrNew is key, or a new key when it is "".
-func keyOrNew(key string) string {
-	if key == "" {
-		return NewIdempotencyKey()
-	}
-	return key
+	return postID[WebhookRecovery](ctx, c, start[WebhookRecovery], "recover webhook deliveries", idempotencyKey, id,
+		endpointPath(id)+"/recover", body)
 }
 
 // endpointPath is the path of the webhook endpoint id.

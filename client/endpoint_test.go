@@ -83,15 +83,9 @@ func TestCreateWebhookEndpoint(t *testing.T) {
 				t.Errorf("got %+v, %+v, %v; want we_123 with secret %q, replayed %v", e, resp, err, tt.wantSecret, tt.wantReplayed)
 			}
 			reqs := f.requests()
-			if len(reqs) != tt.wantRequests {
-				t.Fatalf("requests = %d, want %d", len(reqs), tt.wantRequests)
-			}
-			checkKey(t, reqs, resp.IdempotencyKey)
-			want := `{"url":"https://merchant.example/hooks","enabled_events":["payment.succeeded"]}`
-			for i, r := range reqs {
-				if r.Method != http.MethodPost || r.Path != "/v1/webhook_endpoints" || r.Body != want {
-					t.Errorf("request %d = %s %s %s, want POST /v1/webhook_endpoints %s", i+1, r.Method, r.Path, r.Body, want)
-				}
+			checkAttempts(t, reqs, resp, "/v1/webhook_endpoints", "", tt.wantRequests)
+			if want := `{"url":"https://merchant.example/hooks","enabled_events":["payment.succeeded"]}`; reqs[0].Body != want {
+				t.Errorf("body = %s, want %s", reqs[0].Body, want)
 			}
 		})
 	}
@@ -104,6 +98,14 @@ func TestWebhookRequests(t *testing.T) {
 	ctx := context.Background()
 	desc, zero, hour := "", time.Duration(0), time.Hour
 	since := time.Date(2026, 1, 2, 1, 0, 0, 0, time.FixedZone("CET", 3600))
+	// rotate is the call of a rotation of we_123's secret with p.
+	rotate := func(p RotateSecretParams) func(c *Client) error {
+		return func(c *Client) error {
+			_, _, err := c.RotateWebhookEndpointSecret(ctx, "k", "we_123", p)
+			return err
+		}
+	}
+	rotated := respond(http.StatusOK, endpointJSON(EndpointEnabled, "whsec_new"))
 
 	tests := []struct {
 		name     string
@@ -154,30 +156,15 @@ func TestWebhookRequests(t *testing.T) {
 			wantReq: "DELETE /v1/webhook_endpoints/we_123",
 		},
 		{
-			name:   "RotateDefaultGrace",
-			answer: respond(http.StatusOK, endpointJSON(EndpointEnabled, "whsec_new")),
-			call: func(c *Client) error {
-				_, _, err := c.RotateWebhookEndpointSecret(ctx, "k", "we_123", RotateSecretParams{})
-				return err
-			},
+			name: "RotateDefaultGrace", answer: rotated, call: rotate(RotateSecretParams{}),
 			wantReq: "POST /v1/webhook_endpoints/we_123/rotate_secret", wantBody: `{}`, wantKey: true,
 		},
 		{
-			name:   "RotateAtOnce",
-			answer: respond(http.StatusOK, endpointJSON(EndpointEnabled, "whsec_new")),
-			call: func(c *Client) error {
-				_, _, err := c.RotateWebhookEndpointSecret(ctx, "k", "we_123", RotateSecretParams{ExpireCurrentSecretIn: &zero})
-				return err
-			},
+			name: "RotateAtOnce", answer: rotated, call: rotate(RotateSecretParams{ExpireCurrentSecretIn: &zero}),
 			wantReq: "POST /v1/webhook_endpoints/we_123/rotate_secret", wantBody: `{"expire_current_secret_in":0}`, wantKey: true,
 		},
 		{
-			name:   "RotateInAnHour",
-			answer: respond(http.StatusOK, endpointJSON(EndpointEnabled, "whsec_new")),
-			call: func(c *Client) error {
-				_, _, err := c.RotateWebhookEndpointSecret(ctx, "k", "we_123", RotateSecretParams{ExpireCurrentSecretIn: &hour})
-				return err
-			},
+			name: "RotateInAnHour", answer: rotated, call: rotate(RotateSecretParams{ExpireCurrentSecretIn: &hour}),
 			wantReq: "POST /v1/webhook_endpoints/we_123/rotate_secret", wantBody: `{"expire_current_secret_in":3600}`, wantKey: true,
 		},
 		{
@@ -277,20 +264,6 @@ func TestWebhookRequests(t *testing.T) {
 	}
 }
 
-// checkKey checks that every request carried the generated key, and the
-// same body.
-func checkKey(t *testing.T, reqs []recorded, key string) {
-	t.Helper()
-	if len(key) != 32 {
-		t.Errorf("generated key = %q, want 32 hex characters", key)
-	}
-	for i, r := range reqs {
-		if got := r.Header.Values("Idempotency-Key"); len(got) != 1 || got[0] != key || r.Body != reqs[0].Body {
-			t.Errorf("request %d: Idempotency-Key = %q, body %s; want [%q] and the first body", i+1, got, r.Body, key)
-		}
-	}
-}
-
 func checkDeleted(t *testing.T, d *DeletedWebhookEndpoint, err error) {
 	t.Helper()
 	if err == nil && (d.ID != "we_123" || !d.Deleted) {
@@ -313,7 +286,7 @@ func TestStartedIsFinal(t *testing.T) {
 	if err != nil || r.Resent != 3 || resp.StatusCode != http.StatusAccepted || !resp.Replayed || resp.Attempts != 2 {
 		t.Fatalf("got %+v, %+v, %v; want the 202 after 2 attempts", r, resp, err)
 	}
-	checkKey(t, f.requests(), resp.IdempotencyKey)
+	checkAttempts(t, f.requests(), resp, "/v1/webhook_endpoints/we_123/recover", "", 2)
 	if got := s.all(); len(got) != 1 || got[0] != time.Second {
 		t.Errorf("sleeps = %v, want Retry-After's 1s only", got)
 	}

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -85,29 +84,20 @@ func eventObject[T any](e *Event, object string) (*T, error) {
 
 // GetEvent returns the event with the given id.
 func (c *Client) GetEvent(ctx context.Context, id string) (*Event, error) {
-	if id == "" {
-		return nil, errors.New("get event: empty id")
-	}
-	e, _, err := send[Event](ctx, c, http.MethodGet, eventPath(id), "", nil)
-	return e, err
+	return fetchID[Event](ctx, c, http.MethodGet, "get event", id, eventPath(id))
 }
 
 // ListEvents returns a page of events, newest first, as ListPayments does.
 func (c *Client) ListEvents(ctx context.Context, limit int, startingAfter string) (*EventList, error) {
-	l, _, err := send[EventList](ctx, c, http.MethodGet, listPath("/v1/events", limit, startingAfter), "", nil)
-	return l, err
+	return fetch[EventList](ctx, c, http.MethodGet, listPath("/v1/events", limit, startingAfter))
 }
 
 // ListEventDeliveries returns a page of the deliveries of the event id, one
 // per endpoint that wanted it, newest first; limit and startingAfter page as
 // in ListPayments.
 func (c *Client) ListEventDeliveries(ctx context.Context, id string, limit int, startingAfter string) (*WebhookDeliveryList, error) {
-	if id == "" {
-		return nil, errors.New("list event deliveries: empty id")
-	}
 	path := listPath(eventPath(id)+"/deliveries", limit, startingAfter)
-	l, _, err := send[WebhookDeliveryList](ctx, c, http.MethodGet, path, "", nil)
-	return l, err
+	return fetchID[WebhookDeliveryList](ctx, c, http.MethodGet, "list event deliveries", id, path)
 }
 
 // eventPath is the path of the event id.

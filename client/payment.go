@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -71,14 +69,7 @@ type PaymentList struct {
 //
 // The Response is never nil, so the key used is always known.
 func (c *Client) CreatePayment(ctx context.Context, idempotencyKey string, p CreatePaymentParams) (*Payment, *Response, error) {
-	if idempotencyKey == "" {
-		idempotencyKey = NewIdempotencyKey()
-	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		return nil, &Response{IdempotencyKey: idempotencyKey}, fmt.Errorf("encode payment: %w", err)
-	}
-	pay, resp, err := send[Payment](ctx, c, http.MethodPost, "/v1/payments", idempotencyKey, body)
+	pay, resp, err := post[Payment](ctx, c, send[Payment], "create payment", idempotencyKey, "/v1/payments", p)
 	if apiErr, ok := errors.AsType[*Error](err); ok && pay == nil && apiErr.Payment != nil {
 		// A final failure carries the failed payment: the caller gets both.
 		pay = apiErr.Payment
@@ -88,17 +79,12 @@ func (c *Client) CreatePayment(ctx context.Context, idempotencyKey string, p Cre
 
 // GetPayment returns the payment with the given id, as it stands now.
 func (c *Client) GetPayment(ctx context.Context, id string) (*Payment, error) {
-	if id == "" {
-		return nil, errors.New("get payment: empty id")
-	}
-	p, _, err := send[Payment](ctx, c, http.MethodGet, "/v1/payments/"+url.PathEscape(id), "", nil)
-	return p, err
+	return fetchID[Payment](ctx, c, http.MethodGet, "get payment", id, "/v1/payments/"+url.PathEscape(id))
 }
 
 // ListPayments returns a page of payments, newest first. A limit of 0 takes
 // the server's default page size; startingAfter, when not "", is the id of the
 // last payment of the previous page.
 func (c *Client) ListPayments(ctx context.Context, limit int, startingAfter string) (*PaymentList, error) {
-	l, _, err := send[PaymentList](ctx, c, http.MethodGet, listPath("/v1/payments", limit, startingAfter), "", nil)
-	return l, err
+	return fetch[PaymentList](ctx, c, http.MethodGet, listPath("/v1/payments", limit, startingAfter))
 }

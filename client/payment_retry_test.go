@@ -19,10 +19,7 @@ func TestCreatePaymentGeneratesKeyOncePerCall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first call: %v", err)
 	}
-	checkSameKey(t, f.requests(), "", first.IdempotencyKey)
-	if n := len(f.requests()); n != 3 {
-		t.Fatalf("requests = %d, want 3", n)
-	}
+	checkAttempts(t, f.requests(), first, "/v1/payments", "", 3)
 
 	_, second, err := c.CreatePayment(context.Background(), "", visa)
 	if err != nil {
@@ -50,11 +47,7 @@ func TestCreatePaymentTimeoutThenCreated(t *testing.T) {
 	if p.Status != StatusSucceeded || resp.StatusCode != http.StatusCreated {
 		t.Errorf("got %s %d, want succeeded 201", p.Status, resp.StatusCode)
 	}
-	reqs := f.requests()
-	if len(reqs) != 2 {
-		t.Errorf("requests = %d, want 2", len(reqs))
-	}
-	checkSameKey(t, reqs, "order-1842", resp.IdempotencyKey)
+	checkAttempts(t, f.requests(), resp, "/v1/payments", "order-1842", 2)
 	if got := s.all(); len(got) != 1 {
 		t.Errorf("sleeps = %v, want one backoff", got)
 	}
@@ -129,11 +122,7 @@ func TestCreatePaymentAttemptsExhausted(t *testing.T) {
 			if tt.wantStatus != "" && resp.Location != "/v1/payments/pay_123" {
 				t.Errorf("resp.Location = %q, want the payment's", resp.Location)
 			}
-			reqs := f.requests()
-			if len(reqs) != attempts || resp.Attempts != attempts {
-				t.Errorf("requests = %d, attempts = %d, want %d", len(reqs), resp.Attempts, attempts)
-			}
-			checkSameKey(t, reqs, "", resp.IdempotencyKey)
+			checkAttempts(t, f.requests(), resp, "/v1/payments", "", attempts)
 			if n := len(s.all()); n != attempts-1 {
 				t.Errorf("sleeps = %d, want one between each two attempts, %d", n, attempts-1)
 			}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -199,37 +198,11 @@ func TestCreatePayment(t *testing.T) {
 			if resp.StatusCode != tt.wantHTTP || resp.Replayed != tt.wantReplayed {
 				t.Errorf("resp = %d replayed=%v, want %d replayed=%v", resp.StatusCode, resp.Replayed, tt.wantHTTP, tt.wantReplayed)
 			}
-			reqs := f.requests()
-			if len(reqs) != tt.wantRequests || resp.Attempts != tt.wantRequests {
-				t.Errorf("requests = %d, attempts = %d, want %d", len(reqs), resp.Attempts, tt.wantRequests)
-			}
-			checkSameKey(t, reqs, tt.key, resp.IdempotencyKey)
+			checkAttempts(t, f.requests(), resp, "/v1/payments", tt.key, tt.wantRequests)
 			if got := s.all(); !slices.Equal(got, tt.wantSleeps) {
 				t.Errorf("sleeps = %v, want %v", got, tt.wantSleeps)
 			}
 		})
-	}
-}
-
-// checkSameKey checks that every request was the same POST with the same
-// Idempotency-Key: key when given, else a generated one, reported in resp.
-func checkSameKey(t *testing.T, reqs []recorded, key, respKey string) {
-	t.Helper()
-	if key != "" && respKey != key {
-		t.Errorf("resp.IdempotencyKey = %q, want %q", respKey, key)
-	}
-	if key == "" {
-		if _, err := hex.DecodeString(respKey); err != nil || len(respKey) != 32 {
-			t.Errorf("generated key = %q, want 32 hex characters", respKey)
-		}
-	}
-	for i, r := range reqs {
-		if got := r.Header.Values("Idempotency-Key"); len(got) != 1 || got[0] != respKey {
-			t.Errorf("request %d: Idempotency-Key = %q, want [%q]", i+1, got, respKey)
-		}
-		if r.Method != http.MethodPost || r.Path != "/v1/payments" || r.Body != reqs[0].Body {
-			t.Errorf("request %d = %s %s %s, want the first POST /v1/payments again", i+1, r.Method, r.Path, r.Body)
-		}
 	}
 }
 

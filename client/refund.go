@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -37,18 +35,11 @@ type CreateRefundParams struct {
 // refund, a refund still processing when the attempts run out comes back with
 // resp.StatusCode 202 and a nil error. The Response is never nil.
 func (c *Client) CreateRefund(ctx context.Context, idempotencyKey, paymentID string, p CreateRefundParams) (*Refund, *Response, error) {
-	if idempotencyKey == "" {
-		idempotencyKey = NewIdempotencyKey()
-	}
 	if paymentID == "" {
-		return nil, &Response{IdempotencyKey: idempotencyKey}, errors.New("create refund: empty payment id")
-	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		return nil, &Response{IdempotencyKey: idempotencyKey}, fmt.Errorf("encode refund: %w", err)
+		return nil, &Response{IdempotencyKey: keyOrNew(idempotencyKey)}, errors.New("create refund: empty payment id")
 	}
 	path := "/v1/payments/" + url.PathEscape(paymentID) + "/refunds"
-	re, resp, err := send[Refund](ctx, c, http.MethodPost, path, idempotencyKey, body)
+	re, resp, err := post[Refund](ctx, c, send[Refund], "create refund", idempotencyKey, path, p)
 	if apiErr, ok := errors.AsType[*Error](err); ok && re == nil && apiErr.Refund != nil {
 		re = apiErr.Refund
 	}
@@ -57,9 +48,5 @@ func (c *Client) CreateRefund(ctx context.Context, idempotencyKey, paymentID str
 
 // GetRefund returns the refund with the given id, as it stands now.
 func (c *Client) GetRefund(ctx context.Context, id string) (*Refund, error) {
-	if id == "" {
-		return nil, errors.New("get refund: empty id")
-	}
-	re, _, err := send[Refund](ctx, c, http.MethodGet, "/v1/refunds/"+url.PathEscape(id), "", nil)
-	return re, err
+	return fetchID[Refund](ctx, c, http.MethodGet, "get refund", id, "/v1/refunds/"+url.PathEscape(id))
 }

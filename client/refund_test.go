@@ -83,16 +83,9 @@ func TestCreateRefund(t *testing.T) {
 				t.Errorf("refund = %+v, want status %q", re, tt.wantStatus)
 			}
 			reqs := f.requests()
-			if len(reqs) != tt.wantRequests {
-				t.Fatalf("requests = %d, want %d", len(reqs), tt.wantRequests)
-			}
-			for i, r := range reqs {
-				if r.Method != http.MethodPost || r.Path != "/v1/payments/pay_123/refunds" || r.Body != tt.wantBody {
-					t.Errorf("request %d = %s %s %s, want POST /v1/payments/pay_123/refunds %s", i+1, r.Method, r.Path, r.Body, tt.wantBody)
-				}
-				if got := r.Header.Get("Idempotency-Key"); got == "" || got != resp.IdempotencyKey {
-					t.Errorf("request %d: Idempotency-Key = %q, want %q", i+1, got, resp.IdempotencyKey)
-				}
+			checkAttempts(t, reqs, resp, "/v1/payments/pay_123/refunds", "", tt.wantRequests)
+			if reqs[0].Body != tt.wantBody {
+				t.Errorf("body = %s, want %s", reqs[0].Body, tt.wantBody)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,17 +12,6 @@ import (
 	"github.com/example/payments/client"
 	"github.com/example/payments/tools/testdb"
 )
-
-// chargesFor asks the processor, over its HTTP API, for a payment's charges.
-func chargesFor(t *testing.T, s *stack, paymentID string) int {
-	t.Helper()
-	status, _, body := do(t, http.MethodGet, s.processorURL+"/v1/charges?payment_id="+paymentID, "", "", "")
-	var list struct{ Data []json.RawMessage }
-	if err := json.Unmarshal(body, &list); err != nil || status != http.StatusOK {
-		t.Fatalf("processor list: %d %s", status, body)
-	}
-	return len(list.Data)
-}
 
 // TestClient drives the binaries with the public Go client.
 func TestClient(t *testing.T) {
@@ -62,15 +50,10 @@ func TestClient(t *testing.T) {
 // proves invariant 1: exactly one charge per accepted key, whatever happens.
 func TestChaos(t *testing.T) {
 	t.Parallel()
-	s := &stack{t: t}
 	db := testdb.New(t)
-	s.db = "DATABASE_URL=" + db.URL
-	run(t, "api", []string{s.db, "APP_ENV=development"}, "seed")
-	s.procAddr, s.apiAddr = freeAddr(t), freeAddr(t)
-	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	s.processor = start(t, "fakeprocessor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0",
-		"PROCESSOR_FAIL_RATE=0.3", "PROCESSOR_DROP_RATE=0.3", "PROCESSOR_LATENCY=20ms"})
-	waitHealthy(t, s.processorURL+"/healthz", s.processor)
+	run(t, "api", []string{"DATABASE_URL=" + db.URL, "APP_ENV=development"}, "seed")
+	s := newStack(t, db.URL)
+	s.startProcessor("PROCESSOR_FAIL_RATE=0.3", "PROCESSOR_DROP_RATE=0.3", "PROCESSOR_LATENCY=20ms")
 	s.startWorker()
 	s.startAPI()
 
@@ -103,7 +86,7 @@ func TestChaos(t *testing.T) {
 				t.Fatalf("payment %d: racers got different payments %v", i, racing)
 			}
 		}
-		if n := chargesFor(t, s, racing[0]); n != 1 {
+		if n := len(chargesFor(t, s, racing[0])); n != 1 {
 			t.Errorf("payment %s: %d processor charges, want 1", racing[0], n)
 		}
 	}

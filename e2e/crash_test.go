@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 const crashBody = `{"amount": 4200, "currency": "USD", "payment_method": "pm_card_visa"}`
@@ -60,21 +62,17 @@ func TestCrashPoints(t *testing.T) {
 
 			// Retry as a client would until the final answer.
 			var final []byte
-			deadline := time.Now().Add(60 * time.Second)
-			for {
+			testwait.Poll(t, time.Now().Add(60*time.Second), 200*time.Millisecond, func() error {
 				status, header, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "crash-1", crashBody)
 				if status == http.StatusCreated {
 					final = body
-					break
+					return nil
 				}
 				if status != http.StatusAccepted && status != http.StatusConflict {
 					t.Fatalf("retry: %d %v %s", status, header, body)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no final response in time; last %d %s", status, body)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return fmt.Errorf("no final response in time; last %d %s", status, body)
+			})
 
 			var p struct{ ID, Status string }
 			if err := json.Unmarshal(final, &p); err != nil || p.Status != "succeeded" {
@@ -84,10 +82,8 @@ func TestCrashPoints(t *testing.T) {
 			if status != http.StatusCreated || !bytes.Equal(replay, final) || header.Get("Idempotent-Replayed") != "true" {
 				t.Fatalf("replay: %d %s", status, replay)
 			}
-			_, _, charges := do(t, http.MethodGet, s.processorURL+"/v1/charges?payment_id="+p.ID, "", "", "")
-			var list struct{ Data []json.RawMessage }
-			if err := json.Unmarshal(charges, &list); err != nil || len(list.Data) != 1 {
-				t.Fatalf("processor charges for %s: %s", p.ID, charges)
+			if charges := chargesFor(t, s, p.ID); len(charges) != 1 {
+				t.Fatalf("processor charges for %s: %v", p.ID, charges)
 			}
 			var jobs int
 			if err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job
@@ -126,18 +122,19 @@ func TestRefundCrashPoints(t *testing.T) {
 
 			// No client retry: only reads, until the refund's key is finished.
 			killed := time.Now()
-			for key := (struct {
-				RecoveryPoint string `json:"recovery_point"`
-			}{}); key.RecoveryPoint != "finished"; {
-				if time.Since(killed) > 3*time.Minute {
-					t.Fatalf("refund %s still at %q 3 minutes after the kill", r.ID, key.RecoveryPoint)
+			testwait.Poll(t, killed.Add(3*time.Minute), 200*time.Millisecond, func() error {
+				_, _, body := do(t, http.MethodGet, s.apiURL+"/v1/idempotency-keys/refund-1", "sk_test_acme", "", "")
+				var key struct {
+					RecoveryPoint string `json:"recovery_point"`
 				}
-				time.Sleep(200 * time.Millisecond)
-				_, _, body = do(t, http.MethodGet, s.apiURL+"/v1/idempotency-keys/refund-1", "sk_test_acme", "", "")
 				if err := json.Unmarshal(body, &key); err != nil {
 					t.Fatalf("key %s", body)
 				}
-			}
+				if key.RecoveryPoint == "finished" {
+					return nil
+				}
+				return fmt.Errorf("refund %s still at %q 3 minutes after the kill", r.ID, key.RecoveryPoint)
+			})
 			t.Logf("settled %s after the kill", time.Since(killed).Round(time.Second))
 			_, _, body = do(t, http.MethodGet, s.apiURL+"/v1/refunds/"+r.ID, "sk_test_acme", "", "")
 			if err := json.Unmarshal(body, &r); err != nil || r.Status != "succeeded" {
@@ -150,10 +147,8 @@ func TestRefundCrashPoints(t *testing.T) {
 			if err := json.Unmarshal(body, &pay); err != nil || pay.AmountRefunded != 1500 {
 				t.Fatalf("payment after the refund: %s", body)
 			}
-			_, _, refunds := do(t, http.MethodGet, s.processorURL+"/v1/refunds?idempotency_key=refund_"+r.ID, "", "", "")
-			var list struct{ Data []json.RawMessage }
-			if err := json.Unmarshal(refunds, &list); err != nil || len(list.Data) != 1 {
-				t.Fatalf("processor refunds for %s: %s", r.ID, refunds)
+			if refunds := processorList(t, s, "/v1/refunds?idempotency_key=refund_"+r.ID); len(refunds) != 1 {
+				t.Fatalf("processor refunds for %s: %v", r.ID, refunds)
 			}
 			status, _, replay := do(t, http.MethodPost, s.apiURL+"/v1/payments/"+p.ID+"/refunds", "sk_test_acme", "refund-1", `{"amount": 1500}`)
 			if status != http.StatusCreated {

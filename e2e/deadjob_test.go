@@ -2,14 +2,14 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 // TestOperationOutlivesDeadWorkersJob: a worker killed with SIGKILL in the
@@ -37,7 +37,7 @@ func TestOperationOutlivesDeadWorkersJob(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	var settledBy, jobState string
-	for {
+	testwait.Poll(t, killed.Add(40*time.Second), 100*time.Millisecond, func() error {
 		err := conn.QueryRow(ctx, `
 SELECT coalesce(p.settled_by, ''), j.state FROM payments p
 JOIN idempotency_keys k ON k.resource_type = 'payment' AND k.resource_id = p.id
@@ -46,20 +46,15 @@ JOIN river_job j ON j.id = k.job_id WHERE p.id = $1`, p.ID).Scan(&settledBy, &jo
 			t.Fatal(err)
 		}
 		if settledBy != "" {
-			break
+			return nil
 		}
-		if time.Since(killed) > 40*time.Second {
-			t.Fatalf("payment unsettled %s after its worker died (job %s)", time.Since(killed).Round(time.Millisecond), jobState)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("payment unsettled %s after its worker died (job %s)", time.Since(killed).Round(time.Millisecond), jobState)
+	})
 	t.Logf("settled by the %s %s after the worker died, its job %s", settledBy, time.Since(killed).Round(time.Millisecond), jobState)
 	if settledBy != "reconciler" || jobState != "running" {
 		t.Fatalf("settled by the %s, the dead worker's job %s: want the reconciler, before River rescued the job", settledBy, jobState)
 	}
-	_, _, charges := do(t, http.MethodGet, s.processorURL+"/v1/charges?payment_id="+p.ID, "", "", "")
-	var list struct{ Data []json.RawMessage }
-	if err := json.Unmarshal(charges, &list); err != nil || len(list.Data) != 1 {
-		t.Fatalf("processor charges for %s: %s", p.ID, charges)
+	if charges := chargesFor(t, s, p.ID); len(charges) != 1 {
+		t.Fatalf("processor charges for %s: %v", p.ID, charges)
 	}
 }

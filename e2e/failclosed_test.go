@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 // TestAPIStartsWithoutDatabase starts the api binary while its database is
@@ -26,10 +28,8 @@ func TestAPIStartsWithoutDatabase(t *testing.T) {
 	proxy.Cut()
 	u.Host = proxy.Addr()
 
-	s := &stack{t: t, db: "DATABASE_URL=" + db.URL, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
-	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	s.processor = start(t, "fakeprocessor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"})
-	waitHealthy(t, s.processorURL+"/healthz", s.processor)
+	s := newStack(t, db.URL)
+	s.startProcessor()
 	s.startWorker()
 	s.api = start(t, "api", append([]string{"DATABASE_URL=" + u.String(), "API_ADDR=" + s.apiAddr, internalAddr}, webhooksEnv...))
 	waitHealthy(t, s.apiURL+"/healthz", s.api)
@@ -44,15 +44,11 @@ func TestAPIStartsWithoutDatabase(t *testing.T) {
 
 	proxy.Restore()
 	waitHealthy(t, s.apiURL+"/readyz", s.api)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		status, _, body = do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "down-1", crashBody)
+	testwait.Poll(t, time.Now().Add(20*time.Second), 100*time.Millisecond, func() error {
+		status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "down-1", crashBody)
 		if status == http.StatusCreated {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the database came back: %d %s", status, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("after the database came back: %d %s", status, body)
+	})
 }

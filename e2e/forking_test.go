@@ -3,9 +3,15 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,6 +34,9 @@ const maxEdited = 5
 // go stale.
 func TestForkingGuidePatch(t *testing.T) {
 	t.Parallel()
+	if usePooler {
+		t.Skip("the patched copy's suite runs once, in the run without the pooler")
+	}
 	text, err := os.ReadFile(patch)
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +46,37 @@ func TestForkingGuidePatch(t *testing.T) {
 		t.Errorf("the example edits %d existing files, more than %d: %v", len(edited), maxEdited, edited)
 	}
 
+	stat := exec.Command("git", "apply", "--stat", abs(t, patch))
+	stat.Dir = ".." // in a subfolder, git apply leaves out the paths outside it
+	out, err := stat.Output()
+	if err != nil {
+		t.Fatalf("git apply --stat: %v", err)
+	}
+	guide, err := os.ReadFile("../docs/FORKING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := statCounts(string(guide)), statCounts(string(out)); !maps.Equal(got, want) {
+		t.Errorf("docs/FORKING.md's --stat of the patch says %v, git apply --stat says %v", got, want)
+	}
+
 	tree := copyTree(t, "..")
 	inTree(t, tree, "git", "apply", "--check", "--verbose", abs(t, patch))
 	inTree(t, tree, "git", "apply", abs(t, patch))
-	inTree(t, tree, "go", "build", "./...")
+	inTree(t, tree, "go", "build", "-race", "./...")
 	inTree(t, tree, "go", "test", "-race", "-count=1",
 		"-run", "TestPayouts|TestPayoutCrashBetweenPhases|TestKinds|TestOpenAPI",
-		"./internal/payouts/", "./internal/operations/", "./internal/http/", "./e2e/")
+		"./internal/payouts/", "./internal/catalog/", "./internal/http/", "./e2e/")
+}
+
+// statCounts reads the lines of a --stat in text: each file's count of
+// changed lines.
+func statCounts(text string) map[string]string {
+	counts := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^ (\S+) +\| +(\d+)`).FindAllStringSubmatch(text, -1) {
+		counts[m[1]] = m[2]
+	}
+	return counts
 }
 
 // editedFiles lists the existing files a patch changes: those it neither
@@ -73,18 +106,12 @@ func editedFiles(t *testing.T, text []byte) []string {
 // ignored) to a new directory, and returns it.
 func copyTree(t *testing.T, root string) string {
 	t.Helper()
-	list := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z")
-	list.Dir = root
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("git ls-files: %v", err)
-	}
 	dir := t.TempDir()
-	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+	for _, name := range trackedFiles(t, root) {
 		src := filepath.Join(root, name)
 		info, err := os.Lstat(src)
-		if os.IsNotExist(err) {
-			continue // deleted in the working tree
+		if err != nil {
+			t.Fatal(err)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -107,14 +134,39 @@ func copyTree(t *testing.T, root string) string {
 	return dir
 }
 
+// trackedFiles lists the files git knows of in root, committed or not, but
+// not ignored, and not deleted in the working tree.
+func trackedFiles(t *testing.T, root string) []string {
+	t.Helper()
+	list := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	var files []string
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if _, err := os.Lstat(filepath.Join(root, name)); err == nil {
+			files = append(files, name)
+		}
+	}
+	return files
+}
+
 // inTree runs a command in dir and fails the test with its output when it
-// fails. Paths are trimmed from what the copy compiles, so that its builds
-// share the build cache across runs, wherever the copy is.
+// fails. Paths are trimmed from what the copy compiles (as `make test` trims
+// them from what it compiles), so that the copy's builds share the build
+// cache with this run's and with each other, wherever the copy is: only the
+// packages the patch changes, and what imports them, are compiled again.
 func inTree(t *testing.T, dir, name string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-trimpath")
+	goflags := os.Getenv("GOFLAGS")
+	if !slices.Contains(strings.Fields(goflags), "-trimpath") {
+		goflags += " -trimpath"
+	}
+	cmd.Env = append(os.Environ(), "GOFLAGS="+goflags)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
@@ -129,4 +181,121 @@ func abs(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// standIns are the stand-ins docs/FORKING.md (Part 3) tells a forker how to
+// delete: the heading of each one's section, and its folders.
+var standIns = []struct {
+	heading string
+	name    string
+	dirs    []string
+}{
+	{"### The fake processor", "fakeprocessor", []string{"tools/fakeprocessor", "tools/cmd/fakeprocessor"}},
+	{"### The demo receiver", "demoreceiver", []string{"tools/demoreceiver", "tools/cmd/demoreceiver"}},
+}
+
+// TestForkingGuideDelete holds the guide's "what to delete" to the tree:
+// every file outside a stand-in that names its packages or its binary is in
+// the stand-in's list, every listed file does, and the service builds in a
+// copy of the tree from which both stand-ins are deleted.
+func TestForkingGuideDelete(t *testing.T) {
+	t.Parallel()
+	if usePooler {
+		t.Skip("the copy is built once, in the run without the pooler")
+	}
+	guide, err := os.ReadFile("../docs/FORKING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := trackedFiles(t, "..")
+	for _, s := range standIns {
+		listed := listedFiles(t, string(guide), s.heading)
+		uses := regexp.MustCompile(`tools/(cmd/)?` + s.name + `\b|bin/` + s.name + `\b`)
+		var using []string
+		for _, name := range files {
+			if strings.HasSuffix(name, ".md") || strings.HasSuffix(name, ".patch") || name == "e2e/forking_test.go" || inDirs(name, s.dirs) {
+				continue
+			}
+			if uses.MatchString(usedText(t, name)) {
+				using = append(using, name)
+			}
+		}
+		for _, name := range using {
+			if !slices.Contains(listed, name) {
+				t.Errorf("%s names %s, and docs/FORKING.md's %q does not list it", name, s.name, s.heading)
+			}
+		}
+		for _, name := range listed {
+			if !slices.Contains(using, name) {
+				t.Errorf("docs/FORKING.md's %q lists %s, which does not name %s", s.heading, name, s.name)
+			}
+		}
+	}
+
+	tree := copyTree(t, "..")
+	for _, s := range standIns {
+		for _, dir := range s.dirs {
+			if err := os.RemoveAll(filepath.Join(tree, dir)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	inTree(t, tree, "go", "build", "./cmd/...", "./internal/...", "./migrations/...", "./client/...")
+}
+
+// usedText is what of the file can use a stand-in: a Go file's string
+// literals (its import paths, the packages it builds), not its comments;
+// any other file whole.
+func usedText(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(name, ".go") {
+		return string(b)
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), name, b, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var literals strings.Builder
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			literals.WriteString(lit.Value + "\n")
+		}
+		return true
+	})
+	return literals.String()
+}
+
+// listedFiles returns the files in the first column of the table under the
+// guide's heading.
+func listedFiles(t *testing.T, guide, heading string) []string {
+	t.Helper()
+	_, section, ok := strings.Cut(guide, "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("docs/FORKING.md has no %q", heading)
+	}
+	if end := strings.Index(section, "\n#"); end >= 0 {
+		section = section[:end]
+	}
+	var files []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(section, -1) {
+		files = append(files, m[1])
+	}
+	if len(files) == 0 {
+		t.Fatalf("docs/FORKING.md's %q lists no file", heading)
+	}
+	return files
+}
+
+// inDirs reports whether the file name is inside one of dirs.
+func inDirs(name string, dirs []string) bool {
+	for _, dir := range dirs {
+		if strings.HasPrefix(name, dir+"/") {
+			return true
+		}
+	}
+	return false
 }

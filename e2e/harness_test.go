@@ -23,6 +23,7 @@ import (
 	"github.com/example/payments/tools/pgbouncer"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testio"
+	"github.com/example/payments/tools/testwait"
 )
 
 // binDir holds the binaries built once for all tests.
@@ -185,14 +186,13 @@ func waitHealthy(t *testing.T, url string, p *process) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Second}
 	defer client.CloseIdleConnections()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Poll(t, time.Now().Add(30*time.Second), 50*time.Millisecond, func() error {
 		res, err := client.Get(url)
 		if err == nil {
 			io.Copy(io.Discard, res.Body) //nolint:errcheck
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		select {
@@ -201,11 +201,8 @@ func waitHealthy(t *testing.T, url string, p *process) {
 			t.Fatalf("%s exited (%v) before %s was healthy\n%s", p.name, err, url, p.out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not healthy in time\n%s", url, p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("%s not healthy in time\n%s", url, p.out.String())
+	})
 }
 
 // stack is the three binaries running against one database.
@@ -243,18 +240,32 @@ func startStack(t *testing.T, databaseURL string, apiEnv, workerEnv []string, pr
 	db := "DATABASE_URL=" + databaseURL
 	run(t, "api", []string{db}, "migrate")
 	run(t, "api", []string{db, "APP_ENV=development"}, "seed")
-
-	s := &stack{t: t, db: db, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
-	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
-	env := []string{db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"}
-	for _, e := range processorEnv {
-		env = append(env, strings.ReplaceAll(e, "{api}", s.apiURL))
-	}
-	s.processor = start(t, "fakeprocessor", env)
-	waitHealthy(t, s.processorURL+"/healthz", s.processor)
+	s := newStack(t, databaseURL)
+	s.startProcessor(processorEnv...)
 	s.startWorker(workerEnv...)
 	s.startAPI(apiEnv...)
 	return s
+}
+
+// newStack is a stack on databaseURL with its ports chosen, none of its
+// programs started.
+func newStack(t *testing.T, databaseURL string) *stack {
+	t.Helper()
+	s := &stack{t: t, db: "DATABASE_URL=" + databaseURL, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
+	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
+	return s
+}
+
+// startProcessor starts (or restarts) the processor, with env added, and
+// waits until it is healthy. "{api}" in env is the API's URL.
+func (s *stack) startProcessor(env ...string) {
+	s.t.Helper()
+	all := []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"}
+	for _, e := range env {
+		all = append(all, strings.ReplaceAll(e, "{api}", s.apiURL))
+	}
+	s.processor = start(s.t, "fakeprocessor", all)
+	waitHealthy(s.t, s.processorURL+"/healthz", s.processor)
 }
 
 // startWorker starts (or restarts) the worker.
@@ -278,8 +289,16 @@ func (s *stack) payAsync(t *testing.T, key string) (p struct{ ID string }) {
 
 // startAPI starts (or restarts) the API and waits until it is ready.
 func (s *stack) startAPI(env ...string) {
-	s.api = start(s.t, "api", append(append(append(s.serviceEnv(), "API_ADDR="+s.apiAddr, internalAddr), webhooksEnv...), env...))
-	waitHealthy(s.t, s.apiURL+"/readyz", s.api)
+	s.api = s.startAPIAt(s.apiAddr, env...)
+}
+
+// startAPIAt starts an API on addr, another replica of the stack's when addr
+// is not its own, and waits until it is ready.
+func (s *stack) startAPIAt(addr string, env ...string) *process {
+	s.t.Helper()
+	p := start(s.t, "api", append(append(append(s.serviceEnv(), "API_ADDR="+addr, internalAddr), webhooksEnv...), env...))
+	waitHealthy(s.t, "http://"+addr+"/readyz", p)
+	return p
 }
 
 // killed waits until p has died of SIGKILL, as a crash point does.
@@ -327,4 +346,30 @@ func do(t *testing.T, method, url, apiKey, idemKey, body string, headers ...stri
 		return 0, nil, []byte(err.Error())
 	}
 	return res.StatusCode, res.Header, b
+}
+
+// processorList asks the processor, over its own API, for a list (a
+// payment's charges, a refund key's refunds) and returns the ids in it.
+func processorList(t *testing.T, s *stack, path string) []string {
+	t.Helper()
+	status, _, body := do(t, http.MethodGet, s.processorURL+path, "", "", "")
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || status != http.StatusOK {
+		t.Fatalf("processor %s: %d %s", path, status, body)
+	}
+	ids := make([]string, len(list.Data))
+	for i, o := range list.Data {
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+// chargesFor is the processor's charges of a payment.
+func chargesFor(t *testing.T, s *stack, paymentID string) []string {
+	t.Helper()
+	return processorList(t, s, "/v1/charges?payment_id="+paymentID)
 }

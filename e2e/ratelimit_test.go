@@ -26,8 +26,7 @@ func TestTenantLimitAcrossReplicas(t *testing.T) {
 	urls := []string{s.apiURL}
 	for range 2 {
 		addr := freeAddr(t)
-		p := start(t, "api", append(append(append(s.serviceEnv(), "API_ADDR="+addr, internalAddr), webhooksEnv...), env...))
-		waitHealthy(t, "http://"+addr+"/readyz", p)
+		s.startAPIAt(addr, env...)
 		urls = append(urls, "http://"+addr)
 	}
 

@@ -116,8 +116,7 @@ func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	run(t, "api", []string{db, text, key, "APP_ENV=development"}, "seed",
 		"-webhook-url", "http://"+receiverAddr+"/webhooks", "-webhook-secret", demoReceiverSecret)
 
-	s := &stack{t: t, db: db, procAddr: freeAddr(t), apiAddr: freeAddr(t)}
-	s.apiURL, s.processorURL = "http://"+s.apiAddr, "http://"+s.procAddr
+	s := newStack(t, databaseURL)
 	metricsAddr := freeAddr(t)
 	// scripts/run.sh: the processor's webhooks go to the API, with the demo
 	// secret.
@@ -449,17 +448,8 @@ func checkOneChargeEach(t *testing.T, s *stack, answers []*response) {
 		if err := json.Unmarshal([]byte(r.body), &p); err != nil {
 			t.Fatalf("payment %s: %v: %s", id, err, r.body)
 		}
-		status, _, charges := do(t, http.MethodGet, s.processorURL+"/v1/charges?payment_id="+id, "", "", "")
-		var list struct {
-			Data []struct {
-				ID string `json:"id"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(charges, &list); err != nil || status != http.StatusOK {
-			t.Fatalf("processor charges of %s: %d %s", id, status, charges)
-		}
-		if len(list.Data) != 1 || list.Data[0].ID != p.ProcessorChargeID {
-			t.Errorf("processor charges of %s (charge %s): %s", id, p.ProcessorChargeID, charges)
+		if charges := chargesFor(t, s, id); len(charges) != 1 || charges[0] != p.ProcessorChargeID {
+			t.Errorf("processor charges of %s (charge %s): %v", id, p.ProcessorChargeID, charges)
 		}
 		checked++
 	}

@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 // TestReconcilerOutlivesDeadWorker: a worker killed with SIGKILL in the
@@ -26,28 +28,22 @@ func TestReconcilerOutlivesDeadWorker(t *testing.T) {
 
 	// The processor is well again; another worker starts.
 	s.processor.stop(t)
-	s.processor = start(t, "fakeprocessor", []string{s.db, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0"})
-	waitHealthy(t, s.processorURL+"/healthz", s.processor)
+	s.startProcessor()
 	started := time.Now()
 	s.startWorker()
-	for {
+	testwait.Poll(t, started.Add(8*time.Second), 100*time.Millisecond, func() error {
 		_, _, body := do(t, http.MethodGet, s.apiURL+"/v1/payments/"+p.ID, "sk_test_acme", "", "")
 		var got struct{ Status string }
 		if err := json.Unmarshal(body, &got); err != nil {
 			t.Fatalf("payment %s: %v", body, err)
 		}
 		if got.Status == "succeeded" {
-			break
+			return nil
 		}
-		if time.Since(started) > 8*time.Second {
-			t.Fatalf("payment still %s %s after the dead worker's replacement started", got.Status, time.Since(started).Round(time.Millisecond))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("payment still %s %s after the dead worker's replacement started", got.Status, time.Since(started).Round(time.Millisecond))
+	})
 	t.Logf("settled %s after the second worker started", time.Since(started).Round(time.Millisecond))
-	_, _, charges := do(t, http.MethodGet, s.processorURL+"/v1/charges?payment_id="+p.ID, "", "", "")
-	var list struct{ Data []json.RawMessage }
-	if err := json.Unmarshal(charges, &list); err != nil || len(list.Data) != 1 {
-		t.Fatalf("processor charges for %s: %s", p.ID, charges)
+	if charges := chargesFor(t, s, p.ID); len(charges) != 1 {
+		t.Fatalf("processor charges for %s: %v", p.ID, charges)
 	}
 }

@@ -89,7 +89,7 @@ func TestTimeoutCardSettledByWebhook(t *testing.T) {
 			if err != nil || state != "completed" || attempt != 1 || string(errs) != "[]" {
 				t.Fatalf("charge job: %s, attempt %d, errors %s (%v)\nworker log:\n%s", state, attempt, errs, err, s.worker.out.String())
 			}
-			if n := chargesFor(t, s, p.ID); n != 1 {
+			if n := len(chargesFor(t, s, p.ID)); n != 1 {
 				t.Fatalf("%d charges at the processor", n)
 			}
 			var cases, marks int
@@ -136,13 +136,7 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/webhook_endpoints", "sk_test_acme", "hook",
-		`{"url":"`+srv.URL+`/hooks","enabled_events":["payment.succeeded"]}`)
-	var e struct{ ID, Secret string }
-	if err := json.Unmarshal(body, &e); err != nil || status != http.StatusCreated {
-		t.Fatalf("register: %d %s", status, body)
-	}
-	secrets, err := webhook.ParseSecrets(e.Secret)
+	secrets, err := webhook.ParseSecrets(registerEndpoint(t, s, srv.URL+"/hooks"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,15 +148,8 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	defer r.Close()
 	recv.Store(r)
 
-	status, _, body = do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", "pay", `{"amount":500,"currency":"USD","payment_method":"pm_card_visa"}`)
-	if status != http.StatusCreated {
-		t.Fatalf("payment: %d %s", status, body)
-	}
-	select {
-	case <-dead:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no delivery reached the receiver\n%s", first.out.String())
-	}
+	pay(t, s, "pay")
+	awaitDelivery(t, dead, first)
 	s.startWorker()
 	testwait.Within(t, 60*time.Second, "the delivery recorded by the restarted worker", func() bool {
 		var n int
@@ -206,23 +193,9 @@ func TestDeadWorkersWebhookPlaceFreed(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/webhook_endpoints", "sk_test_acme", "hook",
-		`{"url":"`+srv.URL+`/hooks","enabled_events":["payment.succeeded"]}`)
-	if status != http.StatusCreated {
-		t.Fatalf("register: %d %s", status, body)
-	}
-	pay := func(key string) {
-		status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", key, `{"amount":500,"currency":"USD","payment_method":"pm_card_visa"}`)
-		if status != http.StatusCreated {
-			t.Fatalf("payment: %d %s", status, body)
-		}
-	}
-	pay("pay-1")
-	select {
-	case <-held:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no delivery reached the receiver\n%s", s.worker.out.String())
-	}
+	registerEndpoint(t, s, srv.URL+"/hooks")
+	pay(t, s, "pay-1")
+	awaitDelivery(t, held, s.worker)
 	var (
 		dead   int64
 		until  time.Time
@@ -234,7 +207,7 @@ func TestDeadWorkersWebhookPlaceFreed(t *testing.T) {
 	_ = s.worker.cmd.Process.Signal(syscall.SIGKILL)
 	s.worker.killed(t)
 	s.startWorker(oneAtATime)
-	pay("pay-2")
+	pay(t, s, "pay-2")
 	var at time.Time
 	testwait.Within(t, 60*time.Second, "the next event delivered", func() bool {
 		err := db.Pool.QueryRow(ctx, `SELECT delivered_at FROM webhook_deliveries WHERE id <> $1 AND status = 'delivered'`, dead).Scan(&at)
@@ -242,5 +215,39 @@ func TestDeadWorkersWebhookPlaceFreed(t *testing.T) {
 	})
 	if !at.Before(until) {
 		t.Fatalf("the next event was delivered at %s, once the dead worker's place had expired (%s): its death went unseen", at, until)
+	}
+}
+
+// registerEndpoint registers Acme's webhook endpoint at url for
+// payment.succeeded and returns the secret its deliveries are signed with.
+func registerEndpoint(t *testing.T, s *stack, url string) string {
+	t.Helper()
+	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/webhook_endpoints", "sk_test_acme", "hook",
+		`{"url":"`+url+`","enabled_events":["payment.succeeded"]}`)
+	var e struct{ Secret string }
+	if err := json.Unmarshal(body, &e); err != nil || status != http.StatusCreated {
+		t.Fatalf("register: %d %s", status, body)
+	}
+	return e.Secret
+}
+
+// pay makes a payment under key that succeeds within the default wait
+// (201), for its payment.succeeded event.
+func pay(t *testing.T, s *stack, key string) {
+	t.Helper()
+	status, _, body := do(t, http.MethodPost, s.apiURL+"/v1/payments", "sk_test_acme", key, `{"amount":500,"currency":"USD","payment_method":"pm_card_visa"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("payment: %d %s", status, body)
+	}
+}
+
+// awaitDelivery waits until the test's receiver closes reached, which it
+// does once a delivery from worker got to it.
+func awaitDelivery(t *testing.T, reached <-chan struct{}, worker *process) {
+	t.Helper()
+	select {
+	case <-reached:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no delivery reached the receiver\n%s", worker.out.String())
 	}
 }

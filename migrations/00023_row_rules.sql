@@ -9,9 +9,8 @@
 -- rule. A PL/pgSQL function plans its expressions once per connection. The
 -- first phase's three inserts (pgbench, alternating rounds) took 204 to 252
 -- µs with the CHECKs, 125 to 175 µs with these triggers and 94 to 157 µs
--- with no rules at all (docs/BENCHMARKS.md, nineteenth session). Each
--- trigger fires on the columns its rules read (UPDATE OF): the relay's
--- update of a key's job_id checks nothing again.
+-- with no rules at all. Each trigger fires on the columns its rules read
+-- (UPDATE OF): the relay's update of a key's job_id checks nothing again.
 
 -- +goose StatementBegin
 -- check_violation fails as the CHECK constraint named rule on relation

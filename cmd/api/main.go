@@ -5,10 +5,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
@@ -19,47 +19,36 @@ func main() { process.Main("api", run) }
 // run reads the configuration from the environment and runs the command:
 // serve (the default) until ctx ends, migrate or seed. Spans are flushed
 // before it returns.
-func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var cfg api.Config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		_ = process.Usage(stdout, "api [serve|migrate|seed]", "The payments API.", &cfg)
-		return flag.ErrHelp
-	}
-	if err := process.Load(&cfg); err != nil {
+	if err := process.Configure(args, stdout, "api [serve|migrate|seed]", "The payments API.", &cfg); err != nil {
 		return err
 	}
-	logger, err := cfg.Logger(stdout)
-	if err != nil {
-		return err
-	}
-	logger = logger.With("process", "api")
-	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "api", stdout)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, stopTracing()) }()
-	command := "serve"
-	if len(args) > 0 {
-		command = args[0]
-	}
-	switch command {
-	case "migrate":
-		return api.Migrate(ctx, cfg.Session(), logger)
-	case "seed":
-		flags := flag.NewFlagSet("seed", flag.ContinueOnError)
-		flags.SetOutput(stdout)
-		url := flags.String("webhook-url", "", "also give the demo tenant Acme a webhook endpoint at this URL")
-		secret := flags.String("webhook-secret", "", "the whsec_ secret that endpoint signs with")
-		if err := flags.Parse(args[1:]); err != nil {
-			return err
+	return process.Run(ctx, "api", cfg.Common, stdout, func(logger *slog.Logger) error {
+		command := "serve"
+		if len(args) > 0 {
+			command = args[0]
 		}
-		return api.Seed(ctx, cfg, *url, *secret)
-	case "serve":
-		a, err := api.New(ctx, cfg, logger)
-		if err != nil {
-			return err
+		switch command {
+		case "migrate":
+			return api.Migrate(ctx, cfg.Session(), logger)
+		case "seed":
+			return seed(ctx, cfg, args[1:], stdout)
+		case "serve":
+			return process.Serve(ctx, api.New, cfg, logger)
 		}
-		return a.Run(ctx)
+		return fmt.Errorf("unknown command %q: use serve, migrate or seed", command)
+	})
+}
+
+// seed runs "api seed", its flags in args.
+func seed(ctx context.Context, cfg api.Config, args []string, stdout io.Writer) error {
+	flags := flag.NewFlagSet("seed", flag.ContinueOnError)
+	flags.SetOutput(stdout)
+	url := flags.String("webhook-url", "", "also give the demo tenant Acme a webhook endpoint at this URL")
+	secret := flags.String("webhook-secret", "", "the whsec_ secret that endpoint signs with")
+	if err := flags.Parse(args); err != nil {
+		return err
 	}
-	return fmt.Errorf("unknown command %q: use serve, migrate or seed", command)
+	return api.Seed(ctx, cfg, *url, *secret)
 }

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"flag"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/example/payments/tools/cmdtest"
 )
 
 func TestMain(m *testing.M) {
@@ -18,13 +15,5 @@ func TestMain(m *testing.M) {
 // TestHelp lists the variables the API reads.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v", err)
-	}
-	for _, v := range []string{"DATABASE_URL", "API_ADDR", "IDEMPOTENCY_KEY_RETENTION", "TENANT_RATE_LIMIT", "LOG_FORMAT"} {
-		if !strings.Contains(out.String(), v) {
-			t.Errorf("-h lacks %s:\n%s", v, out.String())
-		}
-	}
+	cmdtest.Help(t, run, "DATABASE_URL", "API_ADDR", "IDEMPOTENCY_KEY_RETENTION", "TENANT_RATE_LIMIT", "LOG_FORMAT")
 }

@@ -8,10 +8,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/worker"
@@ -21,13 +20,9 @@ func main() { process.Main("worker", run) }
 
 // run reads the configuration from the environment and works jobs until ctx
 // ends, or runs the review command. Spans are flushed before it returns.
-func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var cfg worker.Config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		_ = process.Usage(stdout, "worker [review [-all] | review resolve ID]", "The payments worker.", &cfg)
-		return flag.ErrHelp
-	}
-	if err := process.Load(&cfg); err != nil {
+	if err := process.Configure(args, stdout, "worker [review [-all] | review resolve ID]", "The payments worker.", &cfg); err != nil {
 		return err
 	}
 	if len(args) > 0 {
@@ -36,19 +31,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		}
 		return worker.Review(ctx, cfg.DatabaseURL, args[1:], stdout)
 	}
-	logger, err := cfg.Logger(stdout)
-	if err != nil {
-		return err
-	}
-	logger = logger.With("process", "worker")
-	stopTracing, err := process.StartTracing(ctx, cfg.OTel, "worker", stdout)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, stopTracing()) }()
-	w, err := worker.New(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx)
+	return process.Run(ctx, "worker", cfg.Common, stdout, func(logger *slog.Logger) error {
+		return process.Serve(ctx, worker.New, cfg, logger)
+	})
 }

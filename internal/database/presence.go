@@ -93,16 +93,9 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 // back on a new one when it is gone, until ctx ends.
 func (p *Presence) keep(ctx context.Context) {
 	defer close(p.done)
-	t := time.NewTicker(presenceCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	Every(ctx, presenceCheck, func() {
 		if p.conn != nil && p.conn.Ping(ctx) == nil {
-			continue
+			return
 		}
 		if p.conn != nil {
 			p.logger.Warn("presence lost: its connection dropped; taking it back", "presence", p.ID)
@@ -113,7 +106,7 @@ func (p *Presence) keep(ctx context.Context) {
 			p.conn = conn
 			p.logger.Info("presence taken back", "presence", p.ID)
 		}
-	}
+	})
 }
 
 // Close gives the presence up: the lock's session ends.

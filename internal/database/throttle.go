@@ -28,3 +28,19 @@ func Throttle(ctx context.Context, poke <-chan struct{}, cooldown time.Duration,
 		}
 	}
 }
+
+// Every calls do every interval, the first time one interval from now,
+// until ctx ends: a presence's checks and the queue tables' vacuum run this
+// way.
+func Every(ctx context.Context, interval time.Duration, do func()) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		do()
+	}
+}

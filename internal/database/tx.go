@@ -102,6 +102,14 @@ func (t *Tx) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	return br, nil
 }
 
+// sendOne sends one statement as send does: after the BEGIN and what is
+// queued, when there is any.
+func (t *Tx) sendOne(ctx context.Context, sql string, args ...any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return t.send(ctx, b)
+}
+
 // direct reports whether a statement may go to the connection alone: the
 // transaction has begun and nothing is queued to go with it.
 func (t *Tx) direct() bool { return t.begun && !t.done && len(t.pending) == 0 }
@@ -111,9 +119,7 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 	if t.direct() {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	br, err := t.send(ctx, b)
+	br, err := t.sendOne(ctx, sql, args...)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -126,9 +132,7 @@ func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 	if t.direct() {
 		return t.conn.Query(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	br, err := t.send(ctx, b)
+	br, err := t.sendOne(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}

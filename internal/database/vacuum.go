@@ -28,16 +28,9 @@ func Vacuum(ctx context.Context, db DBTX, tables ...string) error {
 // every count over them walks, some under a tenant's lock; a vacuum of a
 // table of a few hundred live rows costs milliseconds.
 func KeepVacuumed(ctx context.Context, db DBTX, interval time.Duration, logger *slog.Logger, tables ...string) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	Every(ctx, interval, func() {
 		if err := Vacuum(ctx, db, tables...); err != nil && ctx.Err() == nil {
 			logger.WarnContext(ctx, "vacuum the queue tables", "tables", tables, "err", err)
 		}
-	}
+	})
 }

@@ -1,7 +1,6 @@
 package database_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/example/payments/internal/database"
@@ -13,7 +12,6 @@ import (
 // holds is skipped rather than waited for.
 func TestVacuum(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	db := testdb.New(t)
 	for _, sql := range []string{
 		`CREATE TABLE churn (id bigint PRIMARY KEY) WITH (autovacuum_enabled = off)`,
@@ -21,22 +19,17 @@ func TestVacuum(t *testing.T) {
 		`INSERT INTO churn SELECT generate_series(1, 1000)`,
 		`DELETE FROM churn`,
 	} {
-		if _, err := db.Pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
+		db.Exec(t, sql)
 	}
 	vacuumed := func() int {
 		t.Helper()
-		var n int
-		if err := db.Pool.QueryRow(ctx, `SELECT coalesce(sum(vacuum_count), 0) FROM pg_stat_user_tables
-WHERE relname IN ('churn', 'churn2')`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+		return db.Count(t, `SELECT coalesce(sum(vacuum_count), 0) FROM pg_stat_user_tables
+WHERE relname IN ('churn', 'churn2')`)
 	}
 	if n := vacuumed(); n != 0 {
 		t.Fatalf("vacuumed %d times before any vacuum", n)
 	}
+	ctx := t.Context()
 	if err := database.Vacuum(ctx, db.Pool, "churn", "churn2"); err != nil {
 		t.Fatal(err)
 	}

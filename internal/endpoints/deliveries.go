@@ -35,6 +35,11 @@ type Delivery struct {
 	DeliveredAt *time.Time `json:"delivered_at"`
 }
 
+// stored is the delivery with status.
+func (d Delivery) stored(status int) idempotency.Response {
+	return render.Stored(status, "application/json", Resource.Path+"/"+d.Endpoint+"/deliveries", render.Encode(d))
+}
+
 // Attempt is one line of an endpoint's delivery log.
 type Attempt struct {
 	ID          string     `json:"id"`

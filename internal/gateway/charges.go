@@ -16,6 +16,9 @@ import (
 // Client makes the payment's processor calls.
 var _ payments.Processor = (*Client)(nil)
 
+// chargeObjects are the processor's charges.
+var chargeObjects = objects[ChargeObject]{name: "charges", member: "charge"}
+
 // ErrNotFound reports a charge the processor does not know.
 var ErrNotFound = errors.New("processor: no such charge")
 
@@ -61,41 +64,23 @@ type chargeRequest struct {
 // operation.ErrProcessorUnknown.
 func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (_ operation.Outcome, err error) {
 	defer c.observe(ctx, callCharge, time.Now(), &err)
-	if req.IdempotencyKey == "" {
-		return operation.Outcome{}, errors.New("charge: idempotency key is required")
-	}
-	status, resp, err := c.postJSON(ctx, "/v1/charges", req.IdempotencyKey, chargeRequest{
+	return chargeObjects.create(ctx, c, req.IdempotencyKey, chargeRequest{
 		Amount:        req.Amount,
 		Currency:      req.Currency,
 		PaymentMethod: req.PaymentMethod,
 		PaymentID:     req.PaymentID,
 		Description:   req.Description,
-	})
-	if err != nil {
-		return operation.Outcome{}, fmt.Errorf("charge: %w", err)
-	}
+	}, declined)
+}
 
-	switch status {
-	case http.StatusOK:
-		var ch ChargeObject
-		if err := json.Unmarshal(resp, &ch); err != nil || ch.ID == "" {
-			// The processor said yes, but to what cannot be read: retrying
-			// with the same key replays the answer.
-			return operation.Outcome{}, fmt.Errorf("charge: %w: unreadable 200 answer: %v", operation.ErrProcessorUnknown, err)
-		}
-		return ch.outcome(), nil
-	case http.StatusPaymentRequired:
-		apiErr, _ := decodeError(status, resp)
-		if apiErr.Type != "card_error" || apiErr.Charge == "" {
-			return operation.Outcome{}, fmt.Errorf("charge: %w: unexpected 402 answer: %w", operation.ErrProcessorUnknown, apiErr)
-		}
-		return operation.Outcome{ID: apiErr.Charge, FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
+// declined reads the 402 of a charge: a card_error naming the declined
+// charge.
+func declined(resp []byte) (operation.Outcome, error) {
+	apiErr, _ := decodeError(http.StatusPaymentRequired, resp)
+	if apiErr.Type != "card_error" || apiErr.Charge == "" {
+		return operation.Outcome{}, fmt.Errorf("%w: unexpected 402 answer: %w", operation.ErrProcessorUnknown, apiErr)
 	}
-	out, err := refusal(status, resp)
-	if err != nil {
-		return operation.Outcome{}, fmt.Errorf("charge: %w", err)
-	}
-	return out, nil
+	return operation.Outcome{ID: apiErr.Charge, FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
 }
 
 // FindCharge asks the processor for the charge made under key; the newest
@@ -103,7 +88,7 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (_ oper
 // on a definite answer that no charge was made under key.
 func (c *Client) FindCharge(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
 	defer c.observe(ctx, callFindCharge, time.Now(), &err)
-	return findByKey(func() ([]ChargeObject, error) { return c.ChargesByIdempotencyKey(ctx, key) })
+	return chargeObjects.find(ctx, c, key)
 }
 
 // CloseCharge closes key for good at the processor, waiting for a charge in
@@ -113,22 +98,18 @@ func (c *Client) FindCharge(ctx context.Context, key string) (_ operation.Outcom
 // the close is asked again later.
 func (c *Client) CloseCharge(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
 	defer c.observe(ctx, callCloseCharge, time.Now(), &err)
-	return closeKey[ChargeObject](ctx, c, "/v1/charges/close", "charge", key)
+	return chargeObjects.close(ctx, c, key)
 }
 
 // ChargesByIdempotencyKey lists the charges the processor made under key,
 // oldest first: none when it never executed a request with that key.
 func (c *Client) ChargesByIdempotencyKey(ctx context.Context, key string) ([]ChargeObject, error) {
-	list, err := getFullList[ChargeObject](ctx, c, "/v1/charges", url.Values{"idempotency_key": {key}})
-	if err != nil {
-		return nil, fmt.Errorf("charges by idempotency key: %w", err)
-	}
-	return list, nil
+	return chargeObjects.byKey(ctx, c, key)
 }
 
 // ChargesByPayment lists the charges that reference paymentID, oldest first.
 func (c *Client) ChargesByPayment(ctx context.Context, paymentID string) ([]ChargeObject, error) {
-	list, err := getFullList[ChargeObject](ctx, c, "/v1/charges", url.Values{"payment_id": {paymentID}})
+	list, err := getFullList[ChargeObject](ctx, c, chargeObjects.path(), url.Values{"payment_id": {paymentID}})
 	if err != nil {
 		return nil, fmt.Errorf("charges by payment: %w", err)
 	}
@@ -137,7 +118,7 @@ func (c *Client) ChargesByPayment(ctx context.Context, paymentID string) ([]Char
 
 // GetCharge returns one charge, or an error wrapping ErrNotFound.
 func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error) {
-	status, resp, err := c.do(ctx, http.MethodGet, "/v1/charges/"+url.PathEscape(id), "", nil)
+	status, resp, err := c.do(ctx, http.MethodGet, chargeObjects.path()+"/"+url.PathEscape(id), "", nil)
 	if err != nil {
 		return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, err)
 	}
@@ -159,7 +140,7 @@ func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error)
 // charge names.
 func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) (_ []operation.LedgerEntry, _ string, err error) {
 	defer c.observe(ctx, callLedgerCharges, time.Now(), &err)
-	return ledgerPage(ctx, c, "/v1/charges", since, cursor, func(ch ChargeObject) operation.LedgerEntry {
+	return chargeObjects.ledger(ctx, c, since, cursor, func(ch ChargeObject) operation.LedgerEntry {
 		return operation.LedgerEntry{ID: ch.ID, IdempotencyKey: ch.IdempotencyKey, Reference: ch.PaymentID,
 			Succeeded: ch.Succeeded(), Amount: ch.Amount, Currency: ch.Currency, CreatedAt: ch.CreatedAt}
 	})

@@ -35,11 +35,11 @@ type answer struct {
 }
 
 // fakeProcessor answers every request with status and body, after checking
-// that it carries the Idempotency-Key "k".
-func fakeProcessor(t *testing.T, status int, body string) string {
+// that it carries the Idempotency-Key key ("" for none: a question's).
+func fakeProcessor(t *testing.T, status int, body, key string) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Idempotency-Key") != "k" {
+		if r.Header.Get("Idempotency-Key") != key {
 			t.Errorf("Idempotency-Key = %q", r.Header.Get("Idempotency-Key"))
 		}
 		w.WriteHeader(status)
@@ -71,6 +71,18 @@ func (a answer) check(t *testing.T, got operation.Outcome, err error) {
 	}
 }
 
+// classifyEach makes call to a fake processor giving each answer, with the
+// key "k", and checks how the answer is classified.
+func classifyEach(t *testing.T, answers []answer, call func(context.Context, *gateway.Client) (operation.Outcome, error)) {
+	for _, tt := range answers {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := call(context.Background(), gateway.New(fakeProcessor(t, tt.status, tt.body, "k"), 5*time.Second))
+			tt.check(t, got, err)
+		})
+	}
+}
+
 // commonAnswers are classified alike for charges and refunds.
 var commonAnswers = []answer{
 	{name: "ErrBadRequest", status: 400, body: `{"error":{"type":"invalid_request_error","code":"parameter_invalid","message":"bad"}}`,
@@ -92,7 +104,7 @@ var commonAnswers = []answer{
 
 func TestClassifyCharge(t *testing.T) {
 	t.Parallel()
-	tests := append([]answer{
+	classifyEach(t, append([]answer{
 		{name: "OK", status: 200, body: `{"id":"ch_1","object":"charge","status":"succeeded"}`,
 			want: definite, outcome: operation.Outcome{ID: "ch_1", Succeeded: true}},
 		{name: "Declined", status: 402, body: `{"error":{"type":"card_error","code":"card_declined","message":"no","charge":"ch_2"}}`,
@@ -100,21 +112,14 @@ func TestClassifyCharge(t *testing.T) {
 		{name: "ErrUnreadable402", status: 402, body: `{}`, want: unknown},
 		{name: "ErrNotFound", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"no route"}}`,
 			want: definite, outcome: operation.Outcome{FailureCode: "resource_missing", FailureMessage: "no route"}},
-	}, commonAnswers...)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := gateway.New(fakeProcessor(t, tt.status, tt.body), 5*time.Second).Charge(context.Background(), payments.ChargeRequest{
-				IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa",
-			})
-			tt.check(t, got, err)
-		})
-	}
+	}, commonAnswers...), func(ctx context.Context, c *gateway.Client) (operation.Outcome, error) {
+		return c.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa"})
+	})
 }
 
 func TestClassifyRefund(t *testing.T) {
 	t.Parallel()
-	tests := append([]answer{
+	classifyEach(t, append([]answer{
 		{name: "OK", status: 200, body: `{"id":"re_1","object":"refund","status":"succeeded"}`,
 			want: definite, outcome: operation.Outcome{ID: "re_1", Succeeded: true}},
 		{name: "Failed", status: 200, body: `{"id":"re_2","object":"refund","status":"failed"}`,
@@ -124,16 +129,9 @@ func TestClassifyRefund(t *testing.T) {
 			want: definite, outcome: operation.Outcome{FailureCode: "resource_missing", FailureMessage: "No such charge"}},
 		{name: "ErrTooLarge", status: 400, body: `{"error":{"type":"invalid_request_error","code":"amount_too_large","message":"too much"}}`,
 			want: definite, outcome: operation.Outcome{FailureCode: "amount_too_large", FailureMessage: "too much"}},
-	}, commonAnswers...)
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := gateway.New(fakeProcessor(t, tt.status, tt.body), 5*time.Second).Refund(context.Background(), refunds.Request{
-				IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1,
-			})
-			tt.check(t, got, err)
-		})
-	}
+	}, commonAnswers...), func(ctx context.Context, c *gateway.Client) (operation.Outcome, error) {
+		return c.Refund(ctx, refunds.Request{IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1})
+	})
 }
 
 // TestClassifyTimeout checks that a processor that does not answer in time
@@ -189,12 +187,7 @@ func TestLookupClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				w.WriteHeader(tt.status)
-				_, _ = w.Write([]byte(tt.body))
-			}))
-			t.Cleanup(srv.Close)
-			client := gateway.New(srv.URL, 5*time.Second)
+			client := gateway.New(fakeProcessor(t, tt.status, tt.body, ""), 5*time.Second)
 			ctx := context.Background()
 
 			if _, found, err := client.FindCharge(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || found {
@@ -232,12 +225,9 @@ func TestLookupClassify(t *testing.T) {
 
 	t.Run("ClosureWithoutMember", func(t *testing.T) {
 		t.Parallel()
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = w.Write([]byte(`{"object":"key_closure","idempotency_key":"k"}`))
-		}))
-		t.Cleanup(srv.Close)
+		srv := fakeProcessor(t, http.StatusOK, `{"object":"key_closure","idempotency_key":"k"}`, "")
 		// A closure that does not say "null" has not said nothing was made.
-		if _, made, err := gateway.New(srv.URL, 5*time.Second).CloseCharge(context.Background(), "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
+		if _, made, err := gateway.New(srv, 5*time.Second).CloseCharge(context.Background(), "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 			t.Errorf("CloseCharge: %v, %v", made, err)
 		}
 	})

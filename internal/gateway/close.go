@@ -16,40 +16,6 @@ type closeRequest struct {
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
-// object is what the processor makes under a key, for any kind: a
-// ChargeObject, say.
-type object interface {
-	outcome() operation.Outcome
-}
-
-// findByKey is every kind's Find: list lists what was made under a key,
-// oldest first, and the newest is the answer.
-func findByKey[T object](list func() ([]T, error)) (operation.Outcome, bool, error) {
-	made, err := list()
-	if err != nil {
-		return operation.Outcome{}, false, unknown(err)
-	}
-	if len(made) == 0 {
-		return operation.Outcome{}, false, nil
-	}
-	return made[len(made)-1].outcome(), true, nil
-}
-
-// closeKey is every kind's Close: it closes key with a POST to path and
-// returns the member (the object's name: "charge") made under it, if any.
-func closeKey[T object](ctx context.Context, c *Client, path, member, key string) (operation.Outcome, bool, error) {
-	var made T
-	ok, err := c.close(ctx, path, member, key, &made)
-	if err != nil || !ok {
-		return operation.Outcome{}, false, err
-	}
-	out := made.outcome()
-	if out.ID == "" {
-		return operation.Outcome{}, false, fmt.Errorf("close %s key: %w: the closure's %s has no id", member, operation.ErrProcessorUnknown, member)
-	}
-	return out, true, nil
-}
-
 // close closes key with a POST to path and decodes the closure's member
 // (the object's name) into dst. made is false when the member is null:
 // nothing was, or ever will be, made under key. Anything short of a 200

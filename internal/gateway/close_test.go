@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
-	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
@@ -14,7 +12,7 @@ import (
 
 func TestFind(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
+	client := newClient(t)
 	ctx := context.Background()
 
 	if _, found, err := client.FindCharge(ctx, "find-none"); err != nil || found {
@@ -24,21 +22,11 @@ func TestFind(t *testing.T) {
 		t.Errorf("FindRefund of an unused key: %v, %v", found, err)
 	}
 
-	declined, err := client.Charge(ctx, chargeReq("find-declined", "pm_card_declined"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	declined := mustCharge(t, client, "find-declined", "pm_card_declined")
 	if got, found, err := client.FindCharge(ctx, "find-declined"); err != nil || !found || got != declined {
 		t.Errorf("FindCharge = %+v, %v, %v; want %+v", got, found, err, declined)
 	}
-	charge, err := client.Charge(ctx, chargeReq("find-charge", "pm_card_visa"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	refund, err := client.Refund(ctx, refunds.Request{IdempotencyKey: "find-refund", ChargeID: charge.ID, Amount: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	refund := mustRefund(t, client, "find-refund", mustCharge(t, client, "find-charge", "pm_card_visa").ID, 10)
 	if got, found, err := client.FindRefund(ctx, "find-refund"); err != nil || !found || got != refund {
 		t.Errorf("FindRefund = %+v, %v, %v; want %+v", got, found, err, refund)
 	}
@@ -50,7 +38,7 @@ func TestFind(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
+	client := newClient(t)
 	ctx := context.Background()
 
 	t.Run("ChargeNone", func(t *testing.T) {
@@ -74,10 +62,7 @@ func TestClose(t *testing.T) {
 		t.Parallel()
 		for _, method := range []string{"pm_card_visa", "pm_card_declined"} {
 			key := "close-" + method
-			charge, err := client.Charge(ctx, chargeReq(key, method))
-			if err != nil {
-				t.Fatal(err)
-			}
+			charge := mustCharge(t, client, key, method)
 			if got, made, err := client.CloseCharge(ctx, key); err != nil || !made || got != charge {
 				t.Errorf("close = %+v, %v, %v; want %+v", got, made, err, charge)
 			}
@@ -89,21 +74,15 @@ func TestClose(t *testing.T) {
 	})
 	t.Run("Refund", func(t *testing.T) {
 		t.Parallel()
-		charge, err := client.Charge(ctx, chargeReq("close-refund-target", "pm_card_visa"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		refund, err := client.Refund(ctx, refunds.Request{IdempotencyKey: "close-refund-made", ChargeID: charge.ID, Amount: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
+		charge := mustCharge(t, client, "close-refund-target", "pm_card_visa")
+		refund := mustRefund(t, client, "close-refund-made", charge.ID, 5)
 		if got, made, err := client.CloseRefund(ctx, "close-refund-made"); err != nil || !made || got != refund {
 			t.Errorf("close = %+v, %v, %v; want %+v", got, made, err, refund)
 		}
 		if _, made, err := client.CloseRefund(ctx, "close-refund-none"); err != nil || made {
 			t.Fatalf("close = %v, %v; want nothing made", made, err)
 		}
-		_, err = client.Refund(ctx, refunds.Request{IdempotencyKey: "close-refund-none", ChargeID: charge.ID, Amount: 5})
+		_, err := client.Refund(ctx, refunds.Request{IdempotencyKey: "close-refund-none", ChargeID: charge.ID, Amount: 5})
 		if !errors.Is(err, operation.ErrKeyClosed) {
 			t.Errorf("refund after close: %v; want ErrKeyClosed", err)
 		}
@@ -113,11 +92,11 @@ func TestClose(t *testing.T) {
 	})
 	t.Run("ErrChaos", func(t *testing.T) {
 		t.Parallel()
-		failing := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{FailRate: 1}}), 5*time.Second)
+		failing := chaosClient(t, fakeprocessor.Chaos{FailRate: 1})
 		if _, _, err := failing.CloseCharge(ctx, "close-chaos"); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}
-		dropping := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{DropRate: 1}}), 5*time.Second)
+		dropping := chaosClient(t, fakeprocessor.Chaos{DropRate: 1})
 		if _, _, err := dropping.CloseRefund(ctx, "close-chaos"); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}

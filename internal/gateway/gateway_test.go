@@ -14,6 +14,7 @@ import (
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testwait"
@@ -37,6 +38,19 @@ func startProcessor(t *testing.T, cfg fakeprocessor.Config) string {
 	return srv.URL
 }
 
+// newClient returns a client of a fake processor on a fresh database.
+func newClient(t *testing.T) *gateway.Client {
+	t.Helper()
+	return chaosClient(t, fakeprocessor.Chaos{})
+}
+
+// chaosClient returns a client of a fake processor injecting chaos, on a
+// fresh database.
+func chaosClient(t *testing.T, chaos fakeprocessor.Chaos) *gateway.Client {
+	t.Helper()
+	return gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: chaos}), 5*time.Second)
+}
+
 // chargeReq is a charge request of 1500 USD with the given key and method.
 func chargeReq(key, method string) payments.ChargeRequest {
 	return payments.ChargeRequest{
@@ -49,9 +63,31 @@ func chargeReq(key, method string) payments.ChargeRequest {
 	}
 }
 
+// mustCharge makes the charge chargeReq(key, method) and fails t unless the
+// processor answers definitely.
+func mustCharge(t *testing.T, client *gateway.Client, key, method string) operation.Outcome {
+	t.Helper()
+	charge, err := client.Charge(context.Background(), chargeReq(key, method))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return charge
+}
+
+// mustRefund refunds amount of the charge chargeID under key and fails t
+// unless the processor answers definitely.
+func mustRefund(t *testing.T, client *gateway.Client, key, chargeID string, amount int64) operation.Outcome {
+	t.Helper()
+	refund, err := client.Refund(context.Background(), refunds.Request{IdempotencyKey: key, ChargeID: chargeID, Amount: amount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return refund
+}
+
 func TestCharge(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
+	client := newClient(t)
 
 	tests := []struct {
 		name        string
@@ -182,7 +218,7 @@ func TestChargeChaos(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			client := gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: tt.chaos}), 5*time.Second)
+			client := chaosClient(t, tt.chaos)
 			ctx := context.Background()
 			req := chargeReq("chaos", "pm_card_visa")
 
@@ -211,7 +247,7 @@ func TestChargeChaos(t *testing.T) {
 
 func TestLookups(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
+	client := newClient(t)
 	ctx := context.Background()
 
 	declined, err := client.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "look-1", PaymentID: "pay_look", Amount: 10, Currency: "USD", PaymentMethod: "pm_card_declined"})

@@ -54,12 +54,13 @@ func getFullList[T any](ctx context.Context, c *Client, path string, query url.V
 	return l.Data, nil
 }
 
-// ledgerPage is one page of the processor's ledger of a kind, at path:
-// what was created after since, oldest first, after the object cursor names
-// ("" for the first page), each object made an entry. next is the id of the
-// page's last object when another page follows, else "". Any failure wraps
-// operation.ErrProcessorUnknown.
-func ledgerPage[T any](ctx context.Context, c *Client, path string, since time.Time, cursor string, entry func(T) operation.LedgerEntry) ([]operation.LedgerEntry, string, error) {
+// ledger is every kind's Ledger: one page of the processor's ledger of the
+// objects, what was created after since, oldest first, after the object
+// cursor names ("" for the first page), each object made an entry. next is
+// the id of the page's last object when another page follows, else "". Any
+// failure wraps operation.ErrProcessorUnknown.
+func (o objects[T]) ledger(ctx context.Context, c *Client, since time.Time, cursor string, entry func(T) operation.LedgerEntry) ([]operation.LedgerEntry, string, error) {
+	path := o.path()
 	l, err := getList[T](ctx, c, path, c.pageQuery(since, cursor))
 	if err != nil {
 		return nil, "", fmt.Errorf("ledger %s: %w", path, unknown(err))

@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/tools/fakeprocessor"
 )
 
 // call is an operation and outcome's series of the calls' histogram: how
@@ -58,7 +57,7 @@ func TestMetered(t *testing.T) {
 	ctx := trace.ContextWithSpanContext(context.Background(), sc)
 
 	reg := prometheus.NewRegistry()
-	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second).Metered(reg)
+	client := newClient(t).Metered(reg)
 	if _, err := client.Charge(ctx, chargeReq("metered", "pm_card_declined")); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +79,7 @@ func TestMetered(t *testing.T) {
 	}
 
 	reg = prometheus.NewRegistry()
-	down := gateway.New(fakeProcessor(t, http.StatusServiceUnavailable, `{}`), 5*time.Second).Metered(reg)
+	down := gateway.New(fakeProcessor(t, http.StatusServiceUnavailable, `{}`, "k"), 5*time.Second).Metered(reg)
 	if _, err := down.Charge(ctx, chargeReq("k", "pm_card_visa")); err == nil {
 		t.Fatal("a 503 answered a charge")
 	}

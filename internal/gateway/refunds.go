@@ -2,11 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -16,6 +11,9 @@ import (
 
 // Client makes the refund's processor calls.
 var _ refunds.Processor = (*Client)(nil)
+
+// refundObjects are the processor's refunds.
+var refundObjects = objects[RefundObject]{name: "refunds", member: "refund"}
 
 // RefundObject is a refund as the processor returns it.
 type RefundObject struct {
@@ -53,25 +51,7 @@ type refundRequest struct {
 // 409 or 429 wraps operation.ErrProcessorUnknown.
 func (c *Client) Refund(ctx context.Context, req refunds.Request) (_ operation.Outcome, err error) {
 	defer c.observe(ctx, callRefund, time.Now(), &err)
-	if req.IdempotencyKey == "" {
-		return operation.Outcome{}, errors.New("refund: idempotency key is required")
-	}
-	status, resp, err := c.postJSON(ctx, "/v1/refunds", req.IdempotencyKey, refundRequest{Charge: req.ChargeID, Amount: req.Amount})
-	if err != nil {
-		return operation.Outcome{}, fmt.Errorf("refund: %w", err)
-	}
-	if status == http.StatusOK {
-		var ref RefundObject
-		if err := json.Unmarshal(resp, &ref); err != nil || ref.ID == "" {
-			return operation.Outcome{}, fmt.Errorf("refund: %w: unreadable 200 answer: %v", operation.ErrProcessorUnknown, err)
-		}
-		return ref.outcome(), nil
-	}
-	out, err := refusal(status, resp)
-	if err != nil {
-		return operation.Outcome{}, fmt.Errorf("refund: %w", err)
-	}
-	return out, nil
+	return refundObjects.create(ctx, c, req.IdempotencyKey, refundRequest{Charge: req.ChargeID, Amount: req.Amount}, nil)
 }
 
 // FindRefund asks the processor for the refund made under key; the newest
@@ -79,23 +59,19 @@ func (c *Client) Refund(ctx context.Context, req refunds.Request) (_ operation.O
 // on a definite answer that no refund was made under key.
 func (c *Client) FindRefund(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
 	defer c.observe(ctx, callFindRefund, time.Now(), &err)
-	return findByKey(func() ([]RefundObject, error) { return c.RefundsByIdempotencyKey(ctx, key) })
+	return refundObjects.find(ctx, c, key)
 }
 
 // CloseRefund is CloseCharge for refunds.
 func (c *Client) CloseRefund(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
 	defer c.observe(ctx, callCloseRefund, time.Now(), &err)
-	return closeKey[RefundObject](ctx, c, "/v1/refunds/close", "refund", key)
+	return refundObjects.close(ctx, c, key)
 }
 
 // RefundsByIdempotencyKey lists the refunds the processor made under key,
 // oldest first: none when it never made one with that key.
 func (c *Client) RefundsByIdempotencyKey(ctx context.Context, key string) ([]RefundObject, error) {
-	list, err := getFullList[RefundObject](ctx, c, "/v1/refunds", url.Values{"idempotency_key": {key}})
-	if err != nil {
-		return nil, fmt.Errorf("refunds by idempotency key: %w", err)
-	}
-	return list, nil
+	return refundObjects.byKey(ctx, c, key)
 }
 
 // LedgerRefunds lists one page of the processor's refunds created after
@@ -103,7 +79,7 @@ func (c *Client) RefundsByIdempotencyKey(ctx context.Context, key string) ([]Ref
 // no refund of ours: each entry's Reference is its downstream key's refund.
 func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) (_ []operation.LedgerEntry, _ string, err error) {
 	defer c.observe(ctx, callLedgerRefunds, time.Now(), &err)
-	return ledgerPage(ctx, c, "/v1/refunds", since, cursor, func(r RefundObject) operation.LedgerEntry {
+	return refundObjects.ledger(ctx, c, since, cursor, func(r RefundObject) operation.LedgerEntry {
 		// A refund made under a key of no refund of ours names none.
 		ours, ok := strings.CutPrefix(r.IdempotencyKey, refunds.Names.DownstreamKey(""))
 		if !ok {

@@ -3,21 +3,15 @@ package gateway_test
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/refunds"
-	"github.com/example/payments/tools/fakeprocessor"
 )
 
 func TestRefund(t *testing.T) {
 	t.Parallel()
-	client := gateway.New(startProcessor(t, fakeprocessor.Config{}), 5*time.Second)
+	client := newClient(t)
 	ctx := context.Background()
-	charge, err := client.Charge(ctx, chargeReq("refund-target", "pm_card_visa"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	charge := mustCharge(t, client, "refund-target", "pm_card_visa")
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()

@@ -25,10 +25,7 @@ func TestReplayByDigest(t *testing.T) {
 		t.Helper()
 		s := stacktest.New(t, stacktest.Options{})
 		s.StartWorker()
-		first := s.Pay(acme, "k", visa)
-		if first.Status != http.StatusCreated {
-			t.Fatalf("status = %d %s", first.Status, first.Body)
-		}
+		first := created(t, s, acme, "k", visa)
 		if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE key = 'k' AND length(request_digest) = 32`); n != 1 {
 			t.Fatalf("%d keys with a digest, want 1", n)
 		}

@@ -31,11 +31,7 @@ func (s *Server) createEndpoint() http.HandlerFunc {
 
 // updateEndpoint handles POST /v1/webhook_endpoints/{id}.
 func (s *Server) updateEndpoint() http.HandlerFunc {
-	return idempotentPost(s, false,
-		func(r *http.Request, req idempotency.Request, u endpoints.Update) (idempotency.Lease, any, error) {
-			lease, err := s.Endpoints.Update(r.Context(), req, chi.URLParam(r, "id"), u)
-			return lease, nil, err
-		}, s.loadEndpoint)
+	return onEndpoint(s, (*endpoints.Service).Update)
 }
 
 // rotateSecret handles POST /v1/webhook_endpoints/{id}/rotate_secret: 200
@@ -51,19 +47,26 @@ func (s *Server) rotateSecret() http.HandlerFunc {
 // resend handles POST /v1/webhook_endpoints/{id}/resend: 202 with the
 // delivery started again.
 func (s *Server) resend() http.HandlerFunc {
-	return idempotentPost(s, false,
-		func(r *http.Request, req idempotency.Request, rs endpoints.Resend) (idempotency.Lease, any, error) {
-			lease, err := s.Endpoints.Resend(r.Context(), req, chi.URLParam(r, "id"), rs)
-			return lease, nil, err
-		}, s.loadEndpoint)
+	return onEndpoint(s, (*endpoints.Service).Resend)
 }
 
 // recoverEndpoint handles POST /v1/webhook_endpoints/{id}/recover: 202
 // with how many failed deliveries since the given time start again.
 func (s *Server) recoverEndpoint() http.HandlerFunc {
+	return onEndpoint(s, (*endpoints.Service).Recover)
+}
+
+// onEndpoint handles an idempotent POST to the endpoint {id} whose first
+// phase is do, a method of endpoints.Service given the decoded body, and
+// which returns nothing created: the endpoint is loaded as it stands
+// (loadEndpoint). do is a method expression so that s.Endpoints is read at
+// each request.
+func onEndpoint[B any](s *Server,
+	do func(*endpoints.Service, context.Context, idempotency.Request, string, B) (idempotency.Lease, error),
+) http.HandlerFunc {
 	return idempotentPost(s, false,
-		func(r *http.Request, req idempotency.Request, rc endpoints.Recovery) (idempotency.Lease, any, error) {
-			lease, err := s.Endpoints.Recover(r.Context(), req, chi.URLParam(r, "id"), rc)
+		func(r *http.Request, req idempotency.Request, body B) (idempotency.Lease, any, error) {
+			lease, err := do(s.Endpoints, r.Context(), req, chi.URLParam(r, "id"), body)
 			return lease, nil, err
 		}, s.loadEndpoint)
 }

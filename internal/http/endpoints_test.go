@@ -5,53 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/example/payments/internal/webhook"
-	"github.com/example/payments/tools/demoreceiver"
 	"github.com/example/payments/tools/stacktest"
-	"github.com/example/payments/tools/testio"
 )
-
-// endpointJSON is a webhook endpoint as the API answers it.
-type endpointJSON struct {
-	ID             string   `json:"id"`
-	Object         string   `json:"object"`
-	URL            string   `json:"url"`
-	EnabledEvents  []string `json:"enabled_events"`
-	Status         string   `json:"status"`
-	DisabledReason *string  `json:"disabled_reason"`
-	Secret         *string  `json:"secret"`
-}
-
-func decode[T any](t *testing.T, res stacktest.Response) T {
-	t.Helper()
-	var v T
-	if err := json.Unmarshal(res.Body, &v); err != nil {
-		t.Fatalf("%d %s: %v", res.Status, res.Body, err)
-	}
-	return v
-}
-
-func register(t *testing.T, s *stacktest.Stack, apiKey, key, url string, events ...string) (stacktest.Response, endpointJSON) {
-	t.Helper()
-	if len(events) == 0 {
-		events = []string{"*"}
-	}
-	b, _ := json.Marshal(map[string]any{"url": url, "enabled_events": events})
-	res := s.Request(http.MethodPost, "/v1/webhook_endpoints", apiKey, string(b), "Idempotency-Key", key)
-	if res.Status != http.StatusCreated {
-		return res, endpointJSON{}
-	}
-	return res, decode[endpointJSON](t, res)
-}
 
 // TestWebhookEndpoints covers registering, reading, changing, rotating and
 // removing endpoints, tenant isolation, and that a secret is shown once.
@@ -81,7 +43,7 @@ func TestWebhookEndpoints(t *testing.T) {
 		decode[endpointJSON](t, replay).ID != e.ID {
 		t.Fatalf("replay: %d %s", replay.Status, replay.Body)
 	}
-	if got := decode[endpointJSON](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e.ID, acme, "")); got.ID != e.ID || got.Secret != nil {
+	if got := getEndpoint(t, s, e.ID); got.ID != e.ID || got.Secret != nil {
 		t.Fatalf("get: %+v", got)
 	}
 	if res := s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e.ID, globex, ""); res.Status != http.StatusNotFound {
@@ -98,18 +60,18 @@ func TestWebhookEndpoints(t *testing.T) {
 		t.Fatalf("globex sees %+v", got)
 	}
 
-	upd := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID, acme, `{"status":"disabled","enabled_events":["*"]}`, "Idempotency-Key", "we-2")
+	upd := updateEndpoint(s, e.ID, "we-2", `{"status":"disabled","enabled_events":["*"]}`)
 	if got := decode[endpointJSON](t, upd); upd.Status != http.StatusOK || got.Status != "disabled" || *got.DisabledReason != "by_tenant" ||
 		got.EnabledEvents[0] != "*" {
 		t.Fatalf("update: %d %s", upd.Status, upd.Body)
 	}
 
-	rot := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID+"/rotate_secret", acme, "", "Idempotency-Key", "we-3")
+	rot := rotate(s, e.ID, "we-3", "")
 	rotated := decode[endpointJSON](t, rot)
 	if rot.Status != http.StatusOK || rotated.Secret == nil || *rotated.Secret == *e.Secret {
 		t.Fatalf("rotate: %d %s", rot.Status, rot.Body)
 	}
-	if again := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID+"/rotate_secret", acme, "", "Idempotency-Key", "we-3"); decode[endpointJSON](t, again).Secret != nil {
+	if again := rotate(s, e.ID, "we-3", ""); decode[endpointJSON](t, again).Secret != nil {
 		t.Fatalf("a rotation's replay shows the secret: %s", again.Body)
 	}
 	if n := s.Count(`SELECT count(*) FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND expires_at > now() + interval '23 hours'`, e.ID); n != 1 {
@@ -158,113 +120,6 @@ func TestWebhookEndpointsRefuseTheInside(t *testing.T) {
 	}
 }
 
-// hookReceiver is a real receiver (package receiver) on loopback, started
-// once the endpoint it serves is registered and its secret known; a test
-// can take its answers over with front.
-type hookReceiver struct {
-	t         *testing.T
-	failFirst int
-	recv      atomic.Pointer[demoreceiver.Receiver]
-	srv       *httptest.Server
-	out       *testio.Buffer
-	hits      atomic.Int64
-	ids       sync.Map // webhook-id → deliveries
-	front     func(w http.ResponseWriter, r *http.Request, n int64) bool
-}
-
-// events lists the lines the receiver printed for new events.
-func (h *hookReceiver) events() []string {
-	var lines []string
-	for _, l := range strings.Split(h.out.String(), "\n") {
-		if strings.HasPrefix(l, "event ") {
-			lines = append(lines, l)
-		}
-	}
-	return lines
-}
-
-func newReceiver(t *testing.T, failFirst int) *hookReceiver {
-	t.Helper()
-	h := &hookReceiver{t: t, failFirst: failFirst, out: &testio.Buffer{}}
-	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := h.hits.Add(1)
-		v, _ := h.ids.LoadOrStore(r.Header.Get("webhook-id"), new(atomic.Int64))
-		v.(*atomic.Int64).Add(1)
-		if h.front != nil && h.front(w, r, n) {
-			return
-		}
-		if recv := h.recv.Load(); recv != nil {
-			recv.ServeHTTP(w, r)
-			return
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(h.srv.Close)
-	return h
-}
-
-// start makes the receiver verify with secret.
-func (h *hookReceiver) start(secret string) {
-	h.t.Helper()
-	secrets, err := webhook.ParseSecrets(secret)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	recv, err := demoreceiver.New(demoreceiver.Config{LogFormat: "json", Path: "/hooks", Secret: secrets,
-		DedupeFile: h.t.TempDir() + "/seen.log", FailFirst: h.failFirst}, slog.New(slog.NewTextHandler(io.Discard, nil)), h.out)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(func() { recv.Close() })
-	h.recv.Store(recv)
-}
-
-// registerWith registers h's URL for every event and starts h with the
-// endpoint's secret.
-func registerWith(t *testing.T, s *stacktest.Stack, h *hookReceiver) endpointJSON {
-	t.Helper()
-	res, e := register(t, s, acme, "we-"+h.srv.URL, h.srv.URL+"/hooks")
-	if res.Status != http.StatusCreated {
-		t.Fatalf("register: %d %s", res.Status, res.Body)
-	}
-	h.start(*e.Secret)
-	return e
-}
-
-// attemptJSON is a line of the delivery log.
-type attemptJSON struct {
-	Event       string     `json:"event"`
-	Attempt     int        `json:"attempt"`
-	StatusCode  *int       `json:"status_code"`
-	Error       *string    `json:"error"`
-	NextRetryAt *time.Time `json:"next_retry_at"`
-	CreatedAt   time.Time  `json:"created_at"`
-}
-
-func deliveryLog(t *testing.T, s *stacktest.Stack, id string) []attemptJSON {
-	t.Helper()
-	return decode[struct{ Data []attemptJSON }](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+id+"/deliveries?limit=100", acme, "")).Data
-}
-
-// paidPayment makes a payment that succeeds and returns its id.
-func paidPayment(t *testing.T, s *stacktest.Stack, key string) string {
-	t.Helper()
-	res := s.Pay(acme, key, `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
-	if res.Status != http.StatusCreated {
-		t.Fatalf("payment: %d %s", res.Status, res.Body)
-	}
-	return decode[struct{ ID string }](t, res).ID
-}
-
-// delivered waits until the one delivery is recorded delivered: the
-// receiver processes an event before the worker records the attempt.
-func delivered(t *testing.T, s *stacktest.Stack) {
-	t.Helper()
-	stacktest.WaitFor(t, "the delivery recorded", func() bool {
-		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == 1
-	})
-}
-
 // TestWebhookDelivery delivers events to real receivers: signed and
 // verified, the body the event as GET /v1/events/{id} answers it; retried
 // with the same webhook-id; 410 disables; 429's Retry-After is waited; a
@@ -275,11 +130,7 @@ func TestWebhookDelivery(t *testing.T) {
 
 	t.Run("SignedVerifiedOnce", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h2 := newReceiver(t, 0)
-		_, e := register(t, s, acme, "we", h2.srv.URL+"/hooks", "payment.succeeded")
-		h2.start(*e.Secret)
+		s, h2, e := startDelivering(t, stacktest.Options{}, nil, "payment.succeeded")
 		id := paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the event at the receiver", func() bool { return len(h2.events()) == 1 })
 		if got := h2.events()[0]; !strings.Contains(got, "payment.succeeded "+id+" succeeded") {
@@ -298,17 +149,17 @@ func TestWebhookDelivery(t *testing.T) {
 		// refused while the first delivery is in flight, which it is until
 		// the worker records the receiver's answer.
 		delivered(t, s)
-		if res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID+"/resend", acme, fmt.Sprintf(`{"event":%q}`, evID), "Idempotency-Key", "rs"); res.Status != http.StatusAccepted {
+		if res := resend(s, e, evID, "rs"); res.Status != http.StatusAccepted {
 			t.Fatalf("resend: %d %s", res.Status, res.Body)
 		}
-		stacktest.WaitFor(t, "the resend", func() bool { return len(deliveryLog(t, s, e.ID)) == 2 })
+		stacktest.WaitFor(t, "the resend", func() bool { return len(deliveryLog(t, s, e)) == 2 })
 		if got := s.Request(http.MethodGet, "/v1/events/"+evID, acme, "").Body; !bytes.Equal(body, got) {
 			t.Fatalf("delivered body\n%s\nis not GET /v1/events/{id}\n%s", body, got)
 		}
 		if len(h2.events()) != 1 {
 			t.Fatalf("receiver printed %v", h2.events())
 		}
-		for _, a := range deliveryLog(t, s, e.ID) {
+		for _, a := range deliveryLog(t, s, e) {
 			if a.Event != evID || a.StatusCode == nil || *a.StatusCode != 200 {
 				t.Fatalf("log %+v", a)
 			}
@@ -320,8 +171,7 @@ func TestWebhookDelivery(t *testing.T) {
 
 	t.Run("RetriedWithTheSameID", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
+		s := startStack(t, stacktest.Options{})
 		h := newReceiver(t, 2)
 		e := registerWith(t, s, h).ID
 		paidPayment(t, s, "pay-1")
@@ -343,39 +193,25 @@ func TestWebhookDelivery(t *testing.T) {
 
 	t.Run("GoneDisables", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
-			w.WriteHeader(http.StatusGone)
-			return true
-		}
-		e := registerWith(t, s, h).ID
+		s, h, e := startDelivering(t, stacktest.Options{}, answer(http.StatusGone))
 		paidPayment(t, s, "pay-1")
-		stacktest.WaitFor(t, "the endpoint disabled", func() bool {
-			got := decode[endpointJSON](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e, acme, ""))
-			return got.Status == "disabled" && got.DisabledReason != nil && *got.DisabledReason == "gone"
-		})
+		waitDisabled(t, s, e, "gone")
 		paidPayment(t, s, "pay-2")
-		if h.hits.Load() != 1 || s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) != 1 {
+		if h.hits.Load() != 1 || deliveries(s, "failed") != 1 {
 			t.Fatalf("%d hits after 410", h.hits.Load())
 		}
 	})
 
 	t.Run("RetryAfterWaited", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		h.front = func(w http.ResponseWriter, _ *http.Request, n int64) bool {
+		s, _, e := startDelivering(t, stacktest.Options{}, func(w http.ResponseWriter, _ *http.Request, n int64) bool {
 			if n == 1 {
 				w.Header().Set("Retry-After", "2")
 				w.WriteHeader(http.StatusTooManyRequests)
 				return true
 			}
 			return false
-		}
-		e := registerWith(t, s, h).ID
+		})
 		paidPayment(t, s, "pay-1")
 		// While it waits out Retry-After, the delivery is the oldest undelivered.
 		stacktest.WaitFor(t, "the delivery waiting", func() bool {
@@ -391,45 +227,28 @@ func TestWebhookDelivery(t *testing.T) {
 
 	t.Run("ScheduleSpentFails", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
-			w.WriteHeader(http.StatusBadGateway)
-			return true
-		}
-		e := registerWith(t, s, h).ID
+		s, h, e := startDelivering(t, stacktest.Options{}, answer(http.StatusBadGateway))
 		paidPayment(t, s, "pay-1")
-		stacktest.WaitFor(t, "the delivery failed", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
-		})
+		waitDeliveries(t, s, "failed", 1)
 		if log := deliveryLog(t, s, e); len(log) != 4 || h.hits.Load() != 4 {
 			t.Fatalf("%d attempts logged, %d made, want the first and 3 retries", len(log), h.hits.Load())
 		}
-		m := s.WorkerMetrics()
-		for _, want := range []string{`payments_webhook_deliveries_total{result="failed"} 1`, `payments_webhook_deliveries_total{result="retrying"} 3`,
+		wantMetrics(t, s.WorkerMetrics(), `payments_webhook_deliveries_total{result="failed"} 1`, `payments_webhook_deliveries_total{result="retrying"} 3`,
 			`payments_webhook_delivery_attempts_total 4`, `payments_webhook_oldest_undelivered_seconds 0`,
 			`payments_webhook_attempt_duration_seconds_count{result="failed"} 1`,
 			`payments_webhook_attempt_duration_seconds_count{result="retrying"} 3`,
-			`payments_webhook_attempt_duration_seconds_count{result="delivered"} 0`} {
-			if !strings.Contains(m, want) {
-				t.Errorf("worker metrics lack %s", want)
-			}
-		}
+			`payments_webhook_attempt_duration_seconds_count{result="delivered"} 0`)
 	})
 
 	t.Run("RotationSignsWithBoth", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		holdsOld := newReceiver(t, 0)
-		e := registerWith(t, s, holdsOld).ID
-		rot := decode[endpointJSON](t, s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e+"/rotate_secret", acme, "", "Idempotency-Key", "rot"))
+		s, holdsOld, e := startDelivering(t, stacktest.Options{}, nil)
+		rot := decode[endpointJSON](t, rotate(s, e, "rot", ""))
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the event verified with the old secret", func() bool { return len(holdsOld.events()) == 1 })
 		holdsNew := newReceiver(t, 0)
 		holdsNew.start(*rot.Secret)
-		s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e, acme, fmt.Sprintf(`{"url":%q}`, holdsNew.srv.URL+"/hooks"), "Idempotency-Key", "to-new")
+		updateEndpoint(s, e, "to-new", fmt.Sprintf(`{"url":%q}`, holdsNew.srv.URL+"/hooks"))
 		paidPayment(t, s, "pay-2")
 		stacktest.WaitFor(t, "the event verified with the new secret", func() bool { return len(holdsNew.events()) == 1 })
 	})

@@ -14,7 +14,7 @@ import (
 
 // TestObserveCheap: recording a request of a route allocates nothing once
 // its route was seen and its bucket has its exemplar, and resolves no label
-// but the status class: the request path's cost (issue 22) stays one
+// but the status class: on the request path, recording stays one
 // counter and one histogram observation.
 //
 // Not parallel: AllocsPerRun counts the whole process's allocations, and

@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v2"
 
+	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/endpoints"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/internal/render"
@@ -142,7 +142,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 	// Every kind's URL, which a key's resource and a 202's Location name, is
 	// served.
-	for _, k := range operations.Kinds(nil).Kinds() {
+	for _, k := range catalog.Kinds(nil).Kinds() {
 		if op := "GET " + k.Names().Path + "/{id}"; !slices.Contains(routed, op) {
 			t.Errorf("%s, the URL of a %s, is not routed", op, k.Names().Type)
 		}
@@ -158,7 +158,7 @@ var problemCode = regexp.MustCompile(`(?:render\.)?NewProblem\([^,]+,\s*"([a-z_]
 
 // renderer is the API's renderer, as the API process makes it.
 func renderer() *render.Renderer {
-	return render.New(operations.Kinds(nil), []operation.Resource{endpoints.Resource}, endpoints.Rules)
+	return render.New(catalog.Kinds(nil), []operation.Resource{endpoints.Resource}, endpoints.Rules)
 }
 
 func TestOpenAPIProblemCodes(t *testing.T) {
@@ -167,7 +167,7 @@ func TestOpenAPIProblemCodes(t *testing.T) {
 	for _, rule := range renderer().Rules() {
 		codes = append(codes, rule.Code)
 	}
-	for _, k := range operations.Kinds(nil).Kinds() {
+	for _, k := range catalog.Kinds(nil).Kinds() {
 		codes = append(codes, render.FailedCode(k.Names()))
 	}
 	codes = append(codes, operation.FailureProcessorError)
@@ -226,7 +226,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	responses := slices.Clone(responseSchemas)
 	// A problem carries the failed operation under its type's name.
 	problem, _ := jsonNames(reflect.TypeOf(render.Problem{}))
-	for _, k := range operations.Kinds(nil).Kinds() {
+	for _, k := range catalog.Kinds(nil).Kinds() {
 		name := schemaName(k.Names().Type)
 		described[name], described["New"+name] = k.Object(), k.Request()
 		responses = append(responses, name)
@@ -281,7 +281,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		schemas["WebhookSecretRotation"].Properties["expire_current_secret_in"].Maximum, int64(endpoints.MaxGrace/time.Second))
 
 	eventTypes := []any{"*"}
-	for _, typ := range operations.Kinds(nil).EventTypes() {
+	for _, typ := range catalog.Kinds(nil).EventTypes() {
 		eventTypes = append(eventTypes, typ)
 	}
 	for _, name := range []string{"NewWebhookEndpoint", "WebhookEndpointUpdate", "WebhookEndpoint"} {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/payments"
 )
@@ -20,20 +18,12 @@ func (s *Server) createPayment() http.HandlerFunc {
 			}
 			return lease, *p, err
 		},
-		func(ctx context.Context, tenantID, id string) (any, error) {
-			return payments.Get(ctx, s.Ops.DB, tenantID, id)
-		})
+		loadOperation(s, payments.Get))
 }
 
 // getPayment handles GET /v1/payments/{id}.
 func (s *Server) getPayment(w http.ResponseWriter, r *http.Request) {
-	spanResource(r, idempotency.Resource{Type: payments.Names.Type, ID: chi.URLParam(r, "id")})
-	p, err := payments.Get(r.Context(), s.Ops.DB, tenantID(r), chi.URLParam(r, "id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+	getOperation(s, w, r, payments.Names, payments.Get)
 }
 
 // listPayments handles GET /v1/payments?limit=&starting_after=.

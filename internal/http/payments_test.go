@@ -53,13 +53,9 @@ func TestCreatePayment(t *testing.T) {
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
+		s := startStack(t, stacktest.Options{})
 
-		first := s.Pay(acme, "order-42", visa)
-		if first.Status != http.StatusCreated {
-			t.Fatalf("status = %d, body %s", first.Status, first.Body)
-		}
+		first := created(t, s, acme, "order-42", visa)
 		p := decodePayment(t, first.Body)
 		if p.Status != operation.StatusSucceeded || p.Amount != 1999 || p.Currency != "USD" || p.ProcessorChargeID == nil || p.Metadata["order"] != "42" {
 			t.Fatalf("payment = %+v", p)
@@ -73,21 +69,15 @@ func TestCreatePayment(t *testing.T) {
 		if first.Header.Get("Idempotent-Replayed") != "" {
 			t.Error("first response marked as replayed")
 		}
-		if n := s.ChargesAtProcessor(p.ID); n != 1 {
-			t.Fatalf("processor charges = %d, want 1", n)
-		}
+		wantCharges(t, s, p.ID, 1)
 
 		// The same body with other key order and spacing is the same request.
 		replay := s.Pay(acme, "order-42", `{"payment_method":"pm_card_visa","metadata":{"order":"42"},"description":"T-shirt","currency":"USD","amount":1999}`)
-		if replay.Status != http.StatusCreated || !bytes.Equal(replay.Body, first.Body) {
-			t.Fatalf("replay = %d %s, want the first response %s", replay.Status, replay.Body, first.Body)
+		wantReplay(t, replay, first)
+		if got := replay.Header.Get("Location"); got != first.Header.Get("Location") {
+			t.Errorf("replay Location = %q, want the first's", got)
 		}
-		if replay.Header.Get("Idempotent-Replayed") != "true" || replay.Header.Get("Location") != first.Header.Get("Location") {
-			t.Errorf("replay headers = %v", replay.Header)
-		}
-		if n := s.ChargesAtProcessor(p.ID); n != 1 {
-			t.Fatalf("processor charges after replay = %d, want 1", n)
-		}
+		wantCharges(t, s, p.ID, 1)
 		if n := s.Count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
 			t.Errorf("events = %d, want 1", n)
 		}
@@ -97,33 +87,23 @@ func TestCreatePayment(t *testing.T) {
 			t.Errorf("GET = %d %s", got.Status, got.Body)
 		}
 
-		metrics := s.APIMetrics()
-		for _, want := range []string{
+		wantMetrics(t, s.APIMetrics(),
 			`payments_http_requests_total{method="POST",route="/v1/payments",status="2xx"} 2`,
 			`payments_http_requests_total{method="GET",route="/v1/payments/{id}",status="2xx"} 1`,
 			`payments_idempotent_replays_total 1`,
-		} {
-			if !strings.Contains(metrics, want) {
-				t.Errorf("metrics lack %s:\n%s", want, metrics)
-			}
-		}
+		)
 	})
 
 	t.Run("QuotedKeyIsTheBareKey", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		first := s.Pay(acme, `"abc-123"`, visa)
-		replay := s.Pay(acme, `abc-123`, visa)
-		if first.Status != http.StatusCreated || replay.Header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(first.Body, replay.Body) {
-			t.Fatalf("first %d, replay %d %v", first.Status, replay.Status, replay.Header)
-		}
+		s := startStack(t, stacktest.Options{})
+		first := created(t, s, acme, `"abc-123"`, visa)
+		wantReplay(t, s.Pay(acme, `abc-123`, visa), first)
 	})
 
 	t.Run("Declined", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
+		s := startStack(t, stacktest.Options{})
 		for _, tc := range []struct{ method, code string }{
 			{"pm_card_declined", "card_declined"},
 			{"pm_card_insufficient_funds", "insufficient_funds"},
@@ -138,23 +118,15 @@ func TestCreatePayment(t *testing.T) {
 			if problem["code"] != tc.code || p.Status != operation.StatusFailed || p.FailureCode == nil || *p.FailureCode != tc.code {
 				t.Fatalf("%s: problem = %s", tc.method, first.Body)
 			}
-			replay := s.Pay(acme, tc.method, body)
-			if replay.Status != http.StatusPaymentRequired || !bytes.Equal(replay.Body, first.Body) || replay.Header.Get("Idempotent-Replayed") != "true" {
-				t.Fatalf("%s: replay = %d %s", tc.method, replay.Status, replay.Body)
-			}
-			if n := s.ChargesAtProcessor(p.ID); n != 1 {
-				t.Fatalf("%s: processor charges = %d, want 1", tc.method, n)
-			}
+			wantReplay(t, s.Pay(acme, tc.method, body), first)
+			wantCharges(t, s, p.ID, 1)
 		}
 	})
 
 	t.Run("ErrKeyMismatch", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		if res := s.Pay(acme, "k1", visa); res.Status != http.StatusCreated {
-			t.Fatalf("status = %d", res.Status)
-		}
+		s := startStack(t, stacktest.Options{})
+		created(t, s, acme, "k1", visa)
 		res := s.Pay(acme, "k1", strings.Replace(visa, "1999", "2000", 1))
 		if res.Status != http.StatusUnprocessableEntity || decodeProblem(t, res.Body)["code"] != "idempotency_key_mismatch" {
 			t.Fatalf("other amount: %d %s", res.Status, res.Body)
@@ -166,8 +138,7 @@ func TestCreatePayment(t *testing.T) {
 
 	t.Run("TenantsAreIsolated", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
+		s := startStack(t, stacktest.Options{})
 		a := s.Pay(acme, "shared-key", visa)
 		g := s.Pay(globex, "shared-key", visa)
 		if a.Status != http.StatusCreated || g.Status != http.StatusCreated || g.Header.Get("Idempotent-Replayed") != "" {
@@ -188,9 +159,8 @@ func TestCreatePayment(t *testing.T) {
 		if !strings.Contains(string(list.Body), pg.ID) || strings.Contains(string(list.Body), pa.ID) {
 			t.Errorf("globex's list = %s", list.Body)
 		}
-		if n := s.ChargesAtProcessor(pa.ID) + s.ChargesAtProcessor(pg.ID); n != 2 {
-			t.Errorf("processor charges = %d, want 2", n)
-		}
+		wantCharges(t, s, pa.ID, 1)
+		wantCharges(t, s, pg.ID, 1)
 	})
 }
 
@@ -261,8 +231,7 @@ func TestRejectedRequestsChangeNothing(t *testing.T) {
 // TestConcurrentDuplicates sends one new key 50 times at once.
 func TestConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{})
-	s.StartWorker()
+	s := startStack(t, stacktest.Options{})
 
 	const n = 50
 	responses := make([]stacktest.Response, n)
@@ -305,9 +274,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 	if got := s.Count(`SELECT count(*) FROM payments`); got != 1 {
 		t.Fatalf("payments = %d, want 1", got)
 	}
-	if got := s.ChargesAtProcessor(decodePayment(t, final).ID); got != 1 {
-		t.Fatalf("processor charges = %d, want 1", got)
-	}
+	wantCharges(t, s, decodePayment(t, final).ID, 1)
 }
 
 // TestResume stops payments at each recovery point with no worker running,
@@ -340,18 +307,15 @@ func TestResume(t *testing.T) {
 		if n := s.Count(`SELECT count(*) FROM operation_outbox`); n != 0 {
 			t.Fatalf("staged jobs after the relay = %d, want 0", n)
 		}
-		if n := s.ChargesAtProcessor(p.ID); n != 0 {
-			t.Fatalf("charged before the worker ran: %d", n)
-		}
+		// Not charged before the worker runs.
+		wantCharges(t, s, p.ID, 0)
 
 		s.StartWorker()
 		final := s.Pay(acme, "resume-started", visa)
 		if final.Status != http.StatusCreated || final.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry = %d %s", final.Status, final.Body)
 		}
-		if n := s.ChargesAtProcessor(p.ID); n != 1 {
-			t.Fatalf("processor charges = %d, want 1", n)
-		}
+		wantCharges(t, s, p.ID, 1)
 	})
 
 	t.Run("FromChargeCreated", func(t *testing.T) {
@@ -365,9 +329,7 @@ func TestResume(t *testing.T) {
 		if point := s.RecoveryPoint("ten_acme", "resume-charged"); point != payments.Names.CreatedPoint() {
 			t.Fatalf("recovery point = %q", point)
 		}
-		if n := s.ChargesAtProcessor(p.ID); n != 1 {
-			t.Fatalf("processor charges = %d, want 1", n)
-		}
+		wantCharges(t, s, p.ID, 1)
 		// Running the phase again finds the key past it and calls nothing.
 		if err := s.Ops.LearnOutcome(context.Background(), payments.Names.Type, p.ID); err != nil {
 			t.Fatal(err)
@@ -379,9 +341,7 @@ func TestResume(t *testing.T) {
 		if final.Status != http.StatusCreated || decodePayment(t, final.Body).Status != operation.StatusSucceeded {
 			t.Fatalf("retry = %d %s", final.Status, final.Body)
 		}
-		if n := s.ChargesAtProcessor(p.ID); n != 1 {
-			t.Fatalf("processor charges = %d, want 1", n)
-		}
+		wantCharges(t, s, p.ID, 1)
 		// River completes the job once its work returns, a moment after the
 		// key finished; no other job ran.
 		stacktest.WaitFor(t, "the job to be completed", func() bool {
@@ -425,8 +385,6 @@ func TestResume(t *testing.T) {
 		if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE key = 'stale' AND locked_at IS NULL`); n != 1 {
 			t.Errorf("the taken-over lock was not released")
 		}
-		if n := s.ChargesAtProcessor(decodePayment(t, final.Body).ID); n != 1 {
-			t.Fatalf("processor charges = %d, want 1", n)
-		}
+		wantCharges(t, s, decodePayment(t, final.Body).ID, 1)
 	})
 }

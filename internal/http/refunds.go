@@ -1,7 +1,6 @@
 package http
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -20,18 +19,10 @@ func (s *Server) createRefund() http.HandlerFunc {
 			lease, err := refunds.Create(r.Context(), s.Ops, req, chi.URLParam(r, "id"), nr)
 			return lease, nil, err
 		},
-		func(ctx context.Context, tenantID, id string) (any, error) {
-			return refunds.Get(ctx, s.Ops.DB, tenantID, id)
-		})
+		loadOperation(s, refunds.Get))
 }
 
 // getRefund handles GET /v1/refunds/{id}.
 func (s *Server) getRefund(w http.ResponseWriter, r *http.Request) {
-	spanResource(r, idempotency.Resource{Type: refunds.Names.Type, ID: chi.URLParam(r, "id")})
-	ref, err := refunds.Get(r.Context(), s.Ops.DB, tenantID(r), chi.URLParam(r, "id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, ref)
+	getOperation(s, w, r, refunds.Names, refunds.Get)
 }

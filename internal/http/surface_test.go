@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -140,21 +139,15 @@ func TestSurfaceTraceHeadersBounded(t *testing.T) {
 		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 		marker  = "client-chose-this"
 	)
-	s := stacktest.New(t, stacktest.Options{})
-	s.StartWorker()
 	// A merchant endpoint that records the headers of what it receives.
 	var mu sync.Mutex
 	var received []http.Header
-	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s, _, _ := startDelivering(t, stacktest.Options{}, func(_ http.ResponseWriter, r *http.Request, _ int64) bool {
 		mu.Lock()
+		defer mu.Unlock()
 		received = append(received, r.Header.Clone())
-		mu.Unlock()
-	}))
-	defer hooks.Close()
-	body, _ := json.Marshal(map[string]any{"url": hooks.URL + "/hooks", "enabled_events": []string{"*"}})
-	if res := s.Request(http.MethodPost, "/v1/webhook_endpoints", acme, string(body), "Idempotency-Key", "surface-hooks"); res.Status != http.StatusCreated {
-		t.Fatalf("register: %d %s", res.Status, res.Body)
-	}
+		return true
+	})
 
 	baggage := "k0=" + marker
 	for i := 1; len(baggage) < 16<<10; i++ {
@@ -171,15 +164,9 @@ func TestSurfaceTraceHeadersBounded(t *testing.T) {
 		{"LongTraceparent", "01-" + traceID + "-00f067aa0ba902b7-01-" + strings.Repeat("x", 1000), baggage, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			res := s.Pay(acme, fmt.Sprintf("surface-trace-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`,
+			res := created(t, s, acme, fmt.Sprintf("surface-trace-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`,
 				"Prefer", "wait=10", "traceparent", tt.traceparent, "baggage", tt.baggage)
-			if res.Status != http.StatusCreated {
-				t.Fatalf("payment: %d %s", res.Status, res.Body)
-			}
-			var p struct{ ID string }
-			if err := json.Unmarshal(res.Body, &p); err != nil {
-				t.Fatal(err)
-			}
+			p := decodePayment(t, res.Body)
 			var metadata string
 			if err := s.DB.Pool.QueryRow(context.Background(),
 				`SELECT metadata::text FROM river_job WHERE args->>'id' = $1`, p.ID).Scan(&metadata); err != nil {

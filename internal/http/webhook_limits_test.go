@@ -62,13 +62,10 @@ func TestWebhookLimits(t *testing.T) {
 		s := stacktest.New(t, stacktest.Options{})
 		h := newReceiver(t, 0)
 		_, e := register(t, s, acme, "we", h.srv.URL+"/hooks")
-		rotate := func(key, body string) stacktest.Response {
-			return s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID+"/rotate_secret", acme, body, "Idempotency-Key", key)
-		}
-		if res := rotate("r1", `{}`); res.Status != http.StatusOK {
+		if res := rotate(s, e.ID, "r1", `{}`); res.Status != http.StatusOK {
 			t.Fatalf("first rotation: %d %s", res.Status, res.Body)
 		}
-		res := rotate("r2", `{}`)
+		res := rotate(s, e.ID, "r2", `{}`)
 		if res.Status != http.StatusConflict || !strings.Contains(string(res.Body), `"rotation_in_progress"`) {
 			t.Fatalf("second rotation within the grace: %d %s", res.Status, res.Body)
 		}
@@ -76,7 +73,7 @@ func TestWebhookLimits(t *testing.T) {
 			t.Fatalf("%d live secrets after a refused rotation", n)
 		}
 		// Ending the older secrets at once is always taken.
-		if res := rotate("r3", `{"expire_current_secret_in":0}`); res.Status != http.StatusOK {
+		if res := rotate(s, e.ID, "r3", `{"expire_current_secret_in":0}`); res.Status != http.StatusOK {
 			t.Fatalf("rotation that ends the others: %d %s", res.Status, res.Body)
 		}
 		if n := s.Count(`SELECT count(*) FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND (expires_at IS NULL OR expires_at > now())`, e.ID); n != 1 {
@@ -86,18 +83,11 @@ func TestWebhookLimits(t *testing.T) {
 
 	t.Run("OneChainPerDelivery", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
-			w.WriteHeader(http.StatusBadGateway)
-			return true
-		}
-		e := registerWith(t, s, h).ID
+		s, h, e := startDelivering(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}}, answer(http.StatusBadGateway))
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the first attempt", func() bool { return len(deliveryLog(t, s, e)) == 1 })
 		evID := deliveryLog(t, s, e)[0].Event
-		res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e+"/resend", acme, fmt.Sprintf(`{"event":%q}`, evID), "Idempotency-Key", "rs")
+		res := resend(s, e, evID, "rs")
 		if res.Status != http.StatusConflict || !strings.Contains(string(res.Body), `"delivery_in_flight"`) {
 			t.Fatalf("resend of a delivery still retrying: %d %s", res.Status, res.Body)
 		}
@@ -109,7 +99,7 @@ func TestWebhookLimits(t *testing.T) {
 		s.Exec(`UPDATE webhook_deliveries SET status = 'failed'`)
 		h.front = nil
 		h.start(registeredSecret(t, s, e))
-		res = s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e+"/resend", acme, fmt.Sprintf(`{"event":%q}`, evID), "Idempotency-Key", "rs")
+		res = resend(s, e, evID, "rs")
 		if res.Status != http.StatusAccepted {
 			t.Fatalf("resend of a failed delivery: %d %s", res.Status, res.Body)
 		}
@@ -120,18 +110,6 @@ func TestWebhookLimits(t *testing.T) {
 	})
 }
 
-// registeredSecret rotates endpoint id's secret, ending the others, and
-// returns the new one: a test's way to learn a secret after registration.
-func registeredSecret(t *testing.T, s *stacktest.Stack, id string) string {
-	t.Helper()
-	res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+id+"/rotate_secret", acme, `{"expire_current_secret_in":0}`,
-		"Idempotency-Key", "rotate-"+id)
-	if res.Status != http.StatusOK {
-		t.Fatalf("rotate: %d %s", res.Status, res.Body)
-	}
-	return *decode[endpointJSON](t, res).Secret
-}
-
 // TestWebhookDeliveryRaces: what a delivery attempt decides stays its own
 // when the endpoint or the delivery has moved on meanwhile, and whatever
 // fails before the POST is an attempt like any other.
@@ -140,30 +118,23 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 
 	t.Run("GoneDisablesOnlyTheVersionSentTo", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		old := newReceiver(t, 0)
 		moved := make(chan struct{})
-		old.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+		s, old, e := startDelivering(t, stacktest.Options{}, func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
 			<-moved
 			w.WriteHeader(http.StatusGone)
 			return true
-		}
-		e := registerWith(t, s, old).ID
+		})
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the attempt at the old URL", func() bool { return old.hits.Load() == 1 })
 		// While that attempt is in flight, the tenant moves the endpoint.
 		healthy := newReceiver(t, 0)
-		res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e, acme, fmt.Sprintf(`{"url":%q}`, healthy.srv.URL+"/hooks"),
-			"Idempotency-Key", "move")
+		res := updateEndpoint(s, e, "move", fmt.Sprintf(`{"url":%q}`, healthy.srv.URL+"/hooks"))
 		if res.Status != http.StatusOK {
 			t.Fatalf("move: %d %s", res.Status, res.Body)
 		}
 		close(moved)
-		stacktest.WaitFor(t, "the 410 recorded", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
-		})
-		if got := decode[endpointJSON](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e, acme, "")); got.Status != "enabled" {
+		waitDeliveries(t, s, "failed", 1) // the 410 recorded
+		if got := getEndpoint(t, s, e); got.Status != "enabled" {
 			t.Fatalf("the moved endpoint was disabled by the old URL's 410: %+v", got)
 		}
 		healthy.start(registeredSecret(t, s, e))
@@ -173,15 +144,10 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 
 	t.Run("UnreadableSecretIsAnAttempt", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		e := registerWith(t, s, h).ID
+		s, h, e := startDelivering(t, stacktest.Options{}, nil)
 		s.Exec(`UPDATE webhook_endpoint_secrets SET ciphertext = '\x00'`)
 		paidPayment(t, s, "pay-1")
-		stacktest.WaitFor(t, "the delivery failed", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
-		})
+		waitDeliveries(t, s, "failed", 1)
 		log := deliveryLog(t, s, e)
 		if len(log) != 4 || h.hits.Load() != 0 {
 			t.Fatalf("%d attempts logged, %d POSTs, want 4 logged and none sent", len(log), h.hits.Load())
@@ -198,15 +164,11 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 
 	t.Run("ATwoHundredIsNeverDiscarded", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
 		answered := make(chan struct{})
-		h.front = func(http.ResponseWriter, *http.Request, int64) bool {
+		s, h, e := startDelivering(t, stacktest.Options{}, func(http.ResponseWriter, *http.Request, int64) bool {
 			<-answered
 			return false
-		}
-		e := registerWith(t, s, h).ID
+		})
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the attempt in flight", func() bool { return h.hits.Load() == 1 })
 		// Another runner ends the delivery failed while this attempt is in
@@ -219,22 +181,12 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 
 	t.Run("FailingForDaysDisables", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
-			w.WriteHeader(http.StatusInternalServerError)
-			return true
-		}
-		e := registerWith(t, s, h).ID
+		s, h, e := startDelivering(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}}, answer(http.StatusInternalServerError))
 		// Its run of failures began six days ago (WEBHOOK_DISABLE_AFTER is
 		// five by default).
 		s.Exec(`UPDATE webhook_endpoints SET failing_since = now() - interval '6 days'`)
 		paidPayment(t, s, "pay-1")
-		stacktest.WaitFor(t, "the endpoint disabled", func() bool {
-			got := decode[endpointJSON](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e, acme, ""))
-			return got.Status == "disabled" && got.DisabledReason != nil && *got.DisabledReason == "failing"
-		})
+		waitDisabled(t, s, e, "failing")
 		if m := s.WorkerMetrics(); !strings.Contains(m, `payments_webhook_endpoints_disabled_total{reason="failing"} 1`) {
 			t.Fatal("the disabled endpoint is not in the metrics")
 		}
@@ -245,15 +197,12 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 		h.start(registeredSecret(t, s, e))
 		paidPayment(t, s, "pay-2")
 		stacktest.WaitFor(t, "the 2xx recorded, ending the run of failures", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == 1 &&
+			return deliveries(s, "delivered") == 1 &&
 				s.Count(`SELECT count(*) FROM webhook_endpoints WHERE last_success_at > failing_since AND status = 'enabled'`) == 1
 		})
 		// The next failure starts a run of its own: the endpoint stays
 		// enabled.
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
-			w.WriteHeader(http.StatusInternalServerError)
-			return true
-		}
+		h.front = answer(http.StatusInternalServerError)
 		paidPayment(t, s, "pay-3")
 		stacktest.WaitFor(t, "a new run of failures", func() bool {
 			return s.Count(`SELECT count(*) FROM webhook_endpoints WHERE failing_since > last_success_at`) == 1
@@ -292,10 +241,7 @@ func TestWebhookFairness(t *testing.T) {
 		}
 	}
 	for i := range 4 {
-		res := s.Pay(globex, fmt.Sprintf("tarpit-pay-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
-		if res.Status != http.StatusCreated {
-			t.Fatalf("tarpit payment: %d %s", res.Status, res.Body)
-		}
+		created(t, s, globex, fmt.Sprintf("tarpit-pay-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
 	}
 	// 32 deliveries of 8 s each: without shares, every one of the worker's
 	// delivery slots is held for about 25 s.
@@ -322,23 +268,16 @@ func TestWebhookFairness(t *testing.T) {
 // job looks again on its own only after 20 s.
 func TestWebhookWaitingLine(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{EndpointInFlight: 1})
-	s.StartWorker()
 	const hold = 300 * time.Millisecond
-	var inFlight, most atomic.Int64
-	h := newReceiver(t, 0)
-	h.front = func(_ http.ResponseWriter, r *http.Request, _ int64) bool {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+	var inFlight peak
+	s, _, _ := startDelivering(t, stacktest.Options{EndpointInFlight: 1}, func(_ http.ResponseWriter, r *http.Request, _ int64) bool {
+		defer inFlight.enter()()
 		select { // the receiver's own latency
 		case <-time.After(hold):
 		case <-r.Context().Done():
 		}
 		return false
-	}
-	registerWith(t, s, h)
+	})
 	start := time.Now()
 	for i := range 6 {
 		paidPayment(t, s, fmt.Sprintf("line-%d", i))
@@ -346,13 +285,13 @@ func TestWebhookWaitingLine(t *testing.T) {
 	var n int
 	stacktest.WaitFor(t, "every delivery delivered", func() bool {
 		n = s.Count(`SELECT count(*) FROM webhook_deliveries`)
-		return n >= 6 && s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == n
+		return n >= 6 && deliveries(s, "delivered") == n
 	})
 	took := time.Since(start)
 	if bound := time.Duration(n)*hold + 5*time.Second; took > bound {
 		t.Fatalf("%d deliveries one at a time took %s, more than their holds and 5 s (%s): the line did not move as places freed", n, took, bound)
 	}
-	if m := most.Load(); m != 1 {
+	if m := inFlight.most.Load(); m != 1 {
 		t.Fatalf("%d attempts at once to an endpoint whose share is 1", m)
 	}
 	if w := s.Count(`SELECT count(*) FROM webhook_waiting`); w != 0 {
@@ -378,23 +317,14 @@ func TestWebhookLineSwept(t *testing.T) {
 	h := newReceiver(t, 0)
 	e := registerWith(t, s, h)
 	paidPayment(t, s, "swept-1")
-	stacktest.WaitFor(t, "the first delivery", func() bool {
-		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) >= 1
-	})
+	stacktest.WaitFor(t, "the first delivery", func() bool { return deliveries(s, "delivered") >= 1 })
 	first := s.Count(`SELECT count(*) FROM webhook_deliveries`)
 	// A place a killed worker left, counting for two more seconds.
 	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT min(id), $1, $2, now() + interval '2 seconds' FROM webhook_deliveries`, e.ID, stacktest.AcmeID)
 	paidPayment(t, s, "swept-2")
 	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 1 })
-	stacktest.WaitFor(t, "every delivery delivered, the line swept", func() bool {
-		n := s.Count(`SELECT count(*) FROM webhook_deliveries`)
-		return n > first && s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == n &&
-			s.Count(`SELECT count(*) FROM webhook_waiting`) == 0
-	})
-	if n := s.Count(`SELECT count(*) FROM webhook_sending`); n != 0 {
-		t.Fatalf("%d places left held", n)
-	}
+	waitAllDelivered(t, s, first) // the line swept
 }
 
 // TestWebhookDeadWorkersPlaceFreed: a place held by a worker that lives
@@ -404,14 +334,9 @@ SELECT min(id), $1, $2, now() + interval '2 seconds' FROM webhook_deliveries`, e
 // an hour away, and the delivery arrives.
 func TestWebhookDeadWorkersPlaceFreed(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{EndpointInFlight: 1})
-	s.StartWorker()
-	h := newReceiver(t, 0)
-	e := registerWith(t, s, h)
+	s, _, e := startDelivering(t, stacktest.Options{EndpointInFlight: 1}, nil)
 	paidPayment(t, s, "dead-1")
-	stacktest.WaitFor(t, "the first delivery", func() bool {
-		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) >= 1
-	})
+	stacktest.WaitFor(t, "the first delivery", func() bool { return deliveries(s, "delivered") >= 1 })
 	first := s.Count(`SELECT count(*) FROM webhook_deliveries`)
 	// Another worker, alive: its presence held on a session of its own,
 	// making an attempt that holds the endpoint's one place for an hour.
@@ -426,7 +351,7 @@ func TestWebhookDeadWorkersPlaceFreed(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until, worker)
-SELECT min(id), $1, $2, now() + interval '1 hour', $3 FROM webhook_deliveries`, e.ID, stacktest.AcmeID, other)
+SELECT min(id), $1, $2, now() + interval '1 hour', $3 FROM webhook_deliveries`, e, stacktest.AcmeID, other)
 	paidPayment(t, s, "dead-2")
 	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) == 1 })
 	// Two sweeps since it joined the line: the place still counts.
@@ -440,14 +365,7 @@ SELECT min(id), $1, $2, now() + interval '1 hour', $3 FROM webhook_deliveries`, 
 	}
 	// The worker dies: its session ends, and its lock with it.
 	alive.Close(ctx)
-	stacktest.WaitFor(t, "every delivery delivered, the dead worker's place freed", func() bool {
-		n := s.Count(`SELECT count(*) FROM webhook_deliveries`)
-		return n > first && s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == n &&
-			s.Count(`SELECT count(*) FROM webhook_waiting`) == 0
-	})
-	if n := s.Count(`SELECT count(*) FROM webhook_sending`); n != 0 {
-		t.Fatalf("%d places left held", n)
-	}
+	waitAllDelivered(t, s, first) // the dead worker's place freed
 }
 
 // TestWebhookOneJobADelivery: a delivery has one job at a time that may
@@ -460,26 +378,20 @@ SELECT min(id), $1, $2, now() + interval '1 hour', $3 FROM webhook_deliveries`, 
 // job makes no attempt either time, and never joins the line.
 func TestWebhookOneJobADelivery(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{EndpointInFlight: 1, WebhookSchedule: endpoints.Schedule{time.Hour}})
-	s.StartWorker()
 	gate, over := make(chan struct{}, 1), make(chan struct{})
-	var inFlight, most atomic.Int64
-	h := newReceiver(t, 0)
+	var inFlight peak
+	s, h, _ := startDelivering(t, stacktest.Options{EndpointInFlight: 1, WebhookSchedule: endpoints.Schedule{time.Hour}},
+		func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+			defer inFlight.enter()()
+			select {
+			case <-gate:
+			case <-over:
+			case <-r.Context().Done():
+			}
+			w.WriteHeader(http.StatusInternalServerError)
+			return true
+		})
 	t.Cleanup(func() { close(over) }) // before the receiver closes
-	h.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		select {
-		case <-gate:
-		case <-over:
-		case <-r.Context().Done():
-		}
-		w.WriteHeader(http.StatusInternalServerError)
-		return true
-	}
-	registerWith(t, s, h)
 	paidPayment(t, s, "first")
 	stacktest.WaitFor(t, "the first attempt in flight", func() bool { return h.hits.Load() == 1 })
 	paidPayment(t, s, "second")
@@ -545,7 +457,7 @@ func TestWebhookOneJobADelivery(t *testing.T) {
 	if n := s.Count(`SELECT attempts FROM webhook_deliveries WHERE id = $1`, next); n != 1 {
 		t.Fatalf("%d attempts counted, want the new job's one", n)
 	}
-	if m := most.Load(); m != 1 {
+	if m := inFlight.most.Load(); m != 1 {
 		t.Fatalf("%d attempts at once to an endpoint whose share is 1", m)
 	}
 }

@@ -35,22 +35,15 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 
 	t.Run("EventNamesItsRequest", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
 		var body atomic.Value
-		h.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+		s, _, _ := startDelivering(t, stacktest.Options{}, func(w http.ResponseWriter, r *http.Request, _ int64) bool {
 			var ev map[string]json.RawMessage
 			_ = json.NewDecoder(r.Body).Decode(&ev)
 			body.Store(string(ev["request"]))
 			w.WriteHeader(http.StatusOK)
 			return true
-		}
-		registerWith(t, s, h)
-		res := s.Pay(acme, "pay-req-1", `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
-		if res.Status != http.StatusCreated {
-			t.Fatalf("payment: %d %s", res.Status, res.Body)
-		}
+		})
+		res := created(t, s, acme, "pay-req-1", `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
 		reqID := res.Header.Get("X-Request-Id")
 		// A replay has a request id of its own; the event names the first.
 		if again := s.Pay(acme, "pay-req-1", `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`); again.Header.Get("X-Request-Id") == reqID {
@@ -75,11 +68,8 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 
 	t.Run("DeliveriesLogAndFilters", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
 		// Succeeded payments are delivered; declined ones fail every attempt.
-		h.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+		s, _, e := startDelivering(t, stacktest.Options{}, func(w http.ResponseWriter, r *http.Request, _ int64) bool {
 			var ev struct{ Type string }
 			_ = json.NewDecoder(r.Body).Decode(&ev)
 			if ev.Type == "payment.failed" {
@@ -88,13 +78,11 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 				w.WriteHeader(http.StatusOK)
 			}
 			return true
-		}
-		e := registerWith(t, s, h).ID
+		})
 		paidPayment(t, s, "pay-ok")
 		s.Pay(acme, "pay-declined", `{"amount":1000,"currency":"USD","payment_method":"pm_card_declined"}`, "Prefer", "wait=10")
 		stacktest.WaitFor(t, "one delivered, one failed", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == 1 &&
-				s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
+			return deliveries(s, "delivered") == 1 && deliveries(s, "failed") == 1
 		})
 		type line struct{ ID, Delivery, Event string }
 		logOf := func(query string) []line {
@@ -154,32 +142,24 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 
 	t.Run("Recover", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
 		var down atomic.Bool
 		down.Store(true)
-		h.front = func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
+		s, _, e := startDelivering(t, stacktest.Options{}, func(w http.ResponseWriter, _ *http.Request, _ int64) bool {
 			if down.Load() {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			} else {
 				w.WriteHeader(http.StatusOK)
 			}
 			return true
-		}
-		e := registerWith(t, s, h).ID
-		paidPayment(t, s, "pay-old")
-		stacktest.WaitFor(t, "the first delivery failed", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
 		})
+		paidPayment(t, s, "pay-old")
+		waitDeliveries(t, s, "failed", 1)
 		// The failure before since stays failed; those after are resent.
 		s.Exec(`UPDATE webhook_deliveries SET created_at = now() - interval '1 hour'`)
 		since := time.Now().UTC().Add(-time.Minute)
 		paidPayment(t, s, "pay-1")
 		paidPayment(t, s, "pay-2")
-		stacktest.WaitFor(t, "three deliveries failed", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 3
-		})
+		waitDeliveries(t, s, "failed", 3)
 		recover := func(key, body string) stacktest.Response {
 			return s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e+"/recover", acme, body, "Idempotency-Key", key)
 		}
@@ -194,10 +174,8 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 		if res.Status != http.StatusAccepted || !strings.Contains(string(res.Body), `"resent":2`) || !strings.Contains(string(res.Body), `"has_more":false`) {
 			t.Fatalf("recover: %d %s", res.Status, res.Body)
 		}
-		stacktest.WaitFor(t, "the two resent and delivered", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`) == 2
-		})
-		if n := s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`); n != 1 {
+		waitDeliveries(t, s, "delivered", 2) // the two resent
+		if n := deliveries(s, "failed"); n != 1 {
 			t.Fatalf("%d failed, want the one before since", n)
 		}
 		// A replay answers the same and resends nothing.
@@ -209,12 +187,12 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 			t.Fatalf("second recovery: %d %s", res.Status, res.Body)
 		}
 		// A disabled endpoint is refused, and nothing changes.
-		s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e, acme, `{"status":"disabled"}`, "Idempotency-Key", "off")
+		updateEndpoint(s, e, "off", `{"status":"disabled"}`)
 		if res := recover("rec-3", fmt.Sprintf(`{"since":%q}`, time.Now().Add(-2*time.Hour).Format(time.RFC3339))); res.Status != http.StatusConflict ||
 			!strings.Contains(string(res.Body), "endpoint_disabled") {
 			t.Fatalf("recover a disabled endpoint: %d %s", res.Status, res.Body)
 		}
-		if n := s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`); n != 1 {
+		if n := deliveries(s, "failed"); n != 1 {
 			t.Fatalf("%d failed after a refused recovery, want 1", n)
 		}
 	})
@@ -224,17 +202,14 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 		// JOB_TIMEOUT (2 s) is shorter than the receiver takes (3 s): a
 		// delivery's job has a timeout of its own, above its attempt's 15 s,
 		// so that no attempt is cut by it and none outlives its place.
-		s := stacktest.New(t, stacktest.Options{JobTimeout: 2 * time.Second, ProcessorTimeout: time.Second})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		h.front = func(_ http.ResponseWriter, r *http.Request, _ int64) bool {
-			select {
-			case <-r.Context().Done():
-			case <-time.After(3 * time.Second):
-			}
-			return false
-		}
-		e := registerWith(t, s, h).ID
+		s, _, e := startDelivering(t, stacktest.Options{JobTimeout: 2 * time.Second, ProcessorTimeout: time.Second},
+			func(_ http.ResponseWriter, r *http.Request, _ int64) bool {
+				select {
+				case <-r.Context().Done():
+				case <-time.After(3 * time.Second):
+				}
+				return false
+			})
 		paidPayment(t, s, "pay-1")
 		delivered(t, s)
 		if l := deliveryLog(t, s, e); len(l) != 1 || l[0].Error != nil {
@@ -244,16 +219,11 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 
 	t.Run("LogHidesNetworkErrors", func(t *testing.T) {
 		t.Parallel()
-		s := stacktest.New(t, stacktest.Options{})
-		s.StartWorker()
-		h := newReceiver(t, 0)
-		e := registerWith(t, s, h).ID
+		s, h, e := startDelivering(t, stacktest.Options{}, nil)
 		// The receiver goes away: the connection is refused, on loopback.
 		h.srv.Close()
 		paidPayment(t, s, "pay-1")
-		stacktest.WaitFor(t, "the delivery failed", func() bool {
-			return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`) == 1
-		})
+		waitDeliveries(t, s, "failed", 1)
 		for _, l := range deliveryLog(t, s, e) {
 			if l.Error == nil || *l.Error != "the receiver refused the connection" {
 				t.Fatalf("logged error %v", l.Error)
@@ -261,8 +231,7 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 		}
 		// A host that no longer resolves names no resolver.
 		s.Exec(`UPDATE webhook_endpoints SET url = 'http://no-such-host.invalid/hooks'`)
-		if res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e+"/resend", acme,
-			fmt.Sprintf(`{"event":%q}`, deliveryLog(t, s, e)[0].Event), "Idempotency-Key", "rs"); res.Status != http.StatusAccepted {
+		if res := resend(s, e, deliveryLog(t, s, e)[0].Event, "rs"); res.Status != http.StatusAccepted {
 			t.Fatalf("resend: %d %s", res.Status, res.Body)
 		}
 		stacktest.WaitFor(t, "the resend failed", func() bool {

@@ -32,8 +32,8 @@ var checks = []check{
 	{"key-not-a-string", draftShort + "§2.1", draft + " §2.1: the value MUST be a String (RFC 8941 §3.3.3)", syntaxCheck(keyNotAString)},
 	{"key-twice", draftShort + "§2.1", draft + " §2.1: one Item (RFC 8941 §4.2: two values are a list, not an Item)", syntaxCheck(keyTwice)},
 	{"key-odd-characters", draftShort + "§2.1", draft + " §2.1: an sf-string holds printable ASCII only (RFC 8941 §3.3.3)", syntaxCheck(keyOddCharacters)},
-	{"replay", draftShort + "§2.6; Stripe", draft + " §2.6: a retry gets the completed operation's result; " + stripe + ": the same status and body, Idempotent-Replayed: true", checkReplay},
-	{"mismatch", draftShort + "§2.7; Stripe", draft + " §2.7: a key reused with another payload is 422; " + stripe + ": 400 when the parameters differ", checkMismatch},
+	{"replay", draftShort + "§2.6; Stripe", draft + " §2.6: a retry gets the completed operation's result; " + stripe + ": the same status and body, Idempotent-Replayed: true", opened(checkReplay)},
+	{"mismatch", draftShort + "§2.7; Stripe", draft + " §2.7: a key reused with another payload is 422; " + stripe + ": 400 when the parameters differ", opened(checkMismatch)},
 	{"concurrent", draftShort + "§2.6, §2.7", draft + " §2.6, §2.7: a duplicate of a request still processed is 409 with a problem; Retry-After, RFC 9110 §10.2.3", checkConcurrent},
 	{"per-caller", draftShort + "§5", draft + " §5: the key is a composite of the client's key and the client", checkPerCaller},
 	{"validation-not-stored", "Stripe; " + draftShort + "§2.7", stripe + ": results are saved only once the endpoint began executing, so a request that failed validation may be retried; " + draft + " §2.7: a client corrects the request, then retries", checkValidationNotStored},
@@ -106,6 +106,22 @@ func (p *probe) open(ctx context.Context) (opening, string) {
 	return o, stop
 }
 
+// opened is a check that starts from an opening (open): check is given the
+// opening and adds its findings, and returns what a pass says; the list must
+// then show the first request's resource alone as created.
+func opened(check func(ctx context.Context, p *probe, o opening, f *findings) (passed string)) func(context.Context, *probe) verdict {
+	return func(ctx context.Context, p *probe) verdict {
+		o, stop := p.open(ctx)
+		if stop != "" {
+			return findings{stop}.verdict("")
+		}
+		var f findings
+		passed := check(ctx, p, o, &f)
+		f.oneCreated(ctx, p, o.before, o.id)
+		return f.verdict(passed)
+	}
+}
+
 // oneCreated adds a finding unless the list shows exactly the ids want as
 // created since before.
 func (f *findings) oneCreated(ctx context.Context, p *probe, before map[string]bool, want string) {
@@ -118,14 +134,9 @@ func (f *findings) oneCreated(ctx context.Context, p *probe, before map[string]b
 
 // checkReplay: the same key and body again get the same status and body,
 // byte for byte, marked as a replay, and nothing is created twice.
-func checkReplay(ctx context.Context, p *probe) verdict {
-	o, stop := p.open(ctx)
-	if stop != "" {
-		return findings{stop}.verdict("")
-	}
-	key, first, id := o.key, o.first, o.id
-	again := p.post(ctx, 1, []string{key}, p.cfg.Body)
-	var f findings
+func checkReplay(ctx context.Context, p *probe, o opening, f *findings) string {
+	first, id := o.first, o.id
+	again := p.post(ctx, 1, []string{o.key}, p.cfg.Body)
 	if again.status != first.status {
 		f.add("the replay answered %s, the first %s", describe(again), first.Status)
 	}
@@ -141,20 +152,14 @@ func checkReplay(ctx context.Context, p *probe) verdict {
 		f.add("the replay is not marked %s: true", p.cfg.ReplayedHeader)
 	}
 	f.addIf(p.exists(ctx, 1, id))
-	f.oneCreated(ctx, p, o.before, id)
-	return f.verdict(fmt.Sprintf("%s replayed byte for byte (%d bytes), %s once", first.Status, len(first.body), id))
+	return fmt.Sprintf("%s replayed byte for byte (%d bytes), %s once", first.Status, len(first.body), id)
 }
 
 // checkMismatch: the same key with another body is refused with the
 // dialect's status, and the first result still stands.
-func checkMismatch(ctx context.Context, p *probe) verdict {
-	o, stop := p.open(ctx)
-	if stop != "" {
-		return findings{stop}.verdict("")
-	}
+func checkMismatch(ctx context.Context, p *probe, o opening, f *findings) string {
 	key, first, id := o.key, o.first, o.id
 	other := p.post(ctx, 1, []string{key}, p.cfg.Body2)
-	var f findings
 	if other.status != p.cfg.Mismatch {
 		f.add("the key reused with another body answered %s, not %d", describe(other), p.cfg.Mismatch)
 	} else if !problemBody(other) {
@@ -167,8 +172,7 @@ func checkMismatch(ctx context.Context, p *probe) verdict {
 	if again.status != first.status || p.id(again) != id {
 		f.add("after the refusal, the first request answered %s naming %q: the first result (%s, %s) no longer stands", describe(again), p.id(again), first.Status, id)
 	}
-	f.oneCreated(ctx, p, o.before, id)
-	return f.verdict(fmt.Sprintf("another body refused with %d; the first result (%s) still stands", p.cfg.Mismatch, id))
+	return fmt.Sprintf("another body refused with %d; the first result (%s) still stands", p.cfg.Mismatch, id)
 }
 
 // checkPerCaller: the other caller's request with the same key and body is

@@ -93,15 +93,7 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	from := key.RecoveryPoint
 	if phase.Call != nil {
 		if err := phase.Call(ctx, key); err != nil {
-			if moved, ok := s.movedOn(ctx, key.ID, from); ok {
-				// Another runner (a webhook, the reconciler) settled the key
-				// while this call was out: its failure no longer matters.
-				trace.SpanFromContext(ctx).AddEvent("recovery point moved by another runner", trace.WithAttributes(
-					attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from),
-					attribute.String("to", moved.RecoveryPoint), attribute.String("call_error", err.Error())))
-				return moved, false, nil
-			}
-			return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
+			return s.callFailed(ctx, key, err)
 		}
 	}
 
@@ -110,13 +102,62 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 	// read; their writes are queued too; and the move of the key goes with
 	// the COMMIT: the payment's worker commits its outcome and finishes the
 	// key in two round trips after its read.
-	tx, err := database.Begin(ctx, s.DB)
+	tx, err := s.beginAt(ctx, key)
 	if err != nil {
-		return Key{}, false, fmt.Errorf("begin phase: %w", err)
+		return Key{}, false, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
+	next, err := commitPhases(ctx, tx, key, phase, then)
+	var moved Key
+	if err == nil {
+		moved, err = s.move(ctx, tx, key.ID, from, next)
+	}
+	switch {
+	case errors.Is(err, errMoved):
+		return s.overtaken(ctx, tx, key)
+	case err != nil:
+		return Key{}, false, err
+	}
+	s.advanced(ctx, from, moved)
+	return moved, true, nil
+}
+
+// advanced reports a key this run moved on from point from: an event on the
+// span, and, once the key is finished, its announcement (Store.Announcer).
+func (s *Store) advanced(ctx context.Context, from string, moved Key) {
+	trace.SpanFromContext(ctx).AddEvent("recovery point advanced", trace.WithAttributes(
+		attribute.Int64("idempotency.key_id", moved.ID), attribute.String("from", from), attribute.String("to", moved.RecoveryPoint)))
+	if moved.Finished() {
+		s.Announcer.Finished(moved.ID)
+	}
+}
+
+// callFailed answers for a phase whose Call failed with err: when another
+// runner (a webhook, the reconciler) settled the key while the call was
+// out, its failure no longer matters and the key is returned as that runner
+// left it; otherwise err, the phase's.
+func (s *Store) callFailed(ctx context.Context, key Key, err error) (Key, bool, error) {
+	from := key.RecoveryPoint
+	if moved, ok := s.movedOn(ctx, key.ID, from); ok {
+		trace.SpanFromContext(ctx).AddEvent("recovery point moved by another runner", trace.WithAttributes(
+			attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from),
+			attribute.String("to", moved.RecoveryPoint), attribute.String("call_error", err.Error())))
+		return moved, false, nil
+	}
+	return Key{}, false, fmt.Errorf("phase %s: %w", from, err)
+}
+
+// beginAt begins the transaction of the phases that move key on, with the
+// lock of the key at the point it was read (lockKeyAt) queued to go with its
+// first statement: that statement fails with errMoved when another runner
+// has moved the key since.
+func (s *Store) beginAt(ctx context.Context, key Key) (*database.Tx, error) {
+	tx, err := database.Begin(ctx, s.DB)
+	if err != nil {
+		return nil, fmt.Errorf("begin phase: %w", err)
+	}
 	lock := &pgx.Batch{}
-	lock.Queue(lockKeyAt, key.ID, from).QueryRow(func(row pgx.Row) error {
+	lock.Queue(lockKeyAt, key.ID, key.RecoveryPoint).QueryRow(func(row pgx.Row) error {
 		var one int
 		if err := row.Scan(&one); errors.Is(err, pgx.ErrNoRows) {
 			return errMoved
@@ -126,11 +167,18 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 		return nil
 	})
 	tx.Queue(lock)
+	return tx, nil
+}
+
+// commitPhases runs phase's Commit on key in tx, then the Commit of each
+// phase of then without a Call that follows, until the key is finished or
+// the next phase has a Call, and returns where the last leaves the key.
+func commitPhases(ctx context.Context, tx *database.Tx, key Key, phase Phase, then Phases) (Next, error) {
 	next, err := phase.Commit(ctx, tx, key)
 	if err != nil {
-		err = fmt.Errorf("phase %s: %w", from, err)
+		return next, fmt.Errorf("phase %s: %w", key.RecoveryPoint, err)
 	}
-	for err == nil && next.response == nil {
+	for next.response == nil {
 		follow, ok := then[next.point]
 		if !ok || follow.Call != nil {
 			break
@@ -138,48 +186,49 @@ func (s *Store) runPhase(ctx context.Context, key Key, phase Phase, then Phases)
 		at := key
 		at.RecoveryPoint = next.point
 		if next, err = follow.Commit(ctx, tx, at); err != nil {
-			err = fmt.Errorf("phase %s: %w", at.RecoveryPoint, err)
+			return next, fmt.Errorf("phase %s: %w", at.RecoveryPoint, err)
 		}
 	}
-	var moved Key
+	return next, nil
+}
+
+// move moves the key from point from to next, with tx's COMMIT, and returns
+// it as moved. CommitWith reads the lock's result before it sends the
+// COMMIT: the key is still at from, and this transaction holds it.
+func (s *Store) move(ctx context.Context, tx *database.Tx, keyID int64, from string, next Next) (Key, error) {
+	var (
+		moved Key
+		err   error
+	)
+	b := &pgx.Batch{}
+	if next.response != nil {
+		err = s.queueFinish(b, keyID, from, *next.response, &moved)
+	} else {
+		b.Queue(advanceKey, keyID, from, next.point).QueryRow(func(row pgx.Row) (err error) {
+			moved, err = scanKey(row)
+			return err
+		})
+	}
 	if err == nil {
-		// CommitWith reads the lock's result before it sends the COMMIT:
-		// the key is still at from, and this transaction holds it.
-		move := &pgx.Batch{}
-		if next.response != nil {
-			err = s.queueFinish(move, key.ID, from, *next.response, &moved)
-		} else {
-			move.Queue(advanceKey, key.ID, from, next.point).QueryRow(func(row pgx.Row) (err error) {
-				moved, err = scanKey(row)
-				return err
-			})
-		}
-		if err == nil {
-			err = tx.CommitWith(ctx, move)
-		}
-		if err != nil {
-			err = fmt.Errorf("move key from %s: %w", from, err)
-		}
-	}
-	if errors.Is(err, errMoved) {
-		// Another runner moved the key while this phase ran: its result stands.
-		trace.SpanFromContext(ctx).AddEvent("phase rolled back: another runner moved the key", trace.WithAttributes(
-			attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from)))
-		if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-			return Key{}, false, fmt.Errorf("rollback: %w", err)
-		}
-		key, err := s.GetByID(ctx, s.DB, key.ID)
-		return key, false, err
+		err = tx.CommitWith(ctx, b)
 	}
 	if err != nil {
-		return Key{}, false, err
+		return Key{}, fmt.Errorf("move key from %s: %w", from, err)
 	}
-	trace.SpanFromContext(ctx).AddEvent("recovery point advanced", trace.WithAttributes(
-		attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", from), attribute.String("to", moved.RecoveryPoint)))
-	if moved.Finished() {
-		s.Announcer.Finished(moved.ID)
+	return moved, nil
+}
+
+// overtaken ends a run whose phase another runner overtook, moving the key
+// while it ran: this run's writes are rolled back, the other's result
+// stands, and the key is returned as it stands now.
+func (s *Store) overtaken(ctx context.Context, tx *database.Tx, key Key) (Key, bool, error) {
+	trace.SpanFromContext(ctx).AddEvent("phase rolled back: another runner moved the key", trace.WithAttributes(
+		attribute.Int64("idempotency.key_id", key.ID), attribute.String("from", key.RecoveryPoint)))
+	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return Key{}, false, fmt.Errorf("rollback: %w", err)
 	}
-	return moved, true, nil
+	key, err := s.GetByID(ctx, s.DB, key.ID)
+	return key, false, err
 }
 
 // movedOn reads the key after a phase's call failed, and reports it when

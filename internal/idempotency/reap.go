@@ -57,34 +57,29 @@ USING batch
 WHERE k.id = batch.id
 RETURNING batch.expires_at`
 
-// Reap reaps at most Batch keys a statement, each statement its own
-// transaction: finished keys past their retention become tombstones,
-// tombstones past theirs are deleted, unfinished keys are never touched and
-// what a key created outlives it. So that a reaper with a backlog to catch
-// up on can run beside the service at its full throughput:
+// Reap turns finished keys past their retention into tombstones and deletes
+// tombstones past theirs, at most Batch keys a statement, each statement its
+// own transaction; unfinished keys are never touched, and what a key created
+// outlives it. It is paced to run beside the service at full throughput
+// while it works through a backlog:
 //
-//   - each batch starts at the expiry where the last one ended. Batches that
-//     each scanned their index from its start stepped over the entries of
-//     the keys reaped before them, dead until VACUUM: a batch of a run that
-//     had reaped a million keys stepped over a million entries, so a run's
-//     cost grew with the square of its backlog (docs/BENCHMARKS.md,
-//     "Retention"). A key skipped because it was locked is reaped by the
-//     next run, which starts from the beginning;
-//   - with a Target, its batches are bounded in time as well as in keys:
-//     each takes about Target whatever the machine and its load;
-//   - after each batch it pauses for Pause times the batch's own time, so
-//     that its WAL and its CPU come in bounded bursts with room between them
-//     for the service's commits, whose flushes would otherwise queue behind
-//     megabytes of the reaper's WAL. The pause is pacing only: every batch
-//     commits on its own, and nothing relies on the pause for correctness;
-//   - it takes the two stages in turn, a batch of each, so that a run cut
-//     short has made progress on both rather than starving the deletes;
-//   - it stops, without error, when ctx's deadline (the job's timeout) is
-//     nearer than twice the longest batch and pause it has seen, so that a
-//     run usually ends with every batch committed instead of one cancelled;
-//     a batch the deadline cuts off all the same (a stall on a busy
-//     database) rolls back whole, uncounted, and that too is a stop without
-//     error: the next run carries on.
+//   - each batch starts at the expiry where the last one ended, so that it
+//     does not scan the index entries of the keys reaped before it, dead
+//     until VACUUM, which would make a run's cost grow with the square of its
+//     backlog (docs/BENCHMARKS.md, "Retention"). A key skipped because it was
+//     locked waits for the next run, which starts from the beginning;
+//   - with a Target, each batch takes about Target, whatever the machine and
+//     its load;
+//   - after each batch it rests Pause times the batch's time, so that the
+//     service's commits do not queue their flushes behind the reaper's WAL;
+//     the rest is pacing only, as every batch commits on its own;
+//   - it takes the two stages in turn, so that a run cut short has made
+//     progress on both;
+//   - it stops without error when ctx's deadline (the job's timeout) is
+//     nearer than twice the longest batch and rest it has seen, so that a
+//     run usually ends with every batch committed; a batch the deadline cuts
+//     off all the same rolls back whole, uncounted, and the next run carries
+//     on.
 //
 // It returns how many keys it expired and how many tombstones it deleted.
 func (s *Store) Reap(ctx context.Context, p ReapPace) (expired, deleted int, err error) {
@@ -95,23 +90,11 @@ func (s *Store) Reap(ctx context.Context, p ReapPace) (expired, deleted int, err
 		return 0, 0, fmt.Errorf("reap keys: batch %d, target %s and pause %g: the batch must be positive, the others not negative",
 			p.Batch, p.Target, p.Pause)
 	}
-	least := p.Batch
-	if p.Target > 0 {
-		least = max(1, p.Batch/10)
-	}
-	type stage struct {
-		name  string
-		run   func(limit int, from time.Time) (pgx.Rows, error)
-		n     *int
-		limit int
-		from  time.Time // the latest expiry reaped so far
-		done  bool
-	}
-	stages := []*stage{
-		{name: "expire keys", n: &expired, limit: least, run: func(limit int, from time.Time) (pgx.Rows, error) {
+	stages := []*reapStage{
+		{name: "expire keys", n: &expired, limit: p.least(), run: func(limit int, from time.Time) (pgx.Rows, error) {
 			return s.DB.Query(ctx, expireKeys, limit, s.TombstoneRetention, from)
 		}},
-		{name: "reap tombstones", n: &deleted, limit: least, run: func(limit int, from time.Time) (pgx.Rows, error) {
+		{name: "reap tombstones", n: &deleted, limit: p.least(), run: func(limit int, from time.Time) (pgx.Rows, error) {
 			return s.DB.Query(ctx, reapTombstones, limit, from)
 		}},
 	}
@@ -130,32 +113,14 @@ func (s *Store) Reap(ctx context.Context, p ReapPace) (expired, deleted int, err
 				return expired, deleted, nil
 			}
 			start := time.Now()
-			rows, err := st.run(st.limit, st.from)
-			if err != nil {
-				return expired, deleted, fmt.Errorf("%s: %w", st.name, err)
-			}
-			n := 0
-			for rows.Next() {
-				var at time.Time
-				if err := rows.Scan(&at); err != nil {
-					rows.Close()
-					return expired, deleted, fmt.Errorf("%s: %w", st.name, err)
-				}
-				n++
-				if at.After(st.from) {
-					st.from = at
-				}
-			}
-			if err := rows.Err(); err != nil {
-				return expired, deleted, fmt.Errorf("%s: %w", st.name, err)
+			if err := st.batch(); err != nil {
+				return expired, deleted, err
 			}
 			took := time.Since(start)
-			*st.n += n
-			if n < st.limit {
-				st.done = true
+			if st.done {
 				left--
-			} else if p.Target > 0 {
-				st.limit = max(least, min(p.Batch, int(float64(st.limit)*float64(p.Target)/float64(max(took, time.Microsecond)))))
+			} else {
+				st.limit = p.next(st.limit, took)
 			}
 			pause := time.Duration(float64(took) * p.Pause)
 			step = max(step, took+pause)
@@ -167,6 +132,64 @@ func (s *Store) Reap(ctx context.Context, p ReapPace) (expired, deleted int, err
 		}
 	}
 	return expired, deleted, nil
+}
+
+// least is the size of a stage's first batch, and the least of any: a tenth
+// of Batch with a Target, else Batch.
+func (p ReapPace) least() int {
+	if p.Target > 0 {
+		return max(1, p.Batch/10)
+	}
+	return p.Batch
+}
+
+// next is the size of the batch after one of limit keys that took took: with
+// a Target, as many keys as that batch's time per key says take Target, from
+// least to Batch; else limit again.
+func (p ReapPace) next(limit int, took time.Duration) int {
+	if p.Target <= 0 {
+		return limit
+	}
+	return max(p.least(), min(p.Batch, int(float64(limit)*float64(p.Target)/float64(max(took, time.Microsecond)))))
+}
+
+// reapStage is one of Reap's stages: its statement, run from the latest
+// expiry reaped so far, and its count.
+type reapStage struct {
+	name  string
+	run   func(limit int, from time.Time) (pgx.Rows, error)
+	n     *int
+	limit int
+	from  time.Time // the latest expiry reaped so far
+	done  bool
+}
+
+// batch runs one batch of the stage, of at most limit keys, counts it, and
+// moves from past the expiries it reaped; the stage is done when the batch
+// found fewer keys than its limit. A batch that fails is not counted.
+func (st *reapStage) batch() error {
+	rows, err := st.run(st.limit, st.from)
+	if err != nil {
+		return fmt.Errorf("%s: %w", st.name, err)
+	}
+	n := 0
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			rows.Close()
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		n++
+		if at.After(st.from) {
+			st.from = at
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", st.name, err)
+	}
+	*st.n += n
+	st.done = n < st.limit
+	return nil
 }
 
 // sleep waits for d, or until ctx ends.

@@ -55,162 +55,162 @@ func reserve(ctx context.Context, s *idempotency.Store, req idempotency.Request,
 
 func TestReserve(t *testing.T) {
 	t.Parallel()
+	runStoreCases(t,
+		storeCase{"NewKeyAndItsRowsInOneTransaction", reserveNewKeyAndItsRowsInOneTransaction},
+		storeCase{"FailedPhaseLeavesNoKey", reserveFailedPhaseLeavesNoKey},
+		storeCase{"Final", reserveFinal},
+		storeCase{"NoLockWithoutWaiting", reserveNoLockWithoutWaiting},
+		storeCase{"ConcurrentDuplicates", reserveConcurrentDuplicates},
+	)
+}
 
-	t.Run("NewKeyAndItsRowsInOneTransaction", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		req := request(t, "k", "/v1/things", `{"a":1}`)
-		lease, err := start(ctx, s, req, "thing_1")
-		if err != nil || !lease.Created || lease.Key.Resource.ID != "thing_1" || lease.Key.LockedAt == nil ||
-			lease.Key.RecoveryPoint != idempotency.RecoveryStarted {
-			t.Fatalf("start = %+v, %v", lease, err)
-		}
-		var keyID int64
-		if err := s.DB.QueryRow(ctx, `SELECT key_id FROM things WHERE id = 'thing_1'`).Scan(&keyID); err != nil || keyID != lease.Key.ID {
-			t.Fatalf("thing's key = %d, %v", keyID, err)
-		}
+// reserveNewKeyAndItsRowsInOneTransaction: a new key and its thing commit
+// together; a retry runs nothing, and a finished key replays.
+func reserveNewKeyAndItsRowsInOneTransaction(t *testing.T, s *idempotency.Store) {
+	ctx := context.Background()
+	req := request(t, "k", "/v1/things", `{"a":1}`)
+	lease, err := start(ctx, s, req, "thing_1")
+	if err != nil || !lease.Created || lease.Key.Resource.ID != "thing_1" || lease.Key.LockedAt == nil ||
+		lease.Key.RecoveryPoint != idempotency.RecoveryStarted {
+		t.Fatalf("start = %+v, %v", lease, err)
+	}
+	var keyID int64
+	if err := s.DB.QueryRow(ctx, `SELECT key_id FROM things WHERE id = 'thing_1'`).Scan(&keyID); err != nil || keyID != lease.Key.ID {
+		t.Fatalf("thing's key = %d, %v", keyID, err)
+	}
 
-		// A retry runs nothing: held, in use; another body, a mismatch.
-		if _, err := start(ctx, s, req, "thing_2"); !errors.Is(err, idempotency.ErrKeyInUse) {
-			t.Fatalf("while held: %v, want ErrKeyInUse", err)
-		}
-		if _, err := start(ctx, s, request(t, "k", "/v1/things", `{"a":2}`), "thing_3"); !errors.Is(err, idempotency.ErrKeyMismatch) {
-			t.Fatalf("other body: %v, want ErrKeyMismatch", err)
-		}
-		if _, err := start(ctx, s, request(t, "k", "/v1/other", `{"a":1}`), "thing_3"); !errors.Is(err, idempotency.ErrKeyMismatch) {
-			t.Fatalf("other path: %v, want ErrKeyMismatch", err)
-		}
-		finish(t, s, lease.Key.ID, idempotency.RecoveryStarted)
-		replay, err := start(ctx, s, req, "thing_4")
-		if err != nil || replay.Created || !replay.Key.Finished() || string(replay.Key.Response.Body) != `{"done":true}` ||
-			replay.Key.Response.Header["Location"] != "/v1/things/1" {
-			t.Fatalf("replay = %+v, %v", replay, err)
-		}
-		// Finishing cleared the lock.
-		if replay.Key.LockedAt != nil {
-			t.Fatalf("finished key still locked at %v", replay.Key.LockedAt)
-		}
-		var things int
-		if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM things`).Scan(&things); err != nil || things != 1 {
-			t.Fatalf("things = %d, %v; want only the first", things, err)
-		}
-	})
+	// A retry runs nothing: held, in use; another body, a mismatch.
+	if _, err := start(ctx, s, req, "thing_2"); !errors.Is(err, idempotency.ErrKeyInUse) {
+		t.Fatalf("while held: %v, want ErrKeyInUse", err)
+	}
+	if _, err := start(ctx, s, request(t, "k", "/v1/things", `{"a":2}`), "thing_3"); !errors.Is(err, idempotency.ErrKeyMismatch) {
+		t.Fatalf("other body: %v, want ErrKeyMismatch", err)
+	}
+	if _, err := start(ctx, s, request(t, "k", "/v1/other", `{"a":1}`), "thing_3"); !errors.Is(err, idempotency.ErrKeyMismatch) {
+		t.Fatalf("other path: %v, want ErrKeyMismatch", err)
+	}
+	finish(t, s, lease.Key.ID, idempotency.RecoveryStarted)
+	replay, err := start(ctx, s, req, "thing_4")
+	if err != nil || replay.Created || !replay.Key.Finished() || string(replay.Key.Response.Body) != `{"done":true}` ||
+		replay.Key.Response.Header["Location"] != "/v1/things/1" {
+		t.Fatalf("replay = %+v, %v", replay, err)
+	}
+	// Finishing cleared the lock.
+	if replay.Key.LockedAt != nil {
+		t.Fatalf("finished key still locked at %v", replay.Key.LockedAt)
+	}
+	if things := count(t, s, `SELECT count(*) FROM things`); things != 1 {
+		t.Fatalf("things = %d; want only the first", things)
+	}
+}
 
-	t.Run("FailedPhaseLeavesNoKey", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		if _, err := start(ctx, s, request(t, "a", "/v1/things", `{}`), "thing_1"); err != nil {
-			t.Fatal(err)
-		}
-		// The key's insert succeeds, the thing's fails: neither stays.
-		if _, err := start(ctx, s, request(t, "b", "/v1/things", `{}`), "thing_1"); err == nil {
-			t.Fatal("a duplicate thing was accepted")
-		}
-		if _, err := s.Get(ctx, "ten_1", "b"); !errors.Is(err, idempotency.ErrNotFound) {
-			t.Fatalf("key after a failed phase: %v", err)
-		}
-	})
+// reserveFailedPhaseLeavesNoKey: a first phase that fails after the key's
+// insert leaves no key.
+func reserveFailedPhaseLeavesNoKey(t *testing.T, s *idempotency.Store) {
+	ctx := context.Background()
+	if _, err := start(ctx, s, request(t, "a", "/v1/things", `{}`), "thing_1"); err != nil {
+		t.Fatal(err)
+	}
+	// The key's insert succeeds, the thing's fails: neither stays.
+	if _, err := start(ctx, s, request(t, "b", "/v1/things", `{}`), "thing_1"); err == nil {
+		t.Fatal("a duplicate thing was accepted")
+	}
+	if _, err := s.Get(ctx, "ten_1", "b"); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Fatalf("key after a failed phase: %v", err)
+	}
+}
 
-	// A first phase that decides the final answer (a refusal) reserves the
-	// key finished with it, unlocked, even for a request that waits.
-	t.Run("Final", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		req := request(t, "k", "/v1/things", `{}`)
-		refused := idempotency.Response{Status: 409, Header: map[string]string{"Content-Type": "application/problem+json"}, Body: []byte(`{"no":1}`)}
-		lease, err := reserve(ctx, s, req, idempotency.Resource{}, &refused)
-		if err != nil || !lease.Created || !lease.Key.Finished() || lease.Key.LockedAt != nil || lease.Key.Response.Status != 409 {
-			t.Fatalf("reserve finished = %+v, %v", lease, err)
-		}
-		stored, err := s.Get(ctx, req.TenantID, req.Key)
-		if err != nil || !stored.Finished() || stored.FinishedAt == nil || stored.ExpiresAt == nil || !stored.ExpiresAt.After(*stored.FinishedAt) ||
-			stored.LockedAt != nil || stored.Response.Header["Content-Type"] != "application/problem+json" {
-			t.Fatalf("stored = %+v, %v", stored, err)
-		}
-		// Nothing to release; a retry replays the refusal.
-		if err := s.Release(ctx, lease); err != nil {
-			t.Fatal(err)
-		}
-		replay, err := s.Lookup(ctx, req)
-		if err != nil || !replay.Key.Finished() || replay.Key.Response.Status != 409 || replay.Key.Resource != (idempotency.Resource{}) {
-			t.Fatalf("replay = %+v, %v", replay, err)
-		}
-	})
+// reserveFinal: a first phase that decides the final answer (a refusal)
+// reserves the key finished with it, unlocked, even for a request that
+// waits.
+func reserveFinal(t *testing.T, s *idempotency.Store) {
+	ctx := context.Background()
+	req := request(t, "k", "/v1/things", `{}`)
+	refused := idempotency.Response{Status: 409, Header: map[string]string{"Content-Type": "application/problem+json"}, Body: []byte(`{"no":1}`)}
+	lease, err := reserve(ctx, s, req, idempotency.Resource{}, &refused)
+	if err != nil || !lease.Created || !lease.Key.Finished() || lease.Key.LockedAt != nil || lease.Key.Response.Status != 409 {
+		t.Fatalf("reserve finished = %+v, %v", lease, err)
+	}
+	stored, err := s.Get(ctx, req.TenantID, req.Key)
+	if err != nil || !stored.Finished() || stored.FinishedAt == nil || stored.ExpiresAt == nil || !stored.ExpiresAt.After(*stored.FinishedAt) ||
+		stored.LockedAt != nil || stored.Response.Header["Content-Type"] != "application/problem+json" {
+		t.Fatalf("stored = %+v, %v", stored, err)
+	}
+	// Nothing to release; a retry replays the refusal.
+	if err := s.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	replay, err := s.Lookup(ctx, req)
+	if err != nil || !replay.Key.Finished() || replay.Key.Response.Status != 409 || replay.Key.Resource != (idempotency.Resource{}) {
+		t.Fatalf("replay = %+v, %v", replay, err)
+	}
+}
 
-	t.Run("NoLockWithoutWaiting", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		req := request(t, "k", "/v1/things", `{}`)
-		req.Wait = false
-		lease, err := start(ctx, s, req, "thing_1")
-		if err != nil || !lease.Created || lease.Key.LockedAt != nil {
-			t.Fatalf("start without waiting = %+v, %v", lease, err)
-		}
-		// Nothing holds the key: a retry that does not wait gets it as it
-		// stands, one that waits takes its lock, and then one is refused.
-		again, err := start(ctx, s, req, "thing_2")
-		if err != nil || again.Created || again.Key.ID != lease.Key.ID || again.Key.LockedAt != nil {
-			t.Fatalf("retry without waiting = %+v, %v", again, err)
-		}
-		req.Wait = true
-		waiting, err := start(ctx, s, req, "thing_3")
-		if err != nil || waiting.Created || waiting.Key.LockedAt == nil {
-			t.Fatalf("retry that waits = %+v, %v", waiting, err)
-		}
-		req.Wait = false
-		if _, err := start(ctx, s, req, "thing_4"); !errors.Is(err, idempotency.ErrKeyInUse) {
-			t.Fatalf("while a waiting retry holds it: %v, want ErrKeyInUse", err)
-		}
-	})
+// reserveNoLockWithoutWaiting: a request that does not wait reserves its
+// key unlocked.
+func reserveNoLockWithoutWaiting(t *testing.T, s *idempotency.Store) {
+	ctx := context.Background()
+	req := request(t, "k", "/v1/things", `{}`)
+	req.Wait = false
+	lease, err := start(ctx, s, req, "thing_1")
+	if err != nil || !lease.Created || lease.Key.LockedAt != nil {
+		t.Fatalf("start without waiting = %+v, %v", lease, err)
+	}
+	// Nothing holds the key: a retry that does not wait gets it as it
+	// stands, one that waits takes its lock, and then one is refused.
+	again, err := start(ctx, s, req, "thing_2")
+	if err != nil || again.Created || again.Key.ID != lease.Key.ID || again.Key.LockedAt != nil {
+		t.Fatalf("retry without waiting = %+v, %v", again, err)
+	}
+	req.Wait = true
+	waiting, err := start(ctx, s, req, "thing_3")
+	if err != nil || waiting.Created || waiting.Key.LockedAt == nil {
+		t.Fatalf("retry that waits = %+v, %v", waiting, err)
+	}
+	req.Wait = false
+	if _, err := start(ctx, s, req, "thing_4"); !errors.Is(err, idempotency.ErrKeyInUse) {
+		t.Fatalf("while a waiting retry holds it: %v, want ErrKeyInUse", err)
+	}
+}
 
-	// Concurrent first requests under one key, each past its Lookup before
-	// any commits: the unique index decides, one creates the key and its
-	// thing, and every other is refused or, not waiting, told the key as it
-	// stands.
-	t.Run("ConcurrentDuplicates", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := context.Background()
-		for round := range 20 {
-			key := fmt.Sprintf("k%d", round)
-			var (
-				wg                     sync.WaitGroup
-				mu                     sync.Mutex
-				created, inUse, others int
-			)
-			for i := range 8 {
-				wg.Go(func() {
-					req := request(t, key, "/v1/things", `{}`)
-					req.Wait = i%2 == 0
-					lease, err := start(ctx, s, req, fmt.Sprintf("thing_%d_%d", round, i))
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case errors.Is(err, idempotency.ErrKeyInUse):
-						inUse++
-					case err != nil:
-						t.Errorf("start: %v", err)
-					case lease.Created:
-						created++
-					default:
-						others++
-					}
-				})
-			}
-			wg.Wait()
-			var things int
-			if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM things t JOIN idempotency_keys k ON k.id = t.key_id WHERE k.key = $1`, key).Scan(&things); err != nil {
-				t.Fatal(err)
-			}
-			if created != 1 || things != 1 || created+inUse+others != 8 {
-				t.Fatalf("round %d: created %d, in use %d, others %d, things %d", round, created, inUse, others, things)
-			}
+// reserveConcurrentDuplicates: concurrent first requests under one key,
+// each past its Lookup before any commits: the unique index decides, one
+// creates the key and its thing, and every other is refused or, not
+// waiting, told the key as it stands.
+func reserveConcurrentDuplicates(t *testing.T, s *idempotency.Store) {
+	ctx := context.Background()
+	for round := range 20 {
+		key := fmt.Sprintf("k%d", round)
+		var (
+			wg                     sync.WaitGroup
+			mu                     sync.Mutex
+			created, inUse, others int
+		)
+		for i := range 8 {
+			wg.Go(func() {
+				req := request(t, key, "/v1/things", `{}`)
+				req.Wait = i%2 == 0
+				lease, err := start(ctx, s, req, fmt.Sprintf("thing_%d_%d", round, i))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case errors.Is(err, idempotency.ErrKeyInUse):
+					inUse++
+				case err != nil:
+					t.Errorf("start: %v", err)
+				case lease.Created:
+					created++
+				default:
+					others++
+				}
+			})
 		}
-	})
+		wg.Wait()
+		things := count(t, s, `SELECT count(*) FROM things t JOIN idempotency_keys k ON k.id = t.key_id WHERE k.key = $1`, key)
+		if created != 1 || things != 1 || created+inUse+others != 8 {
+			t.Fatalf("round %d: created %d, in use %d, others %d, things %d", round, created, inUse, others, things)
+		}
+	}
 }
 
 // TestReserveRacesTheLookup: a key committed by another request between a
@@ -240,8 +240,7 @@ func TestReserveRacesTheLookup(t *testing.T) {
 			t.Fatalf("%s: reserve after another committed = %+v, %v", tc.name, lease, err)
 		}
 	}
-	var things int
-	if err := s.DB.QueryRow(ctx, `SELECT count(*) FROM things`).Scan(&things); err != nil || things != 1 {
-		t.Fatalf("things = %d, %v; want only the first", things, err)
+	if things := count(t, s, `SELECT count(*) FROM things`); things != 1 {
+		t.Fatalf("things = %d; want only the first", things)
 	}
 }

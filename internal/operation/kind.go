@@ -1,12 +1,12 @@
 // Package operation is the machinery every idempotent operation of the
 // service runs on. An operation (a payment, say) is declared once, as a
 // Kind, in its own package; the list of the service's kinds (package
-// operations) is read by everything here:
+// catalog) is read by everything here:
 //
 //   - the first phase (Service.Start): one read of the key answers a retry;
 //     a new key is one transaction that reserves the key, writes the
-//     operation's rows and stages its job in the outbox, which the relay
-//     moves to River;
+//     operation's rows and stages its job in the outbox (package outbox),
+//     whose relay moves it to the job queue;
 //   - the later phases (Runner): one processor call, whose definite answer
 //     is recorded as the key moves to the kind's created point, then the
 //     final response and the event in one commit (River completes the job
@@ -17,8 +17,8 @@
 //   - the needs-review queue, the events and their subscribers.
 //
 // It knows nothing of HTTP, River or the processor's wire format: those are
-// behind the JobQueue interface, the kinds' own processor calls and the
-// responses the kinds render.
+// behind interfaces (JobQueue, LiveJobs, outbox.Queue), the kinds' own
+// processor calls and the responses the kinds render.
 package operation
 
 import (
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
@@ -39,7 +40,9 @@ import (
 // does that is its own is here: its names, its rows (each method runs the
 // kind's own SQL), its processor calls and how it renders. Everything else
 // (keys, jobs, retries, reconciliation, the fence, events, review, metrics,
-// traces) is derived from its Names and is the same for every kind.
+// traces) is derived from its Names and is the same for every kind. A kind
+// embeds a Declared for the methods that only return what it declares
+// (Names, Errors, Object, Request), and writes the others.
 type Kind interface {
 	// Names are the kind's names, from which the machinery derives the rest.
 	Names() Names
@@ -84,6 +87,36 @@ type Kind interface {
 	Object() any
 	Request() any
 }
+
+// Declared is what a kind declares and the machinery only reads: its names,
+// the zero values of its object and of its request, and its first phase's
+// refusals. A kind embeds the Declared that Declare makes, for the methods
+// of Kind of those names; NewRegistry checks them as it checks every kind,
+// so a kind left undeclared (the zero Declared) is refused.
+type Declared struct {
+	names           Names
+	object, request any
+	errors          []ErrorRule
+}
+
+// Declare is the Declared of the kind named names, whose resource is object
+// and whose creating request is request (zero values, as Kind.Object and
+// Kind.Request), and whose first phase refuses with errors.
+func Declare(names Names, object, request any, errors ...ErrorRule) Declared {
+	return Declared{names: names, object: object, request: request, errors: errors}
+}
+
+// Names implements Kind.
+func (d Declared) Names() Names { return d.names }
+
+// Errors implements Kind.
+func (d Declared) Errors() []ErrorRule { return d.errors }
+
+// Object implements Kind.
+func (d Declared) Object() any { return d.object }
+
+// Request implements Kind.
+func (d Declared) Request() any { return d.request }
 
 // Names are what a kind is called. Every other name of the kind is derived
 // from them, the same way for every kind.
@@ -215,6 +248,49 @@ func Recorded(status string, processorID, failureCode *string) *Outcome {
 		return nil
 	}
 	return &Outcome{ID: deref(processorID), Succeeded: status == StatusSucceeded, FailureCode: deref(failureCode)}
+}
+
+// ScanPending reads the row of a kind's Load query, which selects, in this
+// order: tenant_id, idempotency_key_id, amount, currency, status, the
+// processor's id, failure_code, whether the deadline has passed
+// (now() >= created_at + $2::interval) and the key's recovery point (a
+// subquery); then what the kind's processor call needs, into extra. A
+// missing row is an error wrapping ErrNotFound. The kind sets Make.
+func ScanPending(row pgx.Row, resourceType string, extra ...any) (Pending, error) {
+	var (
+		p                        Pending
+		status                   string
+		processorID, failureCode *string
+	)
+	err := row.Scan(append([]any{&p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &status, &processorID, &failureCode,
+		&p.PastDeadline, &p.RecoveryPoint}, extra...)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Pending{}, NotFound(resourceType)
+	}
+	if err != nil {
+		return Pending{}, fmt.Errorf("scan %s: %w", resourceType, err)
+	}
+	p.Recorded = Recorded(status, processorID, failureCode)
+	return p, nil
+}
+
+// QueueRecord queues in b a kind's Record statement, sql, with id as $1 and
+// args after it, which writes the outcome on operation id of resourceType;
+// once sent, it is refused unless it wrote exactly one row (Wrote).
+func QueueRecord(b *pgx.Batch, resourceType, sql, id string, args ...any) {
+	b.Queue(sql, append([]any{id}, args...)...).Exec(func(tag pgconn.CommandTag) error {
+		return Wrote(resourceType, id, tag.RowsAffected())
+	})
+}
+
+// QueryAccounted runs a kind's Accounted query, sql, which selects (id,
+// status, processor id, amount, currency) of the operations ids ($1).
+func QueryAccounted(ctx context.Context, db database.DBTX, sql string, ids []string) (map[string]Accounted, error) {
+	rows, err := db.Query(ctx, sql, ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up accounted operations: %w", err)
+	}
+	return CollectAccounted(rows)
 }
 
 // Final is a finished operation, as its last phase stores it.

@@ -44,7 +44,7 @@ func widgetHarness(t *testing.T) (*harness, *testkind.Processor, *notified) {
 	t.Helper()
 	gadgets := testkind.NewProcessor()
 	h := newHarnessOf(t, func(p *fakeProcessor) *operation.Registry {
-		return operation.MustRegistry(payments.Kind{Processor: p}, refunds.Kind{Processor: p}, testkind.Kind{Processor: gadgets})
+		return operation.MustRegistry(payments.New(p), refunds.New(p), testkind.New(gadgets))
 	})
 	if err := testkind.Migrate(context.Background(), h.db.Pool); err != nil {
 		t.Fatal(err)
@@ -52,6 +52,17 @@ func widgetHarness(t *testing.T) (*harness, *testkind.Processor, *notified) {
 	subscribers := &notified{}
 	h.ops.Subscribers = subscribers
 	return h, gadgets, subscribers
+}
+
+// onWidgets runs body as the parallel subtest name of t, on a widget
+// harness of its own.
+func onWidgets(t *testing.T, name string, body func(t *testing.T, h *harness, gadgets *testkind.Processor, events *notified)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		h, gadgets, events := widgetHarness(t)
+		body(t, h, gadgets, events)
+	})
 }
 
 // widget starts a widget of amount, as its first phase does, and returns
@@ -72,13 +83,10 @@ func (h *harness) widget(amount int64) string {
 // other kind as one of them, before an operation was declared once.
 func TestAKindNoListNames(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 
-	t.Run("FirstPhaseAndReplay", func(t *testing.T) {
-		t.Parallel()
-		h, _, _ := widgetHarness(t)
+	onWidgets(t, "FirstPhaseAndReplay", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
 		req := h.request(testkind.Names.Path)
-		lease, err := testkind.Create(ctx, h.svc, req, 100)
+		lease, err := testkind.Create(t.Context(), h.svc, req, 100)
 		if err != nil || !lease.Created || lease.Key.Resource.Type != testkind.Names.Type {
 			t.Fatalf("first: %+v, %v", lease, err)
 		}
@@ -87,7 +95,7 @@ func TestAKindNoListNames(t *testing.T) {
 		if n := h.count(`SELECT count(*) FROM idempotency_keys WHERE resource_id = $1 AND job_id = $2`, id, h.jobs.job(id)); n != 1 {
 			t.Fatal("the key does not name the job staged for the widget")
 		}
-		again, err := testkind.Create(ctx, h.svc, req, 100)
+		again, err := testkind.Create(t.Context(), h.svc, req, 100)
 		if err != nil || again.Created || again.Key.ID != lease.Key.ID {
 			t.Fatalf("retry: %+v, %v", again, err)
 		}
@@ -96,10 +104,8 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 	})
 
-	t.Run("RefusalStored", func(t *testing.T) {
-		t.Parallel()
-		h, _, _ := widgetHarness(t)
-		lease, err := testkind.Create(ctx, h.svc, h.request(testkind.Names.Path), 2000)
+	onWidgets(t, "RefusalStored", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
+		lease, err := testkind.Create(t.Context(), h.svc, h.request(testkind.Names.Path), 2000)
 		if err != nil || !lease.Key.Finished() || lease.Key.Response.Status != http.StatusBadRequest {
 			t.Fatalf("refusal: %+v, %v", lease, err)
 		}
@@ -108,14 +114,10 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 	})
 
-	t.Run("WorkerSettles", func(t *testing.T) {
-		t.Parallel()
-		h, gadgets, events := widgetHarness(t)
+	onWidgets(t, "WorkerSettles", func(t *testing.T, h *harness, gadgets *testkind.Processor, events *notified) {
 		id := h.widget(100)
-		if err := h.ops.Run(ctx, testkind.Names.Type, id, 1); err != nil {
-			t.Fatal(err)
-		}
-		key, err := h.svc.Keys.GetByID(ctx, h.db.Pool, int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id)))
+		h.run(testkind.Names.Type, id)
+		key, err := h.svc.Keys.GetByID(t.Context(), h.db.Pool, int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id)))
 		if err != nil || !key.Finished() || key.Response.Status != http.StatusCreated ||
 			key.Response.Header["Location"] != "/v1/widgets/"+id {
 			t.Fatalf("key = %+v, %v", key, err)
@@ -128,24 +130,22 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 	})
 
-	t.Run("UnknownOutcomeReconciled", func(t *testing.T) {
-		t.Parallel()
-		h, gadgets, _ := widgetHarness(t)
+	onWidgets(t, "UnknownOutcomeReconciled", func(t *testing.T, h *harness, gadgets *testkind.Processor, _ *notified) {
 		id := h.widget(100)
 		gadgets.SetUnknown(true)
 		for attempt := 1; attempt < h.ops.MaxAttempts; attempt++ {
-			if err := h.ops.Run(ctx, testkind.Names.Type, id, attempt); !errors.Is(err, operation.ErrProcessorUnknown) {
+			if err := h.ops.Run(t.Context(), testkind.Names.Type, id, attempt); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Fatalf("attempt %d: %v", attempt, err)
 			}
 		}
-		if err := h.ops.Run(ctx, testkind.Names.Type, id, h.ops.MaxAttempts); !errors.Is(err, operation.ErrHandedToReconciler) {
+		if err := h.ops.Run(t.Context(), testkind.Names.Type, id, h.ops.MaxAttempts); !errors.Is(err, operation.ErrHandedToReconciler) {
 			t.Fatalf("last attempt: %v", err)
 		}
 		if !h.marked(id) {
 			t.Fatal("the widget was not handed to the reconciler")
 		}
 		gadgets.SetUnknown(false)
-		if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
+		if r, err := h.rec.Run(t.Context()); err != nil || r.Settled != 1 {
 			t.Fatalf("reconcile: %+v, %v", r, err)
 		}
 		if h.marked(id) || gadgets.Made() != 1 || h.point(id) != idempotency.RecoveryFinished {
@@ -153,11 +153,9 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 	})
 
-	t.Run("GivenUpThroughTheFence", func(t *testing.T) {
-		t.Parallel()
-		h, gadgets, events := widgetHarness(t)
+	onWidgets(t, "GivenUpThroughTheFence", func(t *testing.T, h *harness, gadgets *testkind.Processor, events *notified) {
 		id := h.widget(100)
-		h.exec(`UPDATE widgets SET created_at = created_at - interval '2 hours' WHERE id = $1`, id)
+		h.overdue("widgets", id)
 		if r := h.reconciled(testkind.Names.Type, id); r.Settled != 1 {
 			t.Fatalf("reconcile: %+v", r)
 		}
@@ -172,32 +170,28 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 	})
 
-	t.Run("SweptAndCountedWhileItsJobIsDead", func(t *testing.T) {
-		t.Parallel()
-		h, _, _ := widgetHarness(t)
+	onWidgets(t, "SweptAndCountedWhileItsJobIsDead", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
 		id := h.widget(100)
 		h.exec(`UPDATE idempotency_keys SET updated_at = now() - interval '1 hour', created_at = now() - interval '1 hour'
 			WHERE resource_id = $1`, id)
-		oldest, _, err := operation.Backlog(ctx, h.db.Pool)
+		oldest, _, err := operation.Backlog(t.Context(), h.db.Pool)
 		if err != nil || oldest < 59*time.Minute {
 			t.Fatalf("oldest unsettled = %s, %v: the widget is not counted", oldest, err)
 		}
 		s := &operation.Sweeper{DB: h.db.Pool, Jobs: liveJobs{}, StuckAfter: time.Minute, BatchSize: 10}
-		if n, err := s.Sweep(ctx); err != nil || n != 1 || !h.marked(id) {
+		if n, err := s.Sweep(t.Context()); err != nil || n != 1 || !h.marked(id) {
 			t.Fatalf("swept %d, %v; marked %t", n, err, h.marked(id))
 		}
 	})
 
-	t.Run("ProcessorEventSettles", func(t *testing.T) {
-		t.Parallel()
-		h, _, events := widgetHarness(t)
+	onWidgets(t, "ProcessorEventSettles", func(t *testing.T, h *harness, _ *testkind.Processor, events *notified) {
 		id := h.widget(100)
 		ev := operation.ProcessorEvent{ID: "evt_widget", Type: "gadget.succeeded", DownstreamKey: testkind.Names.DownstreamKey(id),
 			Outcome: operation.Outcome{ID: "gad_1", Succeeded: true}, Amount: 100, Currency: "USD", Payload: []byte(`{}`)}
-		if result, err := h.svc.ReceiveProcessorEvent(ctx, ev); err != nil || result != operation.EventAccepted {
+		if result, err := h.svc.ReceiveProcessorEvent(t.Context(), ev); err != nil || result != operation.EventAccepted {
 			t.Fatalf("receive: %s, %v: the widget's event was not taken as its own", result, err)
 		}
-		if result, err := h.ops.SettleFromEvent(ctx, ev.ID); err != nil || result != operation.EventSettled {
+		if result, err := h.ops.SettleFromEvent(t.Context(), ev.ID); err != nil || result != operation.EventSettled {
 			t.Fatalf("settle: %s, %v", result, err)
 		}
 		if !events.has("widget.succeeded") || h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND settled_by = 'webhook'`, id) != 1 {
@@ -205,15 +199,14 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 	})
 
-	t.Run("UndeclaredIsAnError", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t) // payments and refunds only
-		if err := h.ops.Run(ctx, testkind.Names.Type, "wid_000000000000000000000000", 1); err == nil {
+	// The harness declares payments and refunds only.
+	onHarness(t, "UndeclaredIsAnError", func(t *testing.T, h *harness) {
+		if err := h.ops.Run(t.Context(), testkind.Names.Type, "wid_000000000000000000000000", 1); err == nil {
 			t.Fatal("a job of an undeclared kind ran")
 		}
 		ev := operation.ProcessorEvent{ID: "evt_gadget", Type: "gadget.succeeded", DownstreamKey: testkind.Names.DownstreamKey(operation.NewID("wid_")),
 			Outcome: operation.Outcome{ID: "gad_1", Succeeded: true}, Amount: 100, Payload: []byte(`{}`)}
-		if result, err := h.svc.ReceiveProcessorEvent(ctx, ev); err != nil || result != operation.EventUnknownOperation {
+		if result, err := h.svc.ReceiveProcessorEvent(t.Context(), ev); err != nil || result != operation.EventUnknownOperation {
 			t.Fatalf("an event of an undeclared kind: %s, %v, want unknown_operation", result, err)
 		}
 		if _, err := h.ops.Kinds.Kind(testkind.Names.Type); err == nil {

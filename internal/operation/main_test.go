@@ -3,6 +3,7 @@ package operation_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,12 +17,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/internal/render"
-	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -204,16 +206,31 @@ func (f *fakeProcessor) set(knob map[string]bool, key string, on bool) {
 	knob[key] = on
 }
 
-// jobs stands for the job queue: the tests drive operations themselves. It
+// hold makes key's charge hold its answer until release closes.
+func (f *fakeProcessor) hold(key string, release chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held[key] = release
+}
+
+// record adds entries to ledger, f.charges or f.refunds, under the lock:
+// operations the processor has that no call of the service made.
+func (f *fakeProcessor) record(ledger *[]operation.LedgerEntry, entries ...operation.LedgerEntry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*ledger = append(*ledger, entries...)
+}
+
+// fakeJobs stands for the job queue: the tests drive operations themselves. It
 // numbers the jobs it is asked to stage, one per operation.
-type jobs struct {
+type fakeJobs struct {
 	mu   sync.Mutex
 	next int64
 	of   map[string]int64
 }
 
-// EnqueueOperations implements operation.JobQueue.
-func (j *jobs) EnqueueOperations(_ context.Context, _ pgx.Tx, staged []operation.Staged) ([]int64, error) {
+// EnqueueOperations implements outbox.Queue.
+func (j *fakeJobs) EnqueueOperations(_ context.Context, _ pgx.Tx, staged []outbox.Staged) ([]int64, error) {
 	ids := make([]int64, len(staged))
 	for i, op := range staged {
 		ids[i] = j.add(op.ID)
@@ -222,13 +239,13 @@ func (j *jobs) EnqueueOperations(_ context.Context, _ pgx.Tx, staged []operation
 }
 
 // EnqueueProcessorEvent implements operation.JobQueue.
-func (j *jobs) EnqueueProcessorEvent(_ context.Context, _ pgx.Tx, eventID string) error {
+func (j *fakeJobs) EnqueueProcessorEvent(_ context.Context, _ pgx.Tx, eventID string) error {
 	j.add(eventID)
 	return nil
 }
 
 // add numbers the job of id.
-func (j *jobs) add(id string) int64 {
+func (j *fakeJobs) add(id string) int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.next++
@@ -237,7 +254,7 @@ func (j *jobs) add(id string) int64 {
 }
 
 // job is the id of the job staged for operation id.
-func (j *jobs) job(id string) int64 {
+func (j *fakeJobs) job(id string) int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.of[id]
@@ -248,10 +265,10 @@ type harness struct {
 	t    *testing.T
 	db   *testdb.DB
 	proc *fakeProcessor
-	jobs *jobs
+	jobs *fakeJobs
 	// relay moves the jobs first phases staged to jobs, as the worker's
 	// does (relayed).
-	relay *operation.Relay
+	relay *outbox.Relay
 	svc   *operation.Service
 	ops   *operation.Runner
 	rec   *operation.Reconciler
@@ -265,7 +282,7 @@ const tenant = "ten_acme"
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	return newHarnessOf(t, func(p *fakeProcessor) *operation.Registry {
-		return operation.MustRegistry(payments.Kind{Processor: p}, refunds.Kind{Processor: p})
+		return operation.MustRegistry(payments.New(p), refunds.New(p))
 	})
 }
 
@@ -273,21 +290,28 @@ func newHarness(t *testing.T) *harness {
 // made by the in-memory processor.
 func newHarnessOf(t *testing.T, list func(*fakeProcessor) *operation.Registry) *harness {
 	t.Helper()
-	db := testdb.New(t)
-	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	db := testdb.New(t, testdb.DemoTenants)
 	keys := &idempotency.Store{DB: db.Pool, LockTimeout: time.Minute, Retention: 24 * time.Hour}
 	proc := newFakeProcessor()
 	kinds := list(proc)
 	ops := &operation.Runner{DB: db.Pool, Keys: keys, Kinds: kinds, MaxAttempts: 3, Deadline: time.Hour}
-	jobs := &jobs{of: map[string]int64{}}
+	fj := &fakeJobs{of: map[string]int64{}}
 	return &harness{
-		t: t, db: db, proc: proc, ops: ops, jobs: jobs, relay: &operation.Relay{DB: db.Pool, Jobs: jobs, BatchSize: 100},
-		svc: &operation.Service{DB: db.Pool, Keys: keys, Jobs: jobs, Kinds: kinds, Render: render.New(kinds, nil, nil)},
+		t: t, db: db, proc: proc, ops: ops, jobs: fj, relay: &outbox.Relay{DB: db.Pool, Jobs: fj, BatchSize: 100},
+		svc: &operation.Service{DB: db.Pool, Keys: keys, Jobs: fj, Kinds: kinds, Render: render.New(kinds, nil, nil)},
 		rec: &operation.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100,
 			Parallel: 4},
 	}
+}
+
+// onHarness runs body as the parallel subtest name of t, on a harness of its
+// own.
+func onHarness(t *testing.T, name string, body func(t *testing.T, h *harness)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		body(t, newHarness(t))
+	})
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -309,34 +333,75 @@ func (h *harness) request(path string) idempotency.Request {
 	return idempotency.Request{TenantID: tenant, Key: key, Method: http.MethodPost, Path: path, Fingerprint: fp[:]}
 }
 
-// pay creates a payment with method, as the API's first phase does.
-func (h *harness) pay(method string) payments.Payment {
+// start starts a payment of 1000 USD with method, as the API's first phase
+// does, its job left in the outbox, and returns its key's lease.
+func (h *harness) start(method string) idempotency.Lease {
 	h.t.Helper()
 	amount := int64(1000)
 	lease, _, err := payments.Create(context.Background(), h.svc, h.request("/v1/payments"),
 		payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: method})
-	if err != nil {
-		h.t.Fatal(err)
+	if err != nil || !lease.Created {
+		h.t.Fatalf("create: %+v, %v", lease, err)
 	}
+	return lease
+}
+
+// released releases lease, as the API does once it has answered, and
+// relays the job its first phase staged; it returns the id of what the key
+// created.
+func (h *harness) released(lease idempotency.Lease) string {
+	h.t.Helper()
 	if err := h.svc.Keys.Release(context.Background(), lease); err != nil {
 		h.t.Fatal(err)
 	}
 	h.relayed()
-	p, err := payments.Get(context.Background(), h.db.Pool, tenant, lease.Key.Resource.ID)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return p
+	return lease.Key.Resource.ID
+}
+
+// pay creates a payment with method, as the API's first phase does.
+func (h *harness) pay(method string) payments.Payment {
+	h.t.Helper()
+	return h.payment(h.released(h.start(method)))
 }
 
 // paid creates a payment that succeeded.
 func (h *harness) paid() payments.Payment {
 	h.t.Helper()
 	p := h.pay("pm_card_visa")
-	if err := h.ops.Run(context.Background(), payments.Names.Type, p.ID, 1); err != nil {
+	h.run(payments.Names.Type, p.ID)
+	return h.payment(p.ID)
+}
+
+// run runs the first attempt of the operation id of kind, which must not
+// fail.
+func (h *harness) run(kind, id string) {
+	h.t.Helper()
+	if err := h.ops.Run(context.Background(), kind, id, 1); err != nil {
 		h.t.Fatal(err)
 	}
-	return h.payment(p.ID)
+}
+
+// answerLost runs the first attempt of payment id with the processor's
+// answer lost: the charge is made, its outcome unknown. hidden keeps the
+// charge from lookups too, as one still in flight: only the close sees it.
+// It returns the charge's downstream key.
+func (h *harness) answerLost(id string, hidden bool) string {
+	h.t.Helper()
+	key := payments.Names.DownstreamKey(id)
+	h.proc.set(h.proc.hidden, key, hidden)
+	h.proc.set(h.proc.dropped, key, true)
+	if err := h.ops.Run(context.Background(), payments.Names.Type, id, 1); !errors.Is(err, operation.ErrProcessorUnknown) {
+		h.t.Fatalf("first attempt: %v, want an unknown outcome", err)
+	}
+	h.proc.set(h.proc.dropped, key, false)
+	return key
+}
+
+// overdue moves the operation id, a row of table, past the runner's
+// deadline.
+func (h *harness) overdue(table, id string) {
+	h.t.Helper()
+	h.exec(`UPDATE `+table+` SET created_at = created_at - interval '2 hours' WHERE id = $1`, id)
 }
 
 // refund creates a refund of amount of payment p.
@@ -347,45 +412,40 @@ func (h *harness) refund(p payments.Payment, amount int64) refunds.Refund {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.svc.Keys.Release(context.Background(), lease); err != nil {
-		h.t.Fatal(err)
-	}
-	h.relayed()
-	return h.refundOf(lease.Key.Resource.ID)
+	return h.refundOf(h.released(lease))
 }
 
+// payment reads the payment id, which must exist.
 func (h *harness) payment(id string) payments.Payment {
 	h.t.Helper()
-	p, err := payments.Get(context.Background(), h.db.Pool, tenant, id)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return p
+	return read(h, payments.Get, id)
 }
 
+// refundOf reads the refund id, which must exist.
 func (h *harness) refundOf(id string) refunds.Refund {
 	h.t.Helper()
-	r, err := refunds.Get(context.Background(), h.db.Pool, tenant, id)
+	return read(h, refunds.Get, id)
+}
+
+// read reads the tenant's resource id with get, its kind's Get, failing the
+// test if it fails.
+func read[T any](h *harness, get func(context.Context, database.DBTX, string, string) (T, error), id string) T {
+	h.t.Helper()
+	v, err := get(context.Background(), h.db.Pool, tenant, id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return r
+	return v
 }
 
 func (h *harness) exec(sql string, args ...any) {
 	h.t.Helper()
-	if _, err := h.db.Pool.Exec(context.Background(), sql, args...); err != nil {
-		h.t.Fatal(err)
-	}
+	h.db.Exec(h.t, sql, args...)
 }
 
 func (h *harness) count(sql string, args ...any) int {
 	h.t.Helper()
-	var n int
-	if err := h.db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		h.t.Fatal(err)
-	}
-	return n
+	return h.db.Count(h.t, sql, args...)
 }
 
 // point is the recovery point of the key that created resource id.
@@ -411,12 +471,18 @@ func (h *harness) unknownRefund() (payments.Payment, refunds.Refund, string) {
 	return p, r, key
 }
 
-// reconciled marks the operation id and runs the reconciler once.
-func (h *harness) reconciled(kind, id string) operation.Report {
+// mark hands the operation id of kind to the reconciler.
+func (h *harness) mark(kind, id string) {
 	h.t.Helper()
 	if err := operation.MarkForReconciliation(context.Background(), h.db.Pool, kind, id); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+// reconciled marks the operation id and runs the reconciler once.
+func (h *harness) reconciled(kind, id string) operation.Report {
+	h.t.Helper()
+	h.mark(kind, id)
 	report, err := h.rec.Run(context.Background())
 	if err != nil {
 		h.t.Fatal(err)

@@ -2,7 +2,6 @@ package operation_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -109,11 +108,8 @@ func (h *harness) reviewed(kind, reference string) bool {
 // the same conditional phase commit as the worker and the reconciler.
 func TestProcessorEvents(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 
-	t.Run("SettlesAndTheWorkerThenDoesNothing", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "SettlesAndTheWorkerThenDoesNothing", func(t *testing.T, h *harness) {
 		obs := h.observe()
 		p := h.pay("pm_card_visa")
 		ev := chargeEvent(p)
@@ -134,9 +130,7 @@ func TestProcessorEvents(t *testing.T) {
 		if n := h.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
 			t.Fatalf("events = %d", n)
 		}
-		if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil {
-			t.Fatal(err)
-		}
+		h.run(payments.Names.Type, p.ID)
 		if calls := h.proc.calls.Load(); calls != 0 {
 			t.Fatalf("the worker called the processor %d times for a settled payment", calls)
 		}
@@ -149,9 +143,7 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("DuplicateChangesNothing", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "DuplicateChangesNothing", func(t *testing.T, h *harness) {
 		p := h.pay("pm_card_visa")
 		ev := chargeEvent(p)
 		h.receive(ev)
@@ -165,9 +157,7 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("DuplicatesRacing", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "DuplicatesRacing", func(t *testing.T, h *harness) {
 		for round := range 10 {
 			p := h.pay("pm_card_visa")
 			ev := chargeEvent(p)
@@ -177,7 +167,7 @@ func TestProcessorEvents(t *testing.T) {
 			for i := range results {
 				wg.Go(func() {
 					<-start
-					r, err := h.svc.ReceiveProcessorEvent(ctx, ev)
+					r, err := h.svc.ReceiveProcessorEvent(t.Context(), ev)
 					if err != nil {
 						t.Error(err)
 					}
@@ -203,9 +193,7 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("AgreesWithTheWorker", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "AgreesWithTheWorker", func(t *testing.T, h *harness) {
 		p := h.paid()
 		ev := chargeEvent(p)
 		h.receive(ev)
@@ -217,9 +205,7 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("OutcomeContradiction", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "OutcomeContradiction", func(t *testing.T, h *harness) {
 		p := h.paid()
 		ev := event("charge.failed", payments.Names.DownstreamKey(p.ID),
 			operation.Outcome{ID: "ch_" + p.ID, FailureCode: "card_declined"}, p.Amount, p.Currency)
@@ -235,9 +221,7 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("AmountContradictionSettlesNothing", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "AmountContradictionSettlesNothing", func(t *testing.T, h *harness) {
 		for _, ev := range []func(p payments.Payment) operation.ProcessorEvent{
 			func(p payments.Payment) operation.ProcessorEvent {
 				return event("charge.succeeded", payments.Names.DownstreamKey(p.ID), operation.Outcome{ID: "ch_x", Succeeded: true}, p.Amount-1, p.Currency)
@@ -259,15 +243,13 @@ func TestProcessorEvents(t *testing.T) {
 				t.Fatal("no review case")
 			}
 			// The worker still settles it, with what the processor answers.
-			if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); err != nil || h.payment(p.ID).Status != operation.StatusSucceeded {
+			if err := h.ops.Run(t.Context(), payments.Names.Type, p.ID, 1); err != nil || h.payment(p.ID).Status != operation.StatusSucceeded {
 				t.Fatalf("worker: %v", err)
 			}
 		}
 	})
 
-	t.Run("UnknownOperation", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "UnknownOperation", func(t *testing.T, h *harness) {
 		for _, key := range []string{"charge_pay_000000000000000000000000", "someone_elses_key"} {
 			ev := event("charge.succeeded", key, operation.Outcome{ID: "ch_1", Succeeded: true}, 100, "USD")
 			if got := h.receive(ev); got != operation.EventUnknownOperation {
@@ -285,9 +267,7 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("RefundsInAnyOrder", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "RefundsInAnyOrder", func(t *testing.T, h *harness) {
 		p := h.paid()
 		r := h.refund(p, 400)
 		// The refund's event first, then the charge's, late.
@@ -326,13 +306,11 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("AfterTheFence", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "AfterTheFence", func(t *testing.T, h *harness) {
 		// Given up: the close found nothing made, so an event for a charge
 		// under that key contradicts the processor's own fence.
 		p := h.pay("pm_card_visa")
-		h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, p.ID)
+		h.overdue("payments", p.ID)
 		h.proc.set(h.proc.unknown, payments.Names.DownstreamKey(p.ID), true)
 		h.reconciled(payments.Names.Type, p.ID)
 		if got := h.payment(p.ID); *got.FailureCode != operation.FailureProcessorError {
@@ -345,13 +323,8 @@ func TestProcessorEvents(t *testing.T) {
 		}
 		// A close that reported the charge: the event agrees.
 		q := h.pay("pm_card_visa")
-		h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, q.ID)
-		key := payments.Names.DownstreamKey(q.ID)
-		h.proc.set(h.proc.dropped, key, true)
-		h.proc.set(h.proc.hidden, key, true)
-		if err := h.ops.Run(ctx, payments.Names.Type, q.ID, 1); !errors.Is(err, operation.ErrProcessorUnknown) {
-			t.Fatal(err)
-		}
+		h.overdue("payments", q.ID)
+		h.answerLost(q.ID, true)
 		h.reconciled(payments.Names.Type, q.ID)
 		if got := h.payment(q.ID); got.Status != operation.StatusSucceeded || h.settledBy("payments", q.ID) != operation.PathReconciler {
 			t.Fatalf("the close did not report the charge: %+v", got)
@@ -363,18 +336,14 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("InFlightWorkerEndsQuietly", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "InFlightWorkerEndsQuietly", func(t *testing.T, h *harness) {
 		obs := h.observe()
 		p := h.pay("pm_card_timeout")
 		key := payments.Names.DownstreamKey(p.ID)
 		release := make(chan struct{})
-		h.proc.mu.Lock()
-		h.proc.held[key] = release
-		h.proc.mu.Unlock()
+		h.proc.hold(key, release)
 		done := make(chan error, 1)
-		go func() { done <- h.ops.Run(ctx, payments.Names.Type, p.ID, 1) }()
+		go func() { done <- h.ops.Run(t.Context(), payments.Names.Type, p.ID, 1) }()
 		testwait.For(t, "the charge made, its answer held", func() bool { return h.proc.made(key) == 1 })
 		ev := chargeEvent(p)
 		h.receive(ev)
@@ -396,11 +365,8 @@ func TestProcessorEvents(t *testing.T) {
 // once: exactly one records it, the other finds the key moved on.
 func TestProcessorEventRaces(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, rival := range []string{operation.PathWorker, operation.PathReconciler} {
-		t.Run(rival, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
+		onHarness(t, rival, func(t *testing.T, h *harness) {
 			obs := h.observe()
 			wins := map[string]int{}
 			for round := range 20 {
@@ -410,24 +376,18 @@ func TestProcessorEventRaces(t *testing.T) {
 				if rival == operation.PathWorker {
 					// The processor made the charge, and sent its event; the
 					// worker's call answers with the same charge.
-					if _, err := h.proc.Charge(ctx, payments.ChargeRequest{IdempotencyKey: key, PaymentID: p.ID,
+					if _, err := h.proc.Charge(t.Context(), payments.ChargeRequest{IdempotencyKey: key, PaymentID: p.ID,
 						Amount: p.Amount, Currency: p.Currency, PaymentMethod: p.PaymentMethod}); err != nil {
 						t.Fatal(err)
 					}
-					race = func() error { return h.ops.Run(ctx, payments.Names.Type, p.ID, 1) }
+					race = func() error { return h.ops.Run(t.Context(), payments.Names.Type, p.ID, 1) }
 				} else {
 					// Past the deadline, made but not found: the reconciler
 					// closes the key, and the close reports the charge.
-					h.exec(`UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1`, p.ID)
-					h.proc.set(h.proc.dropped, key, true)
-					h.proc.set(h.proc.hidden, key, true)
-					if err := h.ops.Run(ctx, payments.Names.Type, p.ID, 1); !errors.Is(err, operation.ErrProcessorUnknown) {
-						t.Fatal(err)
-					}
-					if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
-						t.Fatal(err)
-					}
-					race = func() error { _, err := h.rec.Settle(ctx); return err }
+					h.overdue("payments", p.ID)
+					h.answerLost(p.ID, true)
+					h.mark(payments.Names.Type, p.ID)
+					race = func() error { _, err := h.rec.Settle(t.Context()); return err }
 				}
 				ev := chargeEvent(p)
 				h.receive(ev)
@@ -436,7 +396,7 @@ func TestProcessorEventRaces(t *testing.T) {
 				var webhookResult string
 				wg.Go(func() {
 					<-start
-					r, err := h.ops.SettleFromEvent(ctx, ev.ID)
+					r, err := h.ops.SettleFromEvent(t.Context(), ev.ID)
 					if err != nil {
 						t.Error(err)
 					}
@@ -480,7 +440,6 @@ func TestProcessorEventRaces(t *testing.T) {
 func TestPruneProcessorEvents(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	ctx := context.Background()
 	old, recent, unprocessed := chargeEvent(h.pay("pm_card_visa")), chargeEvent(h.pay("pm_card_visa")), chargeEvent(h.pay("pm_card_visa"))
 	for _, ev := range []operation.ProcessorEvent{old, recent, unprocessed} {
 		h.receive(ev)
@@ -488,7 +447,7 @@ func TestPruneProcessorEvents(t *testing.T) {
 	h.settleFrom(old)
 	h.settleFrom(recent)
 	h.exec(`UPDATE processor_events SET received_at = now() - interval '2 hours' WHERE id IN ($1, $2)`, old.ID, unprocessed.ID)
-	n, err := h.ops.PruneProcessorEvents(ctx, time.Hour, 1)
+	n, err := h.ops.PruneProcessorEvents(t.Context(), time.Hour, 1)
 	if err != nil || n != 1 {
 		t.Fatalf("pruned %d (%v), want 1", n, err)
 	}

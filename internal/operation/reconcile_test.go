@@ -17,24 +17,19 @@ import (
 // batch holds must not keep a settleable one waiting.
 func TestReconcilerFairOrder(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := newHarness(t)
 	h.rec.BatchSize = 2
 	for range 3 {
 		p := h.pay("pm_card_visa")
 		h.proc.set(h.proc.findFails, payments.Names.DownstreamKey(p.ID), true)
-		if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
-			t.Fatal(err)
-		}
+		h.mark(payments.Names.Type, p.ID)
 	}
 	settleable := h.pay("pm_card_visa")
-	if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, settleable.ID); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := h.rec.Run(ctx); err != nil || r.Unsettled != 2 || r.Settled != 0 {
+	h.mark(payments.Names.Type, settleable.ID)
+	if r, err := h.rec.Run(t.Context()); err != nil || r.Unsettled != 2 || r.Settled != 0 {
 		t.Fatalf("first run: %+v, %v", r, err)
 	}
-	if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
+	if r, err := h.rec.Run(t.Context()); err != nil || r.Settled != 1 {
 		t.Fatalf("second run: %+v, %v", r, err)
 	}
 	if got := h.payment(settleable.ID); got.Status != operation.StatusSucceeded {
@@ -53,7 +48,6 @@ func TestReconcilerFairOrder(t *testing.T) {
 // run.
 func TestReconcilerSettlesInParallel(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := newHarness(t)
 	h.rec.Parallel = 5
 	release := make(chan struct{})
@@ -61,20 +55,14 @@ func TestReconcilerSettlesInParallel(t *testing.T) {
 	for range 4 {
 		p := h.pay("pm_card_visa")
 		held = append(held, p.ID)
-		h.proc.mu.Lock()
-		h.proc.held[payments.Names.DownstreamKey(p.ID)] = release
-		h.proc.mu.Unlock()
-		if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
-			t.Fatal(err)
-		}
+		h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
+		h.mark(payments.Names.Type, p.ID)
 	}
 	free := h.pay("pm_card_visa")
-	if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, free.ID); err != nil {
-		t.Fatal(err)
-	}
+	h.mark(payments.Names.Type, free.ID)
 	done := make(chan operation.Report, 1)
 	go func() {
-		r, err := h.rec.Settle(ctx)
+		r, err := h.rec.Settle(t.Context())
 		if err != nil {
 			t.Error(err)
 		}
@@ -97,22 +85,19 @@ func TestReconcilerSettlesInParallel(t *testing.T) {
 // TestReconcilerConcurrentRuns: two runs at once settle each payment once.
 func TestReconcilerConcurrentRuns(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := newHarness(t)
 	const n = 20
 	var ids []string
 	for range n {
 		p := h.pay("pm_card_visa")
 		ids = append(ids, p.ID)
-		if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
-			t.Fatal(err)
-		}
+		h.mark(payments.Names.Type, p.ID)
 	}
 	reports := make([]operation.Report, 2)
 	var wg sync.WaitGroup
 	for i := range reports {
 		wg.Go(func() {
-			r, err := h.rec.Run(ctx)
+			r, err := h.rec.Run(t.Context())
 			if err != nil {
 				t.Error(err)
 			}
@@ -139,29 +124,25 @@ func TestReconcilerConcurrentRuns(t *testing.T) {
 // TestLedgerComparison walks the processor's ledger page by page.
 func TestLedgerComparison(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 
-	t.Run("PagesPastOneThousand", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "PagesPastOneThousand", func(t *testing.T, h *harness) {
 		const n = 2100
 		// n payments and their charges, recorded on both sides.
 		h.exec(`INSERT INTO payments (id, tenant_id, amount, currency, payment_method, status, processor_charge_id, created_at, updated_at)
 			SELECT 'pay_' || i, 'ten_acme', 100, 'USD', 'pm_card_visa', 'succeeded', 'ch_' || i, now(), now()
 			FROM generate_series(1, $1) i`, n)
 		old := time.Now().Add(-10 * time.Minute)
-		h.proc.mu.Lock()
+		var charges []operation.LedgerEntry
 		for i := 1; i <= n; i++ {
-			h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: fmt.Sprintf("ch_%d", i), Reference: fmt.Sprintf("pay_%d", i),
+			charges = append(charges, operation.LedgerEntry{ID: fmt.Sprintf("ch_%d", i), Reference: fmt.Sprintf("pay_%d", i),
 				IdempotencyKey: fmt.Sprintf("charge_pay_%d", i), Succeeded: true, Amount: 100, CreatedAt: old})
 		}
 		// The newest charge is one the service knows nothing of.
-		h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: "ch_stranger", Reference: "pay_stranger",
-			IdempotencyKey: "charge_pay_stranger", Succeeded: true, Amount: 42, CreatedAt: old.Add(time.Second)})
-		h.proc.mu.Unlock()
+		h.proc.record(&h.proc.charges, append(charges, operation.LedgerEntry{ID: "ch_stranger", Reference: "pay_stranger",
+			IdempotencyKey: "charge_pay_stranger", Succeeded: true, Amount: 42, CreatedAt: old.Add(time.Second)})...)
 
 		for run := range 2 {
-			r, err := h.rec.Run(ctx)
+			r, err := h.rec.Run(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,36 +156,29 @@ func TestLedgerComparison(t *testing.T) {
 		if c := h.count(`SELECT count(*) FROM needs_review`); c != 1 {
 			t.Fatalf("review cases = %d, want exactly one", c)
 		}
-		counts, open, err := operation.CountReviewCases(ctx, h.db.Pool)
+		counts, open, err := operation.CountReviewCases(t.Context(), h.db.Pool)
 		if err != nil || counts[payments.Names.Reviews().Unknown] != 1 || open[payments.Names.Reviews().Unknown] != 1 {
 			t.Fatalf("counts %v, open %v, %v", counts, open, err)
 		}
 		h.exec(`UPDATE needs_review SET resolved_at = now()`)
-		if counts, open, err = operation.CountReviewCases(ctx, h.db.Pool); err != nil || counts[payments.Names.Reviews().Unknown] != 1 || open[payments.Names.Reviews().Unknown] != 0 {
+		if counts, open, err = operation.CountReviewCases(t.Context(), h.db.Pool); err != nil || counts[payments.Names.Reviews().Unknown] != 1 || open[payments.Names.Reviews().Unknown] != 0 {
 			t.Fatalf("after resolving: counts %v, open %v, %v", counts, open, err)
 		}
 	})
 
-	t.Run("RepairsAndFlags", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "RepairsAndFlags", func(t *testing.T, h *harness) {
 		// A charge for a payment still processing: repaired, then settled.
 		stuck := h.pay("pm_card_visa")
-		key := payments.Names.DownstreamKey(stuck.ID)
-		h.proc.set(h.proc.dropped, key, true)
-		_ = h.ops.Run(ctx, payments.Names.Type, stuck.ID, 1)
-		h.proc.set(h.proc.dropped, key, false)
+		key := h.answerLost(stuck.ID, false)
 		// A second charge for a payment already charged: flagged.
 		done := h.paid()
-		// A refund the service has no record of: flagged.
-		h.proc.mu.Lock()
-		h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: "ch_second", Reference: done.ID,
+		h.proc.record(&h.proc.charges, operation.LedgerEntry{ID: "ch_second", Reference: done.ID,
 			IdempotencyKey: "other", Succeeded: true, Amount: 1000, CreatedAt: time.Now()})
-		h.proc.refunds = append(h.proc.refunds, operation.LedgerEntry{ID: "re_stranger", IdempotencyKey: "refund_re_stranger", Reference: "re_stranger",
+		// A refund the service has no record of: flagged.
+		h.proc.record(&h.proc.refunds, operation.LedgerEntry{ID: "re_stranger", IdempotencyKey: "refund_re_stranger", Reference: "re_stranger",
 			Succeeded: true, Amount: 5, CreatedAt: time.Now()})
-		h.proc.mu.Unlock()
 
-		r, err := h.rec.Run(ctx)
+		r, err := h.rec.Run(t.Context())
 		if err != nil || r.Repaired != 1 || r.Flagged != 2 {
 			t.Fatalf("report %+v, %v", r, err)
 		}
@@ -213,7 +187,7 @@ func TestLedgerComparison(t *testing.T) {
 				t.Fatalf("%s cases = %d", kind, c)
 			}
 		}
-		if r, err := h.rec.Run(ctx); err != nil || r.Settled != 1 {
+		if r, err := h.rec.Run(t.Context()); err != nil || r.Settled != 1 {
 			t.Fatalf("next run %+v, %v", r, err)
 		}
 		if got := h.payment(stuck.ID); got.Status != operation.StatusSucceeded || h.proc.made(key) != 1 {
@@ -221,15 +195,11 @@ func TestLedgerComparison(t *testing.T) {
 		}
 	})
 
-	t.Run("GraceLeavesYoungEntriesToTheWorker", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t)
+	onHarness(t, "GraceLeavesYoungEntriesToTheWorker", func(t *testing.T, h *harness) {
 		h.rec.Grace = time.Minute
-		h.proc.mu.Lock()
-		h.proc.charges = append(h.proc.charges, operation.LedgerEntry{ID: "ch_young", Reference: "pay_young",
+		h.proc.record(&h.proc.charges, operation.LedgerEntry{ID: "ch_young", Reference: "pay_young",
 			IdempotencyKey: "charge_pay_young", Succeeded: true, Amount: 42, CreatedAt: time.Now()})
-		h.proc.mu.Unlock()
-		if r, err := h.rec.Run(ctx); err != nil || r.Flagged != 0 {
+		if r, err := h.rec.Run(t.Context()); err != nil || r.Flagged != 0 {
 			t.Fatalf("report %+v, %v", r, err)
 		}
 	})
@@ -251,7 +221,6 @@ func (l liveJobs) Live(_ context.Context, ids []int64, _ time.Time) (map[int64]b
 // is left alone.
 func TestSweep(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := newHarness(t)
 	p := h.paid()
 	refund := h.refund(p, 100)
@@ -262,7 +231,7 @@ func TestSweep(t *testing.T) {
 
 	h.exec(`UPDATE idempotency_keys SET updated_at = updated_at - interval '2 minutes' WHERE resource_id = ANY($1)`,
 		[]string{refund.ID, withJob.ID, quiet.ID})
-	if n, err := s.Sweep(ctx); err != nil || n != 2 {
+	if n, err := s.Sweep(t.Context()); err != nil || n != 2 {
 		t.Fatalf("swept %d, %v", n, err)
 	}
 	for id, want := range map[string]bool{refund.ID: true, quiet.ID: true, withJob.ID: false, young.ID: false, p.ID: false} {
@@ -270,10 +239,10 @@ func TestSweep(t *testing.T) {
 			t.Fatalf("%s marked %t, want %t", id, h.marked(id), want)
 		}
 	}
-	if n, err := s.Sweep(ctx); err != nil || n != 0 {
+	if n, err := s.Sweep(t.Context()); err != nil || n != 0 {
 		t.Fatalf("second sweep: %d, %v", n, err)
 	}
-	if r, err := h.rec.Run(ctx); err != nil || r.Settled != 2 {
+	if r, err := h.rec.Run(t.Context()); err != nil || r.Settled != 2 {
 		t.Fatalf("report %+v, %v", r, err)
 	}
 	if got := h.refundOf(refund.ID); got.Status != operation.StatusSucceeded {
@@ -287,13 +256,10 @@ func TestSweep(t *testing.T) {
 // marks kept the run from quiescing.)
 func TestReconcilerClearsLateMarks(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := newHarness(t)
 	p := h.paid()
-	if err := operation.MarkForReconciliation(ctx, h.db.Pool, payments.Names.Type, p.ID); err != nil {
-		t.Fatal(err)
-	}
-	if r, err := h.rec.Settle(ctx); err != nil || r.Lost != 1 || r.Settled != 0 {
+	h.mark(payments.Names.Type, p.ID)
+	if r, err := h.rec.Settle(t.Context()); err != nil || r.Lost != 1 || r.Settled != 0 {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
 	if n := h.count(`SELECT count(*) FROM reconciliations`); n != 0 {
@@ -309,7 +275,6 @@ func TestReconcilerClearsLateMarks(t *testing.T) {
 // one needs-review case of its own kind. One that matches is none.
 func TestLedgerAmountMismatch(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
 		refund bool                         // the refund of a paid payment, else its charge
@@ -322,16 +287,12 @@ func TestLedgerAmountMismatch(t *testing.T) {
 		{"RefundMatch", true, func(*operation.LedgerEntry) {}, ""},
 		{"RefundAmount", true, func(e *operation.LedgerEntry) { e.Amount-- }, refunds.Names.Reviews().Mismatch},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			h := newHarness(t)
+		onHarness(t, tc.name, func(t *testing.T, h *harness) {
 			p := h.paid()
 			ledger, id := &h.proc.charges, *h.payment(p.ID).ProcessorChargeID
 			if tc.refund {
 				r := h.refund(p, 400)
-				if err := h.ops.Run(ctx, refunds.Names.Type, r.ID, 1); err != nil {
-					t.Fatal(err)
-				}
+				h.run(refunds.Names.Type, r.ID)
 				ledger, id = &h.proc.refunds, *h.refundOf(r.ID).ProcessorRefundID
 			}
 			h.proc.mu.Lock()
@@ -346,7 +307,7 @@ func TestLedgerAmountMismatch(t *testing.T) {
 			if tc.kind != "" {
 				want = 1
 			}
-			if r, err := h.rec.Run(ctx); err != nil || r.Flagged != want || r.Repaired != 0 {
+			if r, err := h.rec.Run(t.Context()); err != nil || r.Flagged != want || r.Repaired != 0 {
 				t.Fatalf("report %+v, %v; want %d flagged", r, err, want)
 			}
 			if c := h.count(`SELECT count(*) FROM needs_review`); c != want {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Registry is the checked list of the service's kinds (package operations
+// Registry is the checked list of the service's kinds (package catalog
 // makes it), which everything generic reads: an operation of a type it does
 // not hold is an error everywhere, never taken for another.
 type Registry struct {

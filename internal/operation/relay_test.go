@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
-	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/tools/testwait"
 )
 
@@ -16,15 +16,9 @@ import (
 // ids.
 func (h *harness) stage(n int) []string {
 	h.t.Helper()
-	amount := int64(1000)
 	ids := make([]string, n)
 	for i := range ids {
-		lease, p, err := payments.Create(context.Background(), h.svc, h.request("/v1/payments"),
-			payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: "pm_card_visa"})
-		if err != nil || !lease.Created {
-			h.t.Fatalf("create: %+v, %v", lease, err)
-		}
-		ids[i] = p.ID
+		ids[i] = h.start("pm_card_visa").Key.Resource.ID
 	}
 	return ids
 }
@@ -34,16 +28,15 @@ func (h *harness) stage(n int) []string {
 // key; the outbox ends empty. Staged operations count in the backlog.
 func TestRelayRace(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	h := newHarness(t)
-	inserter, err := outbox.NewInserter(h.db.Pool, outbox.RelayCooldown, testLogger(t))
+	inserter, err := jobs.NewInserter(h.db.Pool, jobs.RelayCooldown, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	const staged = 120
 	h.stage(staged)
 	h.exec(`UPDATE idempotency_keys SET created_at = created_at - interval '1 minute'`)
-	if oldest, _, err := operation.Backlog(ctx, h.db.Pool); err != nil || oldest < time.Minute {
+	if oldest, _, err := operation.Backlog(t.Context(), h.db.Pool); err != nil || oldest < time.Minute {
 		t.Fatalf("backlog with staged operations: oldest %s, %v; want a minute", oldest, err)
 	}
 	var (
@@ -53,10 +46,10 @@ func TestRelayRace(t *testing.T) {
 		moved int
 	)
 	for range 4 {
-		relay := &operation.Relay{DB: h.db.Pool, Jobs: outbox.Queue{Client: inserter}, BatchSize: 7}
+		relay := &outbox.Relay{DB: h.db.Pool, Jobs: jobs.Queue{Client: inserter}, BatchSize: 7}
 		wg.Go(func() {
 			<-start
-			n, err := relay.Drain(ctx)
+			n, err := relay.Drain(t.Context())
 			if err != nil {
 				t.Error(err)
 			}
@@ -89,9 +82,9 @@ func TestRelayDoorbell(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h := newHarness(t)
-	relay := &operation.Relay{DB: h.db.Pool, Jobs: h.jobs, BatchSize: 10, Session: h.db.Pool, Poll: time.Hour,
+	relay := &outbox.Relay{DB: h.db.Pool, Jobs: h.jobs, BatchSize: 10, Session: h.db.Pool, Poll: time.Hour,
 		Logger: testLogger(t)}
-	doorbell := operation.NewDoorbell(h.db.Pool, time.Millisecond, testLogger(t))
+	doorbell := outbox.NewDoorbell(h.db.Pool, time.Millisecond, testLogger(t))
 	h.svc.Doorbell = doorbell
 	go doorbell.Run(ctx)
 	go relay.Run(ctx)

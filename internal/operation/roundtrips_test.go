@@ -4,64 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
+	"github.com/example/payments/tools/testdb"
 )
-
-// statements records the statements a pool sends, batched ones included.
-type statements struct {
-	mu   sync.Mutex
-	sent []string
-}
-
-func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	s.add(data.SQL)
-	return ctx
-}
-
-func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
-	s.add("batch")
-	return ctx
-}
-
-func (*statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-// add records a statement by its first word, or River's by its name.
-func (s *statements) add(sql string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	name, river := strings.CutPrefix(sql, "-- name: ")
-	if river {
-		name = "river:" + name
-	}
-	s.sent = append(s.sent, strings.Fields(name)[0])
-}
-
-// take returns the statements sent since the last take.
-func (s *statements) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sent := s.sent
-	s.sent = nil
-	return sent
-}
 
 // TestRoundTrips: a retry of a finished key is answered by one read and
 // nothing else, before any transaction; a new key costs that read and one
@@ -74,24 +32,12 @@ func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t)
-	traced := &statements{}
-	cfg := h.db.Pool.Config()
-	cfg.ConnConfig.Tracer = traced
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	keys := &idempotency.Store{DB: pool, LockTimeout: h.svc.Keys.LockTimeout, Retention: h.svc.Keys.Retention}
-	inserter, err := outbox.NewInserter(pool, outbox.RelayCooldown, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &operation.Service{DB: pool, Keys: keys, Jobs: outbox.Queue{Client: inserter}, Kinds: h.svc.Kinds, Render: h.svc.Render}
+	svc, inserter, traced := tracedService(t, h)
+	pool, keys := svc.DB, svc.Keys
 
 	amount := int64(1000)
 	np := payments.NewPayment{Amount: &amount, Currency: "USD", PaymentMethod: "pm_card_visa"}
-	relay := operation.Relay{DB: pool, Jobs: outbox.Queue{Client: inserter}, BatchSize: 100}
+	relay := outbox.Relay{DB: pool, Jobs: jobs.Queue{Client: inserter}, BatchSize: 100}
 	// River reads the server's version once, with its first insert.
 	if _, _, err := payments.Create(ctx, svc, h.request("/v1/payments"), np); err != nil {
 		t.Fatal(err)
@@ -99,11 +45,25 @@ func TestRoundTrips(t *testing.T) {
 	if _, err := relay.Move(ctx); err != nil {
 		t.Fatal(err)
 	}
-	traced.take()
-	// sent is what was sent since the last call, River's notification of
-	// the queue left out.
+	traced.Take()
+	// sent is what was sent since the last call, a round trip a word: a
+	// statement's first word, or River's by its name, or "batch"; River's
+	// notification of the queue left out.
 	sent := func() string {
-		return strings.Join(slices.DeleteFunc(traced.take(), func(s string) bool { return s == "river:PGNotifyMany" }), " ")
+		var words []string
+		for _, trip := range traced.Take() {
+			word := "batch"
+			if !trip.Batch {
+				name, river := strings.CutPrefix(trip.SQL[0], "-- name: ")
+				if word = strings.Fields(name)[0]; river {
+					word = "river:" + word
+				}
+			}
+			if word != "river:PGNotifyMany" {
+				words = append(words, word)
+			}
+		}
+		return strings.Join(words, " ")
 	}
 	req := h.request("/v1/payments")
 	lease, p, err := payments.Create(ctx, svc, req, np)
@@ -128,33 +88,12 @@ func TestRoundTrips(t *testing.T) {
 	// at once.
 	runner := *h.ops
 	runner.DB, runner.Keys = pool, keys
-	runner.Subscribers = endpoints.FanOut{Jobs: outbox.Queue{Client: inserter}}
+	runner.Subscribers = endpoints.FanOut{Jobs: jobs.Queue{Client: inserter}}
 	work := func(id string) {
 		t.Helper()
-		jobs, err := inserter.JobList(ctx, river.NewJobListParams().Kinds(outbox.OperationArgs{}.Kind()).First(10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var job *river.Job[outbox.OperationArgs]
-		for _, row := range jobs.Jobs {
-			var args outbox.OperationArgs
-			if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
-				t.Fatal(err)
-			}
-			if args.ID == id {
-				job = &river.Job[outbox.OperationArgs]{JobRow: row, Args: args}
-			}
-		}
-		if job == nil {
-			t.Fatalf("no job for %s among %d", id, len(jobs.Jobs))
-		}
-		// Running, as River's fetch leaves a job it hands to Work.
-		if _, err := h.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1`, job.ID); err != nil {
-			t.Fatal(err)
-		}
-		job.State, job.Attempt = rivertype.JobStateRunning, 1
-		traced.take()
-		if err := (&outbox.OperationWorker{Ops: &runner}).Work(ctx, job); err != nil {
+		job := runningJob(t, h, inserter, id)
+		traced.Take()
+		if err := (&jobs.OperationWorker{Ops: &runner}).Work(ctx, job); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,22 +105,16 @@ func TestRoundTrips(t *testing.T) {
 	// have their job.
 	deliveries := func(id string) int {
 		t.Helper()
-		var n int
-		if err := h.db.Pool.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
-			WHERE e.resource_id = $1 AND d.job IS NOT NULL`, id).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
+		return h.count(`SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id
+			WHERE e.resource_id = $1 AND d.job IS NOT NULL`, id)
 	}
 	if n := deliveries(p.ID); n != 0 {
 		t.Fatalf("%d deliveries of an event of a tenant with no endpoint", n)
 	}
 	// With an endpoint, the deliveries' jobs are inserted once the first
 	// batch is read, in a round trip of their own.
-	if _, err := h.db.Pool.Exec(ctx, `INSERT INTO webhook_endpoints (id, tenant_id, url, enabled_events, status, created_at, updated_at)
-		VALUES ('we_1', $1, 'https://example.com/hooks', '{payment.succeeded}', 'enabled', now(), now())`, tenant); err != nil {
-		t.Fatal(err)
-	}
+	h.exec(`INSERT INTO webhook_endpoints (id, tenant_id, url, enabled_events, status, created_at, updated_at)
+		VALUES ('we_1', $1, 'https://example.com/hooks', '{payment.succeeded}', 'enabled', now(), now())`, tenant)
 	_, hooked, err := payments.Create(ctx, svc, h.request("/v1/payments"), np)
 	if err != nil {
 		t.Fatal(err)
@@ -228,4 +161,44 @@ func TestRoundTrips(t *testing.T) {
 	if got, want := sent(), "SELECT batch batch"; got != want {
 		t.Fatalf("a refund sent %q, want %q", got, want)
 	}
+}
+
+// tracedService is h's service on a pool of its own whose statements traced
+// records, its jobs inserted by River's inserter on that pool.
+func tracedService(t *testing.T, h *harness) (*operation.Service, *river.Client[pgx.Tx], *testdb.RoundTrips) {
+	t.Helper()
+	pool, traced := h.db.Traced(t)
+	keys := &idempotency.Store{DB: pool, LockTimeout: h.svc.Keys.LockTimeout, Retention: h.svc.Keys.Retention}
+	inserter, err := jobs.NewInserter(pool, jobs.RelayCooldown, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &operation.Service{DB: pool, Keys: keys, Jobs: jobs.Queue{Client: inserter}, Kinds: h.svc.Kinds, Render: h.svc.Render}
+	return svc, inserter, traced
+}
+
+// runningJob is River's job for the operation id, running, as River's fetch
+// leaves a job it hands to Work.
+func runningJob(t *testing.T, h *harness, inserter *river.Client[pgx.Tx], id string) *river.Job[jobs.OperationArgs] {
+	t.Helper()
+	listed, err := inserter.JobList(context.Background(), river.NewJobListParams().Kinds(jobs.OperationArgs{}.Kind()).First(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job *river.Job[jobs.OperationArgs]
+	for _, row := range listed.Jobs {
+		var args jobs.OperationArgs
+		if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+			t.Fatal(err)
+		}
+		if args.ID == id {
+			job = &river.Job[jobs.OperationArgs]{JobRow: row, Args: args}
+		}
+	}
+	if job == nil {
+		t.Fatalf("no job for %s among %d", id, len(listed.Jobs))
+	}
+	h.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1`, job.ID)
+	job.State, job.Attempt = rivertype.JobStateRunning, 1
+	return job
 }

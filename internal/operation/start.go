@@ -11,15 +11,13 @@ import (
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/outbox"
 )
 
 // JobQueue puts jobs in the queue inside the transaction that needs them, so
-// that a job exists exactly when what it works on does. Package outbox
-// implements it with River's InsertTx and InsertManyTx.
+// that a job exists exactly when what it works on does. Package jobs
+// implements it with River's InsertTx.
 type JobQueue interface {
-	// EnqueueOperations puts in the queue the jobs that drive the staged
-	// operations (Relay), and returns their ids, in order.
-	EnqueueOperations(ctx context.Context, tx pgx.Tx, staged []Staged) ([]int64, error)
 	// EnqueueProcessorEvent stages the job that settles what the processor
 	// event eventID says.
 	EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID string) error
@@ -40,7 +38,7 @@ type Service struct {
 	Kinds *Registry
 	// Doorbell, when set, wakes the relays once a first phase has staged a
 	// job; without it they find the job at their next poll.
-	Doorbell *Doorbell
+	Doorbell *outbox.Doorbell
 	// Render renders the refusals a first phase stores.
 	Render Refuser
 }
@@ -92,7 +90,7 @@ type Steps struct {
 //     the read and that batch. If another request committed the key since the
 //     read, the key's insert fails on the unique index, nothing is written,
 //     and the lease answers for that key. Once it commits, the Doorbell wakes
-//     the relays, which move the job to the job queue (Relay).
+//     the relays, which move the job to the job queue (outbox.Relay).
 //
 // The lease's Created tells whether this request ran the first phase. When
 // the lease is held, the caller must release it.
@@ -138,7 +136,7 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 	_, kindErr := s.Kinds.Kind(plan.Resource.Type)
 	staged := kindErr == nil
 	if staged {
-		queueStage(ctx, batch, req.TenantID, req.Key, plan.Resource.Type, plan.Resource.ID)
+		outbox.Stage(ctx, batch, req.TenantID, req.Key, plan.Resource.Type, plan.Resource.ID)
 	}
 	if err = tx.CommitWith(ctx, batch); err != nil {
 		// The transaction ends before the key is read again: a second

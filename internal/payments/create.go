@@ -99,15 +99,15 @@ func List(ctx context.Context, db database.DBTX, tenantID string, limit int, sta
 	})
 }
 
-// scan reads the payment columns, then any extra columns into extra.
-func scan(row pgx.Row, extra ...any) (Payment, error) {
+// scan reads the payment columns.
+func scan(row pgx.Row) (Payment, error) {
 	var (
 		p        Payment
 		metadata []byte
 	)
-	err := row.Scan(append([]any{&p.ID, &p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Description,
+	err := row.Scan(&p.ID, &p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.PaymentMethod, &p.Description,
 		&metadata, &p.Status, &p.FailureCode, &p.FailureMessage, &p.ProcessorChargeID, &p.AmountRefunded,
-		&p.CreatedAt, &p.UpdatedAt}, extra...)...)
+		&p.CreatedAt, &p.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Payment{}, ErrNotFound
 	}

@@ -2,11 +2,9 @@ package payments
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/operation"
@@ -42,51 +40,39 @@ type ChargeRequest struct {
 	Description    string
 }
 
-// Kind declares the payment to the machinery (operation.Kind), its charges
-// made by Processor. The API, which makes no processor call, declares it
-// with none.
-type Kind struct{ Processor Processor }
+// Kind declares the payment to the machinery (operation.Kind); New makes it.
+type Kind struct {
+	operation.Declared
+	processor Processor
+}
 
-var _ operation.Kind = Kind{}
+// New declares the payment, its charges made by p. Its first phase refuses
+// nothing but an invalid request. The API, which makes no processor call,
+// passes nil.
+func New(p Processor) Kind {
+	return Kind{Declared: operation.Declare(Names, Payment{}, NewPayment{}), processor: p}
+}
 
-// Names implements operation.Kind.
-func (Kind) Names() operation.Names { return Names }
-
-// Object implements operation.Kind.
-func (Kind) Object() any { return Payment{} }
-
-// Request implements operation.Kind.
-func (Kind) Request() any { return NewPayment{} }
-
-// Errors implements operation.Kind: a payment's first phase refuses nothing
-// but an invalid request.
-func (Kind) Errors() []operation.ErrorRule { return nil }
-
-// loadPayment reads a payment, whether its deadline has passed (by the
-// database's clock) and its key's recovery point.
+// loadPayment reads what the charge phase needs of a payment, in the order
+// operation.ScanPending reads, then its charge's payment method and
+// description.
 const loadPayment = `
-SELECT ` + columns + `, now() >= created_at + $2::interval,
-	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = payments.idempotency_key_id)
+SELECT tenant_id, idempotency_key_id, amount, currency, status, processor_charge_id, failure_code,
+	now() >= created_at + $2::interval,
+	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = payments.idempotency_key_id),
+	payment_method, coalesce(description, '')
 FROM payments WHERE id = $1`
 
 // Load implements operation.Kind.
 func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (operation.Pending, error) {
-	var (
-		past  bool
-		point *string
-	)
-	p, err := scan(db.QueryRow(ctx, loadPayment, id, deadline), &past, &point)
+	req := ChargeRequest{IdempotencyKey: Names.DownstreamKey(id), PaymentID: id}
+	p, err := operation.ScanPending(db.QueryRow(ctx, loadPayment, id, deadline), Names.Type, &req.PaymentMethod, &req.Description)
 	if err != nil {
 		return operation.Pending{}, err
 	}
-	req := ChargeRequest{IdempotencyKey: Names.DownstreamKey(p.ID), PaymentID: p.ID, Amount: p.Amount,
-		Currency: p.Currency, PaymentMethod: p.PaymentMethod}
-	if p.Description != nil {
-		req.Description = *p.Description
-	}
-	return operation.Pending{TenantID: p.TenantID, KeyID: p.KeyID, RecoveryPoint: point, PastDeadline: past,
-		Amount: p.Amount, Currency: p.Currency, Recorded: operation.Recorded(p.Status, p.ProcessorChargeID, p.FailureCode),
-		Make: func(ctx context.Context) (operation.Outcome, error) { return k.Processor.Charge(ctx, req) }}, nil
+	req.Amount, req.Currency = p.Amount, p.Currency
+	p.Make = func(ctx context.Context) (operation.Outcome, error) { return k.processor.Charge(ctx, req) }
+	return p, nil
 }
 
 const recordCharge = `
@@ -96,10 +82,8 @@ WHERE id = $1`
 
 // Record implements operation.Kind.
 func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path string) {
-	b.Queue(recordCharge, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode),
-		operation.Nullable(out.FailureMessage), path).Exec(func(tag pgconn.CommandTag) error {
-		return operation.Wrote(Names.Type, id, tag.RowsAffected())
-	})
+	operation.QueueRecord(b, Names.Type, recordCharge, id, status, operation.Nullable(out.ID),
+		operation.Nullable(out.FailureCode), operation.Nullable(out.FailureMessage), path)
 }
 
 const getPaymentByID = `SELECT ` + columns + ` FROM payments WHERE id = $1`
@@ -121,26 +105,22 @@ func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, e
 
 // Find implements operation.Kind.
 func (k Kind) Find(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	return k.Processor.FindCharge(ctx, key)
+	return k.processor.FindCharge(ctx, key)
 }
 
 // Close implements operation.Kind.
 func (k Kind) Close(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	return k.Processor.CloseCharge(ctx, key)
+	return k.processor.CloseCharge(ctx, key)
 }
 
 // Ledger implements operation.Kind.
 func (k Kind) Ledger(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return k.Processor.LedgerCharges(ctx, since, cursor)
+	return k.processor.LedgerCharges(ctx, since, cursor)
 }
 
 const accountedPayments = `SELECT id, status, processor_charge_id, amount, currency FROM payments WHERE id = ANY($1)`
 
 // Accounted implements operation.Kind.
 func (Kind) Accounted(ctx context.Context, db database.DBTX, ids []string) (map[string]operation.Accounted, error) {
-	rows, err := db.Query(ctx, accountedPayments, ids)
-	if err != nil {
-		return nil, fmt.Errorf("look up payments: %w", err)
-	}
-	return operation.CollectAccounted(rows)
+	return operation.QueryAccounted(ctx, db, accountedPayments, ids)
 }

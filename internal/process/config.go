@@ -1,31 +1,25 @@
-// Package process holds what the service's three processes share: the
-// configuration they all read (declared once here and embedded in each
-// process's own), logging that joins up with traces, the binaries' tracing
-// setup, and an HTTP server that shuts down gracefully.
+// Package process holds what every process shares: the configuration they
+// all read (declared once here and embedded in each process's own), logging
+// that joins up with traces, what a program's main does (Main, Configure,
+// Run), and an HTTP server that shuts down gracefully.
 // Each process is built by one constructor from one configuration struct, in
-// a package of its own so that a binary links only what it runs:
-// process/api, process/worker and process/processor. The binaries under cmd
-// only read their configuration and call these; the end-to-end tests, the
-// chaos run and every harness use the same constructors.
+// a package of its own so that a binary links only what it runs: process/api,
+// process/worker, and the fake processor's tools/fakeprocessor/processor. The
+// binaries only read their configuration and call these; the end-to-end
+// tests, the chaos run and every harness use the same constructors.
 package process
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
@@ -44,7 +38,7 @@ type Common struct {
 	// DBMaxConns sizes the process's pool; see docs/SCALING.md.
 	DBMaxConns int32 `envconfig:"DB_MAX_CONNS" default:"16" desc:"the most connections in the process's database pool (the API's LISTEN has one of its own, and its reads of keys DB_READ_CONNS)"`
 	// OTel is read by the program's main, which sets its global
-	// TracerProvider up (StartTracing); it is validated and logged here.
+	// TracerProvider up (Run); it is validated and logged here.
 	tracing.OTel
 	// TracerProvider, when set, is the process's instead of the global one:
 	// tests give each process its own, recording in memory. It is never read
@@ -152,12 +146,36 @@ type CrashPoint struct {
 	CrashPoint string `envconfig:"CRASH_POINT" desc:"test only: where to die with SIGKILL"`
 }
 
+// Arm arms the crash point c names, which must be one of points, the
+// process's own (crash.Arm: refused unless appEnv is "test"), and warns that
+// the process will kill itself there. When c names none, it does nothing.
+func (c CrashPoint) Arm(appEnv string, logger *slog.Logger, points ...string) error {
+	if err := crash.Arm(c.CrashPoint, appEnv, points...); err != nil {
+		return err
+	}
+	if c.CrashPoint != "" {
+		logger.Warn("crash point armed: this process will kill itself", "point", c.CrashPoint)
+	}
+	return nil
+}
+
 // Load reads cfg, a pointer to one of the configuration structs, from the
 // environment, with every default applied.
 func Load(cfg any) error {
 	if err := envconfig.Process("", cfg); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	return nil
+}
+
+// CheckConfig refuses cfg, a process's configuration, unless its Validate
+// accepts it, and logs it (LogConfig): what each process's constructor does
+// first.
+func CheckConfig(logger *slog.Logger, cfg interface{ Validate() error }) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	LogConfig(logger, cfg)
 	return nil
 }
 
@@ -172,43 +190,3 @@ func (c Common) Validate() error {
 // Provider is the process's TracerProvider: the one its configuration gives,
 // else the global one its program's main set up.
 func (c Common) Provider() trace.TracerProvider { return tracing.Or(c.TracerProvider) }
-
-// StartTracing sets the program's tracing up as cfg says (tracing.Setup),
-// the console exporter writing to stdout, and returns what flushes it on
-// exit, bounded by a few seconds so that an unreachable collector cannot
-// hold the exit up.
-func StartTracing(ctx context.Context, cfg tracing.OTel, program string, stdout io.Writer) (stop func() error, err error) {
-	shutdown, err := tracing.Setup(ctx, cfg, program, stdout)
-	if err != nil {
-		return nil, err
-	}
-	return func() error {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return shutdown(ctx)
-	}, nil
-}
-
-// Usage writes the environment variables cfg reads, with their defaults and
-// descriptions, for a binary's -h.
-func Usage(w io.Writer, name, summary string, cfg any) error {
-	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nEnvironment:\n", name, summary)
-	tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
-	if err := envconfig.Usagef("", cfg, tw, envconfig.DefaultTableFormat); err != nil {
-		return err
-	}
-	return tw.Flush()
-}
-
-// Main runs a binary: run gets a context that ends on SIGINT or SIGTERM, the
-// arguments and standard output. An error ends the process with status 1,
-// after -h, which ends it with 0.
-func Main(name string, run func(ctx context.Context, args []string, stdout io.Writer) error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(1)
-	}
-}

@@ -77,11 +77,11 @@ func Get(ctx context.Context, db database.DBTX, tenantID, id string) (Refund, er
 	return scan(db.QueryRow(ctx, getRefund, tenantID, id))
 }
 
-// scan reads the refund columns, then any extra columns into extra.
-func scan(row pgx.Row, extra ...any) (Refund, error) {
+// scan reads the refund columns.
+func scan(row pgx.Row) (Refund, error) {
 	var r Refund
-	err := row.Scan(append([]any{&r.ID, &r.TenantID, &r.PaymentID, &r.KeyID, &r.Amount, &r.Reason, &r.Status, &r.FailureCode,
-		&r.ProcessorRefundID, &r.CreatedAt, &r.UpdatedAt}, extra...)...)
+	err := row.Scan(&r.ID, &r.TenantID, &r.PaymentID, &r.KeyID, &r.Amount, &r.Reason, &r.Status, &r.FailureCode,
+		&r.ProcessorRefundID, &r.CreatedAt, &r.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Refund{}, ErrNotFound
 	}

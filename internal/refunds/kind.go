@@ -36,57 +36,50 @@ type Request struct {
 	Amount         int64
 }
 
-// Kind declares the refund to the machinery (operation.Kind), its refunds
-// made by Processor. The API, which makes no processor call, declares it
-// with none.
-type Kind struct{ Processor Processor }
+// Kind declares the refund to the machinery (operation.Kind); New makes it.
+type Kind struct {
+	operation.Declared
+	processor Processor
+}
 
-var _ operation.Kind = Kind{}
+// New declares the refund, its refunds made by p and its first phase's
+// refusals answered as rules says. The API, which makes no processor call,
+// passes nil.
+func New(p Processor) Kind {
+	return Kind{Declared: operation.Declare(Names, Refund{}, NewRefund{}, rules...), processor: p}
+}
 
-// Names implements operation.Kind.
-func (Kind) Names() operation.Names { return Names }
-
-// Object implements operation.Kind.
-func (Kind) Object() any { return Refund{} }
-
-// Request implements operation.Kind.
-func (Kind) Request() any { return NewRefund{} }
-
-// Errors implements operation.Kind.
-func (Kind) Errors() []operation.ErrorRule { return rules }
-
-// loadRefund reads a refund, the charge it refunds, its payment's currency,
-// whether its deadline has passed (by the database's clock) and its key's
-// recovery point.
+// loadRefund reads what the refund phase needs of a refund, in the order
+// operation.ScanPending reads (the currency is its payment's), then its
+// payment and the charge it refunds.
 const loadRefund = `
-SELECT ` + columns + `, p.processor_charge_id, p.currency, now() >= r.created_at + $2::interval,
-	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = r.idempotency_key_id)
+SELECT r.tenant_id, r.idempotency_key_id, r.amount, p.currency, r.status, r.processor_refund_id, r.failure_code,
+	now() >= r.created_at + $2::interval,
+	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = r.idempotency_key_id),
+	r.payment_id, p.processor_charge_id
 FROM refunds r JOIN payments p ON p.id = r.payment_id
 WHERE r.id = $1`
 
 // Load implements operation.Kind.
 func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (operation.Pending, error) {
 	var (
-		chargeID *string
-		currency string
-		past     bool
-		point    *string
+		paymentID string
+		chargeID  *string
 	)
-	ref, err := scan(db.QueryRow(ctx, loadRefund, id, deadline), &chargeID, &currency, &past, &point)
+	p, err := operation.ScanPending(db.QueryRow(ctx, loadRefund, id, deadline), Names.Type, &paymentID, &chargeID)
 	if err != nil {
 		return operation.Pending{}, err
 	}
-	req := Request{IdempotencyKey: Names.DownstreamKey(ref.ID), Amount: ref.Amount}
-	return operation.Pending{TenantID: ref.TenantID, KeyID: ref.KeyID, RecoveryPoint: point, PastDeadline: past,
-		Amount: ref.Amount, Currency: currency, Recorded: operation.Recorded(ref.Status, ref.ProcessorRefundID, ref.FailureCode),
-		Make: func(ctx context.Context) (operation.Outcome, error) {
-			if chargeID == nil {
-				// Refunds are taken only of succeeded payments, which have one.
-				return operation.Outcome{}, fmt.Errorf("payment %s has no processor charge to refund", ref.PaymentID)
-			}
-			req.ChargeID = *chargeID
-			return k.Processor.Refund(ctx, req)
-		}}, nil
+	req := Request{IdempotencyKey: Names.DownstreamKey(id), Amount: p.Amount}
+	p.Make = func(ctx context.Context) (operation.Outcome, error) {
+		if chargeID == nil {
+			// Refunds are taken only of succeeded payments, which have one.
+			return operation.Outcome{}, fmt.Errorf("payment %s has no processor charge to refund", paymentID)
+		}
+		req.ChargeID = *chargeID
+		return k.processor.Refund(ctx, req)
+	}
+	return p, nil
 }
 
 // recordRefund writes the outcome on the refund and counts a success on its
@@ -130,17 +123,17 @@ func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, e
 
 // Find implements operation.Kind.
 func (k Kind) Find(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	return k.Processor.FindRefund(ctx, key)
+	return k.processor.FindRefund(ctx, key)
 }
 
 // Close implements operation.Kind.
 func (k Kind) Close(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	return k.Processor.CloseRefund(ctx, key)
+	return k.processor.CloseRefund(ctx, key)
 }
 
 // Ledger implements operation.Kind.
 func (k Kind) Ledger(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return k.Processor.LedgerRefunds(ctx, since, cursor)
+	return k.processor.LedgerRefunds(ctx, since, cursor)
 }
 
 // accountedRefunds reads refunds with their payment's currency.
@@ -151,9 +144,5 @@ WHERE r.id = ANY($1)`
 
 // Accounted implements operation.Kind.
 func (Kind) Accounted(ctx context.Context, db database.DBTX, ids []string) (map[string]operation.Accounted, error) {
-	rows, err := db.Query(ctx, accountedRefunds, ids)
-	if err != nil {
-		return nil, fmt.Errorf("look up refunds: %w", err)
-	}
-	return operation.CollectAccounted(rows)
+	return operation.QueryAccounted(ctx, db, accountedRefunds, ids)
 }

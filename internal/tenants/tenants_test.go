@@ -19,13 +19,6 @@ func TestAuthenticateCache(t *testing.T) {
 	if err := seed.Create(ctx, "ten_1", "One", "sk_one"); err != nil {
 		t.Fatal(err)
 	}
-	revoke := func() {
-		t.Helper()
-		if _, err := db.Pool.Exec(ctx, `DELETE FROM api_keys`); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	cachedLong := &tenants.Store{DB: db.Pool, CacheTTL: time.Hour}
 	uncached := &tenants.Store{DB: db.Pool}
 	expiring := &tenants.Store{DB: db.Pool, CacheTTL: time.Millisecond}
@@ -45,7 +38,7 @@ func TestAuthenticateCache(t *testing.T) {
 		t.Fatalf("key created after a refusal = %q, %v", id, err)
 	}
 
-	revoke()
+	db.Exec(t, `DELETE FROM api_keys`) // every key revoked
 	// Within its TTL a key that authenticated is trusted without a query...
 	if id, err := cachedLong.Authenticate(ctx, "sk_one"); err != nil || id != "ten_1" {
 		t.Fatalf("cached key after deletion = %q, %v", id, err)

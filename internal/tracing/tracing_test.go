@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -85,16 +86,7 @@ func TestOTLP(t *testing.T) {
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint)
 			t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-resource-attributes,deployment.environment.name=test")
 			t.Setenv("OTEL_SERVICE_NAME", tt.serviceName)
-			tp, err := NewProvider(context.Background(), OTel{Exporter: "otlp", ServiceName: tt.serviceName}, "api", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, span := tp.Tracer("test").Start(context.Background(), "exported")
-			span.End()
-			// Shutdown flushes the batch.
-			if err := tp.Shutdown(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			span := oneSpan(t, provider(t, OTel{Exporter: "otlp", ServiceName: tt.serviceName}, "api", nil), "exported")
 			got, ok := rcv.Find("exported")
 			if !ok {
 				t.Fatalf("the receiver got %v, not the span", rcv.Spans())
@@ -170,10 +162,7 @@ func TestPropagators(t *testing.T) {
 // names another.
 func TestNoneHasTraceIDs(t *testing.T) {
 	t.Parallel()
-	tp, err := NewProvider(context.Background(), OTel{Exporter: "none"}, "worker", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp := provider(t, OTel{Exporter: "none"}, "worker", nil)
 	_, span := tp.Tracer("test").Start(context.Background(), "op")
 	if !span.SpanContext().IsValid() {
 		t.Fatal("no valid span context without an exporter")
@@ -182,21 +171,11 @@ func TestNoneHasTraceIDs(t *testing.T) {
 		t.Error("a span is recorded with nothing to export it to")
 	}
 	span.End()
-	if err := tp.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	shutdown(t, tp)
 	// The service name, on exported spans.
 	for _, tt := range []struct{ cfg, want string }{{"", "worker"}, {"payments-worker", "payments-worker"}} {
 		var out bytes.Buffer
-		tp, err := NewProvider(context.Background(), OTel{Exporter: "console", ServiceName: tt.cfg}, "worker", &out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, span := tp.Tracer("test").Start(context.Background(), "op")
-		span.End()
-		if err := tp.Shutdown(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		oneSpan(t, provider(t, OTel{Exporter: "console", ServiceName: tt.cfg}, "worker", &out), "op")
 		if !strings.Contains(out.String(), `"Key":"service.name","Value":{"Type":"STRING","Value":"`+tt.want+`"}`) {
 			t.Errorf("service.name is not %q in %s", tt.want, out.String())
 		}
@@ -208,18 +187,13 @@ func TestNoneHasTraceIDs(t *testing.T) {
 func TestConsole(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	tp, err := NewProvider(context.Background(), OTel{Exporter: "console"}, "api", &out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp := provider(t, OTel{Exporter: "console"}, "api", &out)
 	_, span := tp.Tracer("test").Start(context.Background(), "console-span")
 	span.End()
 	if !strings.Contains(out.String(), span.SpanContext().TraceID().String()) || !strings.Contains(out.String(), "console-span") {
 		t.Fatalf("console output %q lacks the span", out.String())
 	}
-	if err := tp.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	shutdown(t, tp)
 }
 
 // TestHTTPHop: a request through Transport reaches a server behind Handler
@@ -310,9 +284,7 @@ func TestHTTPHop(t *testing.T) {
 	if clients[0].SpanContext().SpanID() != server.Parent().SpanID() {
 		t.Errorf("server span's parent %v, want the client span %v", server.Parent().SpanID(), clients[0].SpanContext().SpanID())
 	}
-	if err := tp.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	shutdown(t, tp)
 }
 
 // TestHTTPNotRecorded: with nothing exported, a request's span is not
@@ -320,10 +292,7 @@ func TestHTTPHop(t *testing.T) {
 // trace: the logs' trace_id, and what the service propagates.
 func TestHTTPNotRecorded(t *testing.T) {
 	t.Parallel()
-	tp, err := NewProvider(context.Background(), OTel{Exporter: ExporterNone}, "api", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tp := provider(t, OTel{Exporter: ExporterNone}, "api", nil)
 	var seen trace.SpanContext
 	var recording bool
 	r := chi.NewRouter()
@@ -460,6 +429,36 @@ func TestInboundBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// provider is NewProvider's provider of cfg for service, which must not
+// fail.
+func provider(t *testing.T, cfg OTel, service string, console io.Writer) *sdktrace.TracerProvider {
+	t.Helper()
+	tp, err := NewProvider(context.Background(), cfg, service, console)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// shutdown shuts tp down, which flushes the spans it batches, and must not
+// fail.
+func shutdown(t *testing.T, tp *sdktrace.TracerProvider) {
+	t.Helper()
+	if err := tp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// oneSpan starts and ends a span named name on tp, then shuts tp down, so
+// that the span is exported; it returns the span.
+func oneSpan(t *testing.T, tp *sdktrace.TracerProvider, name string) trace.Span {
+	t.Helper()
+	_, span := tp.Tracer("test").Start(context.Background(), name)
+	span.End()
+	shutdown(t, tp)
+	return span
 }
 
 func hasAttr(attrs []attribute.KeyValue, want attribute.KeyValue) bool {

@@ -59,13 +59,14 @@ func TestVerify(t *testing.T) {
 		}
 		return h
 	}
-	cases := []struct {
+	type verifyCase struct {
 		name    string
 		secrets Secrets
 		header  http.Header
 		body    []byte
 		want    error
-	}{
+	}
+	cases := []verifyCase{
 		{"signed with the one secret", onlyNew, signed(onlyNew, now), body, nil},
 		{"rotation: both sign, the old verifies", onlyOld, signed(both, now), body, nil},
 		{"rotation: both sign, the new verifies", onlyNew, signed(both, now), body, nil},
@@ -81,22 +82,10 @@ func TestVerify(t *testing.T) {
 	}
 	tampered := signed(onlyNew, now)
 	tampered.Set("webhook-timestamp", fmt.Sprint(now.Unix()+1))
-	cases = append(cases, struct {
-		name    string
-		secrets Secrets
-		header  http.Header
-		body    []byte
-		want    error
-	}{"timestamp changed after signing", onlyNew, tampered, body, ErrSignature})
+	cases = append(cases, verifyCase{"timestamp changed after signing", onlyNew, tampered, body, ErrSignature})
 	renamed := signed(onlyNew, now)
 	renamed.Set("webhook-id", "evt_other")
-	cases = append(cases, struct {
-		name    string
-		secrets Secrets
-		header  http.Header
-		body    []byte
-		want    error
-	}{"id changed after signing", onlyNew, renamed, body, ErrSignature})
+	cases = append(cases, verifyCase{"id changed after signing", onlyNew, renamed, body, ErrSignature})
 
 	for _, c := range cases {
 		id, err := c.secrets.Verify(c.body, c.header, now)

@@ -29,10 +29,20 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
+	checkResults(t, report, out.String())
+	checkExplained(t, report, out.String())
+	checkHops(t, report, out.String())
+	checkCPU(t, report, out.String())
+}
+
+// checkResults checks the modes' results, the table and the floors of a
+// run that wrote out.
+func checkResults(t *testing.T, report bench.Report, out string) {
+	t.Helper()
 	results := report.Results
 	// Eleven modes, four of them in turns with a reference of their own.
 	if len(results) != 15 {
-		t.Fatalf("%d results, want 15:\n%s", len(results), out.String())
+		t.Fatalf("%d results, want 15:\n%s", len(results), out)
 	}
 	for _, r := range results {
 		if r.Ops == 0 || r.PerSecond <= 0 {
@@ -56,25 +66,30 @@ func TestRun(t *testing.T) {
 		}
 	}
 	if turns != 4 {
-		t.Errorf("%d modes in turns with a reference, want 4:\n%s", turns, out.String())
+		t.Errorf("%d modes in turns with a reference, want 4:\n%s", turns, out)
 	}
-	if !strings.Contains(out.String(), "ratio") {
-		t.Errorf("no table:\n%s", out.String())
+	if !strings.Contains(out, "ratio") {
+		t.Errorf("no table:\n%s", out)
 	}
 	// Every floor is read off the run, whether it held or not.
 	if len(report.Floors) != 6 {
-		t.Errorf("%d floors, want 6:\n%s", len(report.Floors), out.String())
+		t.Errorf("%d floors, want 6:\n%s", len(report.Floors), out)
 	}
 	for _, f := range report.Floors {
 		if f.Measured == "" {
-			t.Errorf("floor %q not measured:\n%s", f.What, out.String())
+			t.Errorf("floor %q not measured:\n%s", f.What, out)
 		}
 	}
-	// Where the time goes: the round trips, counted on the wire, are what
-	// TestRoundTrips counts through pgx (a replay is its key's one read);
-	// the statements come when the server has pg_stat_statements loaded.
+}
+
+// checkExplained checks where the explained modes' time went: the round
+// trips, counted on the wire, are what TestRoundTrips counts through pgx (a
+// replay is its key's one read); the statements come when the server has
+// pg_stat_statements loaded.
+func checkExplained(t *testing.T, report bench.Report, out string) {
+	t.Helper()
 	if len(report.Explained) != 3 {
-		t.Fatalf("%d modes explained, want 3:\n%s", len(report.Explained), out.String())
+		t.Fatalf("%d modes explained, want 3:\n%s", len(report.Explained), out)
 	}
 	newKeys, replays := report.Explained[0], report.Explained[1]
 	if replays.RoundTrips != 1 {
@@ -90,10 +105,14 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
-	// Where the 4-client payments' time went: four hops and the whole, each
-	// stamped by the database, the whole no shorter than any hop.
+}
+
+// checkHops checks where the 4-client payments' time went: four hops and
+// the whole, each stamped by the database, the whole no shorter than any hop.
+func checkHops(t *testing.T, report bench.Report, out string) {
+	t.Helper()
 	if len(report.Hops) != 5 {
-		t.Fatalf("%d hops, want 5:\n%s", len(report.Hops), out.String())
+		t.Fatalf("%d hops, want 5:\n%s", len(report.Hops), out)
 	}
 	whole := report.Hops[4]
 	for _, h := range report.Hops {
@@ -109,7 +128,7 @@ func TestRun(t *testing.T) {
 	// whole by the client is no shorter than by the database; each part is
 	// positive (its key's announcement heard, one clock).
 	if len(report.ClientHops) != 4 {
-		t.Fatalf("%d hops by the client, want 4:\n%s", len(report.ClientHops), out.String())
+		t.Fatalf("%d hops by the client, want 4:\n%s", len(report.ClientHops), out)
 	}
 	client := report.ClientHops[3]
 	for _, h := range report.ClientHops {
@@ -120,12 +139,17 @@ func TestRun(t *testing.T) {
 	if client.P50 < whole.P50 {
 		t.Errorf("the whole by the client %v, shorter than by the database %v", client.P50, whole.P50)
 	}
+}
+
+// checkCPU checks what the modes cost the processors.
+func checkCPU(t *testing.T, report bench.Report, out string) {
+	t.Helper()
 	// What the modes in turns and the 4-client mode cost the processors, on
 	// Linux: some share of them busy, and a request some time of theirs and
 	// of this process's; some of Postgres's too, when it runs on this machine.
 	if _, err := os.Stat("/proc/stat"); err == nil {
 		var modes []string
-		for _, r := range results {
+		for _, r := range report.Results {
 			if strings.HasSuffix(r.Ceiling, ", in turns") || r.Clients == 4 {
 				modes = append(modes, r.Mode)
 			}
@@ -137,13 +161,13 @@ func TestRun(t *testing.T) {
 		for _, mode := range modes {
 			c, ok := report.CPU[mode]
 			if !ok || c.Cores < 1 || c.Busy <= 0 || c.Busy > 1 || c.PerOp <= 0 || c.ProcessPerOp <= 0 || c.SwitchesPerOp <= 0 {
-				t.Errorf("%s: processors %+v\n%s", mode, c, out.String())
+				t.Errorf("%s: processors %+v\n%s", mode, c, out)
 			}
 			if local && (c.PostgresPerOp <= 0 || c.PostgresPerOp > c.PerOp*time.Duration(c.Cores)) {
 				t.Errorf("%s: Postgres's processes %v a request, of %v on the machine", mode, c.PostgresPerOp, c.PerOp)
 			}
-			if !strings.Contains(out.String(), mode+": the machine's") {
-				t.Errorf("%s: the processors' line is not printed:\n%s", mode, out.String())
+			if !strings.Contains(out, mode+": the machine's") {
+				t.Errorf("%s: the processors' line is not printed:\n%s", mode, out)
 			}
 		}
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/outbox"
 )
 
 // The retention mode: keys expiring while the service runs. It puts
@@ -29,7 +29,7 @@ import (
 // one delete, a tombstone retention later). Then, for RetentionDuration, it
 // sends new keys (the "new keys, async, worker stopped" request) in slices
 // of Duration, the reaper off in one and on in the next. In each slice on,
-// the worker's reap job (outbox.ReapWorker, at the worker's pace or at
+// the worker's reap job (jobs.ReapWorker, at the worker's pace or at
 // RetentionPace) runs on a pool of its own with the slice's end as its
 // deadline, as River gives a run JOB_TIMEOUT. The slices without the reaper
 // are the baseline, interleaved with the others so that whatever else the
@@ -238,58 +238,20 @@ type sliced struct {
 func measureSliced(ctx context.Context, pool *pgxpool.Pool, clients int, d, slice time.Duration, reap func(context.Context) bool, out io.Writer, op func() error) (sliced, error) {
 	var s sliced
 	settle := min(slice/10, 500*time.Millisecond)
-	type sample struct {
-		on   bool
-		took time.Duration
-	}
-	var (
-		mu       sync.Mutex
-		samples  []sample
-		firstErr error
-		failed   [3]int // by state
-		done     atomic.Int64
-		wg       sync.WaitGroup
-		// state is what a request starting now counts in: settling (in
-		// neither kind), off or on.
-		state atomic.Int32
-	)
-	const (
-		settling = iota
-		off
-		on
-	)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	start := time.Now()
+	var (
+		l  slicedLoad
+		wg sync.WaitGroup
+	)
 	for range clients {
-		wg.Go(func() {
-			var mine []sample
-			for ctx.Err() == nil {
-				counts := state.Load()
-				t := time.Now()
-				if err := op(); err != nil {
-					if ctx.Err() == nil {
-						mu.Lock()
-						firstErr = cmp(firstErr, err)
-						failed[counts]++
-						mu.Unlock()
-					}
-					continue
-				}
-				if counts != settling {
-					mine = append(mine, sample{counts == on, time.Since(t)})
-				}
-				done.Add(1)
-			}
-			mu.Lock()
-			samples = append(samples, mine...)
-			mu.Unlock()
-		})
+		wg.Go(func() { l.client(ctx, op) })
 	}
 	var offTime, onTime time.Duration
 	for i := 0; ctx.Err() == nil; i++ {
 		reaping := i%2 == 1
-		state.Store(settling)
+		l.state.Store(sliceSettling)
 		sliceStart := time.Now()
 		var reaper sync.WaitGroup
 		stopReaping := func() {}
@@ -305,29 +267,17 @@ func measureSliced(ctx context.Context, pool *pgxpool.Pool, clients int, d, slic
 		sleepCtx(ctx, settle)
 		wal0, cp0 := walWritten(ctx, pool)
 		counted := time.Now()
+		what := "off"
 		if reaping {
-			state.Store(on)
+			l.state.Store(sliceOn)
+			what = "on"
 		} else {
-			state.Store(off)
+			l.state.Store(sliceOff)
 		}
-		for tick := time.NewTicker(2 * time.Second); ; {
-			left := slice - time.Since(sliceStart)
-			if left <= 0 || ctx.Err() != nil {
-				tick.Stop()
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(left):
-			case <-tick.C:
-				what := "off"
-				if reaping {
-					what = "on"
-				}
-				fmt.Fprintf(out, "bench retention, reaper %-3s %32s %5.1fs  %8.0f/s\n", what, "", time.Since(start).Seconds(), float64(done.Load())/time.Since(start).Seconds())
-			}
-		}
-		state.Store(settling)
+		untilSliceEnds(ctx, sliceStart.Add(slice), func() {
+			fmt.Fprintf(out, "bench retention, reaper %-3s %32s %5.1fs  %8.0f/s\n", what, "", time.Since(start).Seconds(), float64(l.done.Load())/time.Since(start).Seconds())
+		})
+		l.state.Store(sliceSettling)
 		took := time.Since(counted)
 		reaper.Wait()
 		stopReaping()
@@ -352,29 +302,101 @@ func measureSliced(ctx context.Context, pool *pgxpool.Pool, clients int, d, slic
 	if offTime > 0 {
 		s.offWAL /= offTime.Seconds()
 	}
-	result := func(name string, on bool, elapsed time.Duration) Result {
-		var l []time.Duration
-		for _, x := range samples {
-			if x.on == on {
-				l = append(l, x.took)
-			}
-		}
-		r := Result{Mode: name, Clients: clients, Ops: len(l)}
-		if elapsed > 0 {
-			r.PerSecond = float64(len(l)) / elapsed.Seconds()
-		}
-		r.P50, r.P90, r.P99 = percentiles(l)
-		return r
-	}
-	s.off, s.on = result(retentionBaselineMode, false, offTime), result(retentionReapingMode, true, onTime)
-	s.offErrors, s.onErrors, s.onTime = failed[off], failed[on], onTime
+	s.off, s.on = l.result(retentionBaselineMode, false, clients, offTime), l.result(retentionReapingMode, true, clients, onTime)
+	s.offErrors, s.onErrors, s.onTime = l.failed[sliceOff], l.failed[sliceOn], onTime
 	switch {
 	case s.off.Ops == 0 || s.on.Ops == 0:
-		return s, fmt.Errorf("%d requests without the reaper and %d with it: a window of %s in slices of %s is too short (%v)", s.off.Ops, s.on.Ops, d, slice, firstErr)
+		return s, fmt.Errorf("%d requests without the reaper and %d with it: a window of %s in slices of %s is too short (%v)", s.off.Ops, s.on.Ops, d, slice, l.firstErr)
 	case s.offErrors*100 > s.off.Ops || s.onErrors*100 > s.on.Ops:
-		return s, fmt.Errorf("%d of %d requests without the reaper and %d of %d with it failed: %w", s.offErrors, s.off.Ops, s.onErrors, s.on.Ops, firstErr)
+		return s, fmt.Errorf("%d of %d requests without the reaper and %d of %d with it failed: %w", s.offErrors, s.off.Ops, s.onErrors, s.on.Ops, l.firstErr)
 	}
 	return s, nil
+}
+
+// What a request of measureSliced counts in, by the slice it starts in:
+// settling (in neither kind), off or on.
+const (
+	sliceSettling = iota
+	sliceOff
+	sliceOn
+)
+
+// slicedLoad is the requests of measureSliced.
+type slicedLoad struct {
+	// state is what a request starting now counts in.
+	state    atomic.Int32
+	done     atomic.Int64
+	mu       sync.Mutex
+	samples  []slicedSample
+	firstErr error
+	failed   [3]int // by state
+}
+
+// slicedSample is one request that counted.
+type slicedSample struct {
+	on   bool
+	took time.Duration
+}
+
+// client runs op until ctx ends, counting each request in the kind of slice
+// it started in.
+func (l *slicedLoad) client(ctx context.Context, op func() error) {
+	var mine []slicedSample
+	for ctx.Err() == nil {
+		counts := l.state.Load()
+		t := time.Now()
+		if err := op(); err != nil {
+			if ctx.Err() == nil {
+				l.mu.Lock()
+				l.firstErr = cmp(l.firstErr, err)
+				l.failed[counts]++
+				l.mu.Unlock()
+			}
+			continue
+		}
+		if counts != sliceSettling {
+			mine = append(mine, slicedSample{counts == sliceOn, time.Since(t)})
+		}
+		l.done.Add(1)
+	}
+	l.mu.Lock()
+	l.samples = append(l.samples, mine...)
+	l.mu.Unlock()
+}
+
+// result is the rate over elapsed and the latency percentiles of the
+// requests of the slices on, or off.
+func (l *slicedLoad) result(name string, on bool, clients int, elapsed time.Duration) Result {
+	var took []time.Duration
+	for _, x := range l.samples {
+		if x.on == on {
+			took = append(took, x.took)
+		}
+	}
+	r := Result{Mode: name, Clients: clients, Ops: len(took)}
+	if elapsed > 0 {
+		r.PerSecond = float64(len(took)) / elapsed.Seconds()
+	}
+	r.P50, r.P90, r.P99 = percentiles(took)
+	return r
+}
+
+// untilSliceEnds waits until end, or until ctx ends, calling progress every
+// two seconds meanwhile.
+func untilSliceEnds(ctx context.Context, end time.Time, progress func()) {
+	for tick := time.NewTicker(2 * time.Second); ; {
+		left := time.Until(end)
+		if left <= 0 || ctx.Err() != nil {
+			tick.Stop()
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(left):
+		case <-tick.C:
+			progress()
+		}
+	}
 }
 
 // sleepCtx waits for d, or until ctx ends.
@@ -455,7 +477,7 @@ func walWritten(ctx context.Context, pool *pgxpool.Pool) (wal, checkpoints int64
 // are timed.
 type reaper struct {
 	pool  *pgxpool.Pool
-	job   *outbox.ReapWorker
+	job   *jobs.ReapWorker
 	timer *batchTimer
 }
 
@@ -480,7 +502,7 @@ func newReaper(ctx context.Context, cfg Config, st *stack) (*reaper, error) {
 			pace.Batch = w.ReapBatch
 		}
 	}
-	job := &outbox.ReapWorker{Keys: store, Ops: &operation.Runner{DB: pool}, Pace: pace,
+	job := &jobs.ReapWorker{Keys: store, Ops: &operation.Runner{DB: pool}, Pace: pace,
 		EventRetention: w.EventRetention, Logger: slog.New(slog.DiscardHandler),
 		Webhooks: endpoints.Retention{Events: w.WebhookEventRetention, Secrets: w.WebhookSecretRetention}}
 	return &reaper{pool: pool, job: job, timer: timer}, nil

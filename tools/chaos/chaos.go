@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/pgbouncer"
@@ -130,26 +132,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	if err := os.MkdirAll(cfg.Logs, 0o755); err != nil {
 		return nil, err
 	}
-	dbURL, drop, err := database.CreateFresh(ctx, cfg.DatabaseURL, runName)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "chaos: profile %s, seed %d, database %s, logs in %s\n", cfg.Profile.Name, cfg.Seed, runName, cfg.Logs)
-	for _, args := range [][]string{{"migrate"}, {"seed"}} {
-		cmd := exec.CommandContext(ctx, filepath.Join(cfg.Bin, "api"), args...)
-		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "APP_ENV=development")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("api %s: %w\n%s", args[0], err, b)
-		}
-	}
-	pool, err := database.Connect(ctx, dbURL, 0)
+	dbURL, drop, pool, err := freshDatabase(ctx, cfg, runName, out)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
-	if err := createTarpitTenant(ctx, pool); err != nil {
-		return nil, err
-	}
 
 	// The APIs and workers reach Postgres through the pooler, when the
 	// profile has one, and what needs a session past it.
@@ -186,20 +173,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	}
 	inj := &injector{apiURLs: s.apiURLs, secrets: secrets, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
 		client: &http.Client{Timeout: 10 * time.Second}}
-	loadCtx, stopLoad := context.WithTimeout(ctx, cfg.Profile.Load)
-	defer stopLoad()
-	var wg sync.WaitGroup
-	wg.Go(func() { s.kill(loadCtx) })
-	if bouncer != nil {
-		wg.Go(func() { s.killPooler(loadCtx, bouncer) })
-	}
-	wg.Go(func() { s.outages(loadCtx) })
-	wg.Go(func() { inj.run(loadCtx) })
-	wg.Go(func() { s.receiverOutage(loadCtx) })
-	wg.Go(func() { l.tarpitPayments(loadCtx, cfg.Profile.TarpitEvery) })
-	wg.Go(func() { progress(loadCtx, out, started, cfg.Profile.Load, l, s) })
-	l.run(loadCtx, cfg.Profile.Clients)
-	wg.Wait()
+	s.underLoad(ctx, l, inj, bouncer, out, started)
 	// Interrupted (SIGINT, SIGTERM): stop, without a verdict.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted: %w", err)
@@ -211,15 +185,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 
 	quiesceStart := time.Now()
 	quiet := settle(ctx, l, pool, cfg.Profile.Quiesce)
-	sum := &Summary{Profile: cfg.Profile.Name, Seed: cfg.Seed, Logs: cfg.Logs, Database: runName, Load: cfg.Profile.Load,
-		Quiesce: time.Since(quiesceStart), Quiet: quiet, Kills: map[string]int64{}, Outages: s.outageN.Load(),
-		Requests: l.sent.Load(), Dups: l.dups.Load(), Resends: l.resends.Load(), Async: l.async.Load()}
-	for kind, n := range s.kills {
-		sum.Kills[kind] = n.Load()
-	}
-	sum.ReceiverKills, sum.ReceiverOutages = s.kills["receiver"].Load(), s.receiverDown.Load()
-	sum.Injected = Injected{Contradictions: inj.contradictions.Load(), Unknown: inj.unknown.Load(), Refused: inj.refused.Load(), Wrong: inj.wrong}
-	sum.Tarpit = s.tarpit.stats()
+	sum := s.summary(runName, time.Since(quiesceStart), quiet, l, inj)
 	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, cfg.Profile.DeliveryBound, s.downWindows(), sum); err != nil {
 		return nil, err
 	}
@@ -230,6 +196,68 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		drop()
 	}
 	return sum, nil
+}
+
+// freshDatabase creates the run's database, migrated and seeded by the API's
+// own commands, with the tarpit's tenant, and returns its URL, what drops it
+// and a pool on it.
+func freshDatabase(ctx context.Context, cfg Config, runName string, out io.Writer) (string, func(), *pgxpool.Pool, error) {
+	dbURL, drop, err := database.CreateFresh(ctx, cfg.DatabaseURL, runName)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	fmt.Fprintf(out, "chaos: profile %s, seed %d, database %s, logs in %s\n", cfg.Profile.Name, cfg.Seed, runName, cfg.Logs)
+	for _, args := range [][]string{{"migrate"}, {"seed"}} {
+		cmd := exec.CommandContext(ctx, filepath.Join(cfg.Bin, "api"), args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "APP_ENV=development")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", nil, nil, fmt.Errorf("api %s: %w\n%s", args[0], err, b)
+		}
+	}
+	pool, err := database.Connect(ctx, dbURL, 0)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if err := createTarpitTenant(ctx, pool); err != nil {
+		pool.Close()
+		return "", nil, nil, err
+	}
+	return dbURL, drop, pool, nil
+}
+
+// underLoad sends the load for the profile's Load, and does to the stack
+// meanwhile all the profile asks: kills, outages, injected webhooks.
+func (s *stack) underLoad(ctx context.Context, l *load, inj *injector, bouncer *pgbouncer.Bouncer, out io.Writer, started time.Time) {
+	loadCtx, stopLoad := context.WithTimeout(ctx, s.cfg.Profile.Load)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.kill(loadCtx) })
+	if bouncer != nil {
+		wg.Go(func() { s.killPooler(loadCtx, bouncer) })
+	}
+	wg.Go(func() { s.outages(loadCtx) })
+	wg.Go(func() { inj.run(loadCtx) })
+	wg.Go(func() { s.receiverOutage(loadCtx) })
+	wg.Go(func() { l.tarpitPayments(loadCtx, s.cfg.Profile.TarpitEvery) })
+	wg.Go(func() { progress(loadCtx, out, started, s.cfg.Profile.Load, l, s) })
+	l.run(loadCtx, s.cfg.Profile.Clients)
+	wg.Wait()
+}
+
+// summary is what the run did, before its checks: the load sent, the
+// kills and outages, the webhooks injected, the tarpit's attempts.
+func (s *stack) summary(runName string, quiesce time.Duration, quiet bool, l *load, inj *injector) *Summary {
+	cfg := s.cfg
+	sum := &Summary{Profile: cfg.Profile.Name, Seed: cfg.Seed, Logs: cfg.Logs, Database: runName, Load: cfg.Profile.Load,
+		Quiesce: quiesce, Quiet: quiet, Kills: map[string]int64{}, Outages: s.outageN.Load(),
+		Requests: l.sent.Load(), Dups: l.dups.Load(), Resends: l.resends.Load(), Async: l.async.Load()}
+	for kind, n := range s.kills {
+		sum.Kills[kind] = n.Load()
+	}
+	sum.ReceiverKills, sum.ReceiverOutages = s.kills["receiver"].Load(), s.receiverDown.Load()
+	sum.Injected = Injected{Contradictions: inj.contradictions.Load(), Unknown: inj.unknown.Load(), Refused: inj.refused.Load(), Wrong: inj.wrong}
+	sum.Tarpit = s.tarpit.stats()
+	return sum
 }
 
 // startStack starts the processor, two APIs and two workers; the APIs and
@@ -331,41 +359,27 @@ func startPooler(cfg Config, dbURL string) (*pgbouncer.Bouncer, []string, error)
 // connection through it mid-transaction or not, and starts it again a
 // second later, until ctx ends.
 func (s *stack) killPooler(ctx context.Context, b *pgbouncer.Bouncer) {
-	t := time.NewTicker(s.cfg.Profile.PoolerKillEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	database.Every(ctx, s.cfg.Profile.PoolerKillEvery, func() {
 		b.Kill()
 		s.kills["pooler"].Add(1)
 		sleep(ctx, time.Second)
 		if err := b.Restart(); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos: restart the pooler: %v\n", err)
 		}
-	}
+	})
 }
 
 // kill SIGKILLs a random process every KillEvery and restarts it, until ctx
 // ends. The processor is left alone while it is cut off.
 func (s *stack) kill(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Profile.KillEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	database.Every(ctx, s.cfg.Profile.KillEvery, func() {
 		p := s.procs[s.rng.IntN(len(s.procs))]
 		if !p.turn.TryLock() {
-			continue // down on purpose already (an outage)
+			return // down on purpose already (an outage)
 		}
 		s.restart(ctx, p)
 		p.turn.Unlock()
-	}
+	})
 }
 
 // restart kills p and starts it again; the caller holds p.turn.
@@ -463,14 +477,7 @@ func (s *stack) stopAll() {
 
 // progress prints a line every five seconds while the load runs.
 func progress(ctx context.Context, out io.Writer, started time.Time, total time.Duration, l *load, s *stack) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	database.Every(ctx, 5*time.Second, func() {
 		outage := ""
 		if s.outage.Load() {
 			outage = " | PROCESSOR CUT OFF"
@@ -478,5 +485,5 @@ func progress(ctx context.Context, out io.Writer, started time.Time, total time.
 		fmt.Fprintf(out, "chaos %s/%s: %d operations, %d requests (%d duplicate sends, %d refunds) | kills: api %d, worker %d, processor %d%s\n",
 			time.Since(started).Round(time.Second), total, len(l.all()), l.sent.Load(), l.dups.Load(), l.refunds.Load(),
 			s.kills["api"].Load(), s.kills["worker"].Load(), s.kills["processor"].Load(), outage)
-	}
+	})
 }

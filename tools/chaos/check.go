@@ -181,6 +181,21 @@ func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, r
 			sum.Payments++
 		}
 	}
+	if err := tally(ctx, pool, sum); err != nil {
+		return err
+	}
+	for _, q := range sqlInvariants {
+		found, err := queryStrings(ctx, pool, q.sql)
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.name, err)
+		}
+		sum.Invariants = append(sum.Invariants, Invariant{Name: q.name, Violations: found})
+	}
+	return checkRun(ctx, pool, l, ops, outages, receiverSeen, bound, downs, sum)
+}
+
+// tally fills sum's counts of what the run left in the database.
+func tally(ctx context.Context, pool *pgxpool.Pool, sum *Summary) error {
 	counts := []struct {
 		sql  string
 		dest *int
@@ -194,60 +209,63 @@ func check(ctx context.Context, pool *pgxpool.Pool, l *load, outages []window, r
 		{`SELECT count(*) FROM processor.charges`, &sum.Charges},
 		{`SELECT count(*) FROM processor.refunds`, &sum.ProcessorRefunds},
 		{`SELECT count(*) FROM needs_review`, &sum.ReviewKept},
+		{`
+SELECT count(*) FROM webhook_delivery_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
+WHERE d.tenant_id <> '` + tarpitTenantID + `'`, &sum.DeliveryAttempts},
+		{`SELECT count(*) FROM events WHERE tenant_id = '` + tarpitTenantID + `'`, &sum.Tarpit.Events},
 	}
 	for _, c := range counts {
 		if err := pool.QueryRow(ctx, c.sql).Scan(c.dest); err != nil {
 			return fmt.Errorf("count: %w", err)
 		}
 	}
-	var err error
-	if sum.SettledBy, err = countBy(ctx, pool, `
+	// Queries of (name, count) rows.
+	by := []struct {
+		sql  string
+		dest *map[string]int
+	}{
+		{`
 SELECT settled_by, count(*) FROM (SELECT settled_by FROM payments UNION ALL SELECT settled_by FROM refunds) o
-WHERE settled_by IS NOT NULL GROUP BY settled_by`); err != nil {
-		return err
-	}
-	if sum.Deliveries, err = countBy(ctx, pool, `SELECT status, count(*) FROM webhook_deliveries WHERE tenant_id <> '`+tarpitTenantID+`' GROUP BY status`); err != nil {
-		return err
-	}
-	if err := pool.QueryRow(ctx, `
-SELECT count(*) FROM webhook_delivery_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id
-WHERE d.tenant_id <> '`+tarpitTenantID+`'`).Scan(&sum.DeliveryAttempts); err != nil {
-		return fmt.Errorf("count: %w", err)
-	}
-	if sum.Tarpit.Deliveries, err = countBy(ctx, pool, `SELECT status, count(*) FROM webhook_deliveries WHERE tenant_id = '`+tarpitTenantID+`' GROUP BY status`); err != nil {
-		return err
-	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE tenant_id = '`+tarpitTenantID+`'`).Scan(&sum.Tarpit.Events); err != nil {
-		return fmt.Errorf("count: %w", err)
-	}
-	if sum.Webhooks, err = countBy(ctx, pool, `
+WHERE settled_by IS NOT NULL GROUP BY settled_by`, &sum.SettledBy},
+		{`SELECT status, count(*) FROM webhook_deliveries WHERE tenant_id <> '` + tarpitTenantID + `' GROUP BY status`, &sum.Deliveries},
+		{`SELECT status, count(*) FROM webhook_deliveries WHERE tenant_id = '` + tarpitTenantID + `' GROUP BY status`, &sum.Tarpit.Deliveries},
+		{`
 SELECT state, count(*) FROM processor.webhook_events GROUP BY state
 UNION ALL
-SELECT result, count(*) FROM processor_events WHERE result IN ('settled', 'agreed') GROUP BY result`); err != nil {
-		return err
+SELECT result, count(*) FROM processor_events WHERE result IN ('settled', 'agreed') GROUP BY result`, &sum.Webhooks},
 	}
+	for _, c := range by {
+		counts, err := countBy(ctx, pool, c.sql)
+		if err != nil {
+			return err
+		}
+		*c.dest = counts
+	}
+	return nil
+}
 
-	// Each query lists what violates its invariant, one text a row.
-	queries := []struct{ name, sql string }{
-		{"one successful charge per succeeded payment", `
+// sqlInvariants are the invariants a query checks: each lists what violates
+// its invariant, one text a row.
+var sqlInvariants = []struct{ name, sql string }{
+	{"one successful charge per succeeded payment", `
 SELECT p.id || ': ' || count(c.id) || ' successful charges, recorded ' || coalesce(p.processor_charge_id, 'none')
 FROM payments p LEFT JOIN processor.charges c ON c.payment_id = p.id AND c.status = 'succeeded'
 WHERE p.status = 'succeeded'
 GROUP BY p.id HAVING count(c.id) <> 1 OR bool_or(c.id IS DISTINCT FROM p.processor_charge_id)`},
-		{"no money taken for a failed payment", `
+	{"no money taken for a failed payment", `
 SELECT p.id || ' failed (' || coalesce(p.failure_code, '') || ') but charge ' || c.id || ' succeeded'
 FROM payments p JOIN processor.charges c ON c.payment_id = p.id AND c.status = 'succeeded'
 WHERE p.status = 'failed'`},
-		{"one processor operation per downstream key", `
+	{"one processor operation per downstream key", `
 SELECT idempotency_key || ': ' || count(*) || ' charges' FROM processor.charges GROUP BY idempotency_key HAVING count(*) > 1
 UNION ALL
 SELECT idempotency_key || ': ' || count(*) || ' refunds' FROM processor.refunds GROUP BY idempotency_key HAVING count(*) > 1`},
-		{"nothing left unfinished", `
+	{"nothing left unfinished", `
 SELECT 'key ' || key || ' at ' || recovery_point FROM idempotency_keys WHERE recovery_point NOT IN ('finished', 'expired')
 UNION ALL SELECT 'payment ' || id || ' processing' FROM payments WHERE status = 'processing'
 UNION ALL SELECT 'refund ' || id || ' processing' FROM refunds WHERE status = 'processing'
 UNION ALL SELECT resource_type || ' ' || resource_id || ' still marked for reconciliation' FROM reconciliations`},
-		{"refunds within their payment, agreed by the processor", `
+	{"refunds within their payment, agreed by the processor", `
 SELECT p.id || ': amount ' || p.amount || ', amount_refunded ' || p.amount_refunded || ', refunds succeeded '
 	|| coalesce(r.total, 0) || ', processor refunded ' || coalesce(c.amount_refunded, 0)
 FROM payments p
@@ -255,13 +273,13 @@ LEFT JOIN (SELECT payment_id, sum(amount) AS total FROM refunds WHERE status = '
 LEFT JOIN processor.charges c ON c.id = p.processor_charge_id
 WHERE p.amount_refunded > p.amount OR p.amount_refunded <> coalesce(r.total, 0)
 	OR p.amount_refunded <> coalesce(c.amount_refunded, 0)`},
-		{"a succeeded refund is one processor refund, a failed one none", `
+	{"a succeeded refund is one processor refund, a failed one none", `
 SELECT r.id || ' ' || r.status || ': ' || count(pr.id) || ' processor refunds'
 FROM refunds r LEFT JOIN processor.refunds pr ON pr.idempotency_key = 'refund_' || r.id
 GROUP BY r.id, r.status, r.processor_refund_id
 HAVING (r.status = 'succeeded' AND (count(pr.id) <> 1 OR bool_or(pr.id IS DISTINCT FROM r.processor_refund_id)))
 	OR (r.status = 'failed' AND count(pr.id) <> 0)`},
-		{"every operation settled once, by one path", `
+	{"every operation settled once, by one path", `
 SELECT 'payment ' || id || ' ' || status || ', settled by no path' FROM payments WHERE status <> 'processing' AND settled_by IS NULL
 UNION ALL
 SELECT 'refund ' || id || ' ' || status || ', settled by no path' FROM refunds WHERE status <> 'processing' AND settled_by IS NULL
@@ -273,7 +291,7 @@ SELECT o.kind || ' ' || o.id || ' settled by ' || coalesce(o.settled_by, 'none')
 FROM (SELECT 'payment' AS kind, id, settled_by FROM payments UNION ALL SELECT 'refund', id, settled_by FROM refunds) o
 WHERE (o.settled_by = 'webhook') <> EXISTS (
 	SELECT 1 FROM processor_events e WHERE e.resource_id = o.id AND e.result = 'settled')`},
-		{"no processor event contradicts a recorded outcome, except the injected", `
+	{"no processor event contradicts a recorded outcome, except the injected", `
 SELECT e.id || ': ' || e.result FROM processor_events e
 WHERE e.result IN ('contradiction', 'unknown_operation') AND e.id NOT LIKE '` + injectedPrefix + `%'
 UNION ALL
@@ -287,17 +305,17 @@ JOIN (SELECT id, status, processor_charge_id AS processor_id FROM payments
 	UNION ALL SELECT id, status, processor_refund_id FROM refunds) o ON o.id = e.resource_id
 WHERE e.result IN ('settled', 'agreed')
 	AND (e.succeeded <> (o.status = 'succeeded') OR e.processor_object_id IS DISTINCT FROM o.processor_id)`},
-		// An attempt is recorded after its POST, in a transaction whose now()
-		// is after the POST's end: created_at less the POST's duration is no
-		// earlier than its start, so attempts one after another never overlap
-		// here, and two that do were in flight together.
-		{"no delivery attempted twice at once", `
+	// An attempt is recorded after its POST, in a transaction whose now()
+	// is after the POST's end: created_at less the POST's duration is no
+	// earlier than its start, so attempts one after another never overlap
+	// here, and two that do were in flight together.
+	{"no delivery attempted twice at once", `
 SELECT 'delivery ' || a.delivery_id || ': attempts ' || a.attempt || ' and ' || b.attempt || ' in flight together'
 FROM webhook_delivery_attempts a
 JOIN webhook_delivery_attempts b ON b.delivery_id = a.delivery_id AND b.id > a.id
 WHERE b.created_at - make_interval(secs => b.duration_ms / 1000.0) < a.created_at
 	AND a.created_at - make_interval(secs => a.duration_ms / 1000.0) < b.created_at`},
-		{"every accepted key is exactly one resource", `
+	{"every accepted key is exactly one resource", `
 SELECT k.tenant_id || '/' || k.key || ' created ' || coalesce(k.resource_type || ' ' || k.resource_id, 'nothing')
 FROM idempotency_keys k
 WHERE k.resource_id IS NOT NULL AND NOT EXISTS (
@@ -308,19 +326,12 @@ UNION ALL
 SELECT 'payment ' || id || ' has no key' FROM payments WHERE idempotency_key_id IS NULL
 UNION ALL
 SELECT 'refund ' || id || ' has no key' FROM refunds WHERE idempotency_key_id IS NULL`},
-	}
-	for _, q := range queries {
-		rows, err := pool.Query(ctx, q.sql)
-		if err != nil {
-			return fmt.Errorf("%s: %w", q.name, err)
-		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("%s: %w", q.name, err)
-		}
-		sum.Invariants = append(sum.Invariants, Invariant{Name: q.name, Violations: found})
-	}
+}
 
+// checkRun checks the invariants that need what the run itself saw: the
+// operations it sent and their answers, the receiver's record, the kills
+// and outages.
+func checkRun(ctx context.Context, pool *pgxpool.Pool, l *load, ops []*op, outages []window, receiverSeen string, bound time.Duration, downs []down, sum *Summary) error {
 	asked, err := checkAsked(ctx, pool, ops)
 	if err != nil {
 		return err
@@ -364,6 +375,15 @@ SELECT 'refund ' || id || ' has no key' FROM refunds WHERE idempotency_key_id IS
 	l.rec.mu.Unlock()
 	sum.Invariants = append(sum.Invariants, Invariant{Name: "no 500, no 404 or 422 for a correct client", Violations: server})
 	return nil
+}
+
+// queryStrings runs a query of one text column and returns its rows.
+func queryStrings(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) ([]string, error) {
+	rows, err := pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // countBy runs a query of (name, count) rows into a map.

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -90,15 +89,11 @@ func (s *stack) receiverOutage(ctx context.Context) {
 // record of the events it verified and processed must hold each event
 // exactly once, and only events the database has.
 func checkMerchantWebhooks(ctx context.Context, pool *pgxpool.Pool, seenFile string) ([]string, error) {
-	rows, err := pool.Query(ctx, `
+	bad, err := queryStrings(ctx, pool, `
 SELECT e.id || ': ' || count(d.id) || ' deliveries, ' || count(d.id) FILTER (WHERE d.status = 'delivered') || ' delivered'
 FROM events e LEFT JOIN webhook_deliveries d ON d.event_id = e.id
 WHERE e.tenant_id <> $1
 GROUP BY e.id HAVING count(d.id) <> 1 OR count(d.id) FILTER (WHERE d.status = 'delivered') <> 1`, tarpitTenantID)
-	if err != nil {
-		return nil, err
-	}
-	bad, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +112,7 @@ GROUP BY e.id HAVING count(d.id) <> 1 OR count(d.id) FILTER (WHERE d.status = 'd
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = pool.Query(ctx, `SELECT id FROM events WHERE tenant_id <> $1`, tarpitTenantID)
-	if err != nil {
-		return nil, err
-	}
-	events, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	events, err := queryStrings(ctx, pool, `SELECT id FROM events WHERE tenant_id <> $1`, tarpitTenantID)
 	if err != nil {
 		return nil, err
 	}

@@ -250,8 +250,8 @@ func receiverShadow(down time.Duration) time.Duration { return 2*down + 5*time.S
 //     The job's worker is not recorded; its kill is taken to be the first
 //     after the job's last sign of life before the rescue (the event's
 //     creation, an attempt logged, an earlier rescue), which is when it
-//     was stuck at the latest; the latest kill before the rescue, which
-//     this check once took, is often the other worker's;
+//     was stuck at the latest (the latest kill before the rescue is often
+//     the other worker's);
 //   - its endpoint short of a place a killed worker held mid-attempt (an
 //     attempt counted but never recorded), from the kill until the place
 //     was taken back by its delivery's next attempt or stopped counting
@@ -265,36 +265,56 @@ func receiverShadow(down time.Duration) time.Duration { return 2*down + 5*time.S
 //
 // The tarpit must have been sent attempts, or the check says nothing.
 func checkFairDelivery(ctx context.Context, pool *pgxpool.Pool, bound time.Duration, downs []down, tp Tarpit) ([]string, Latency, error) {
-	var kills []time.Time
+	var ks kills
 	var common []window // the receiver's, for every event
 	for _, d := range downs {
 		if d.worker {
-			kills = append(kills, d.from)
+			ks = append(ks, d.from)
 		} else {
 			common = append(common, window{d.from, d.to.Add(receiverShadow(d.to.Sub(d.from)))})
 		}
 	}
-	slices.SortFunc(kills, time.Time.Compare)
-	// lastKill is the latest worker kill in (after, before), firstKill the
-	// earliest.
-	lastKill := func(after, before time.Time) (time.Time, bool) {
-		for i := len(kills) - 1; i >= 0; i-- {
-			if kills[i].Before(before) && kills[i].After(after) {
-				return kills[i], true
-			}
-		}
-		return time.Time{}, false
+	slices.SortFunc(ks, time.Time.Compare)
+	short, err := shortPlaces(ctx, pool, ks)
+	if err != nil {
+		return nil, Latency{}, err
 	}
-	firstKill := func(after, before time.Time) (time.Time, bool) {
-		for _, k := range kills {
-			if k.Before(before) && k.After(after) {
-				return k, true
-			}
-		}
-		return time.Time{}, false
+	bad, lat, err := deliveryWaits(ctx, pool, bound, ks, common, short)
+	if err != nil {
+		return nil, Latency{}, err
 	}
+	if tp.Held+tp.Cut == 0 {
+		bad = append(bad, "the tarpit was sent no attempt: the check would be vacuous")
+	}
+	return bad, lat, nil
+}
 
-	// Places left by killed workers, by endpoint.
+// kills are the times workers were killed, in order.
+type kills []time.Time
+
+// last is the latest kill in (after, before).
+func (ks kills) last(after, before time.Time) (time.Time, bool) {
+	for i := len(ks) - 1; i >= 0; i-- {
+		if ks[i].Before(before) && ks[i].After(after) {
+			return ks[i], true
+		}
+	}
+	return time.Time{}, false
+}
+
+// first is the earliest kill in (after, before).
+func (ks kills) first(after, before time.Time) (time.Time, bool) {
+	for _, k := range ks {
+		if k.Before(before) && k.After(after) {
+			return k, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// shortPlaces are the windows in which an endpoint was short of a place a
+// killed worker held mid-attempt, by endpoint (checkFairDelivery).
+func shortPlaces(ctx context.Context, pool *pgxpool.Pool, ks kills) (map[string][]window, error) {
 	short := map[string][]window{}
 	rows, err := pool.Query(ctx, `
 SELECT d.endpoint_id, d.attempts, coalesce(array_agg(a.attempt ORDER BY a.attempt) FILTER (WHERE a.id IS NOT NULL), '{}'),
@@ -303,7 +323,7 @@ FROM webhook_deliveries d LEFT JOIN webhook_delivery_attempts a ON a.delivery_id
 WHERE d.tenant_id <> $1
 GROUP BY d.id, d.endpoint_id, d.attempts HAVING d.attempts > count(a.id)`, tarpitTenantID)
 	if err != nil {
-		return nil, Latency{}, err
+		return nil, err
 	}
 	var (
 		endpoint string
@@ -326,7 +346,7 @@ GROUP BY d.id, d.endpoint_id, d.attempts HAVING d.attempts > count(a.id)`, tarpi
 					next = times[i]
 				}
 			}
-			if k, ok := lastKill(prev, next); ok {
+			if k, ok := ks.last(prev, next); ok {
 				// And as long again for the backlog of the time short to
 				// drain: the endpoint, at two places, is far from idle.
 				end := minTime(k.Add(deadSlot), next)
@@ -335,11 +355,14 @@ GROUP BY d.id, d.endpoint_id, d.attempts HAVING d.attempts > count(a.id)`, tarpi
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, Latency{}, err
-	}
+	return short, err
+}
 
-	rows, err = pool.Query(ctx, `
+// deliveryWaits lists the events of the tenants other than the tarpit not
+// delivered within bound, less their time in the shadow of what the run did
+// (checkFairDelivery), and measures their waits.
+func deliveryWaits(ctx context.Context, pool *pgxpool.Pool, bound time.Duration, ks kills, common []window, short map[string][]window) ([]string, Latency, error) {
+	rows, err := pool.Query(ctx, `
 WITH failed AS (
 	SELECT delivery_id, array_agg(created_at ORDER BY attempt) AS at, array_agg(next_retry_at ORDER BY attempt) AS due
 	FROM webhook_delivery_attempts
@@ -388,7 +411,7 @@ GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f
 					alive = at
 				}
 			}
-			if k, ok := firstKill(alive, r); ok {
+			if k, ok := ks.first(alive, r); ok {
 				shadows = append(shadows, window{k, r.Add(time.Second)}) // and River's retry after the rescue
 			}
 		}
@@ -412,9 +435,6 @@ GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f
 	}
 	lat.Events, lat.Bound = len(waits), bound
 	lat.P50, lat.P99, lat.Max, lat.MaxNet = quantile(waits, 0.5), quantile(waits, 0.99), quantile(waits, 1), quantile(nets, 1)
-	if tp.Held+tp.Cut == 0 {
-		bad = append(bad, "the tarpit was sent no attempt: the check would be vacuous")
-	}
 	return bad, lat, nil
 }
 

@@ -1,12 +1,14 @@
-// Package receiver is a webhook endpoint as a merchant would write one, to
-// copy: it verifies each delivery's Standard Webhooks signature, records the
-// event id durably before it processes the event, so that the sender's
-// retries and duplicates are processed once, and processes an event by
-// printing it. It needs no database: the ids it has seen are kept in a file.
+// Package demoreceiver is a webhook endpoint as a merchant would write one,
+// to copy: it verifies each delivery's Standard Webhooks signature, with the
+// standard-webhooks Go library, records the event id durably before it
+// processes the event, so that the sender's retries and duplicates are
+// processed once, and processes an event by printing it. It needs no
+// database: the ids it has seen are kept in a file. It imports nothing of
+// the payments service (TestImports): its program, tools/cmd/demoreceiver,
+// reads the configuration, logs with log/slog and serves.
 package demoreceiver
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,9 +23,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/example/payments/internal/process"
-	"github.com/example/payments/internal/tracing"
-	"github.com/example/payments/internal/webhook"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
 
 // MaxBodyBytes is the largest delivery accepted; a larger one is answered
@@ -33,36 +33,61 @@ const MaxBodyBytes = 256 << 10
 // maxIDLength bounds a webhook-id, which is written to the dedupe file.
 const maxIDLength = 255
 
-// Config is the configuration of the receiver program.
+// Config is the configuration of the receiver. Its program,
+// tools/cmd/demoreceiver, reads it from the environment variables named
+// here.
 type Config struct {
-	LogFormat string `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
-	LogLevel  string `envconfig:"LOG_LEVEL" default:"info" desc:"the least severe records written: debug, info, warn or error"`
-	Addr      string `envconfig:"RECEIVER_ADDR" default:":9092" desc:"address to listen on"`
-	Path      string `envconfig:"RECEIVER_PATH" default:"/webhooks" desc:"the path webhooks are POSTed to"`
-	// Secret prints as the number of secrets it holds, never them.
-	Secret     webhook.Secrets `envconfig:"RECEIVER_SECRET" required:"true" desc:"whsec_ secrets, comma-separated; a delivery signed with any of them is genuine (list the old and the new while rotating)"`
-	DedupeFile string          `envconfig:"RECEIVER_DEDUPE_FILE" default:"receiver-seen.log" desc:"file of the event ids already processed, one a line; keep it across restarts"`
-	FailFirst  int             `envconfig:"RECEIVER_FAIL_FIRST" default:"0" desc:"chaos: answer 500 to the first N deliveries of each event id, to exercise the sender's retries (counted in RECEIVER_DEDUPE_FILE.failfirst, across restarts)"`
-	Delay      time.Duration   `envconfig:"RECEIVER_DELAY" default:"0s" desc:"chaos: answer each delivery after a random wait of up to this"`
-	// OTel is read by the program's main, which sets tracing up; each
-	// delivery is then a span in the trace of the event's settling, whose
-	// traceparent the sender sends.
-	tracing.OTel
+	// LogFormat (LOG_FORMAT) is json or text; the program logs so, and New
+	// refuses anything else.
+	LogFormat string
+	// LogLevel (LOG_LEVEL) is the least severe level logged: debug, info,
+	// warn or error; empty is info.
+	LogLevel string
+	// Addr (RECEIVER_ADDR) is where the program listens.
+	Addr string
+	// Path (RECEIVER_PATH) is the path deliveries are POSTed to.
+	Path string
+	// Secret (RECEIVER_SECRET) verifies each delivery: the endpoint's
+	// Secrets (ParseSecrets), the old and the new while one rotates.
+	// Printed, it shows how many it holds, never them.
+	Secret Verifier
+	// DedupeFile (RECEIVER_DEDUPE_FILE) is the file of the event ids
+	// already processed, one a line; keep it across restarts.
+	DedupeFile string
+	// FailFirst (RECEIVER_FAIL_FIRST), for chaos: the first N deliveries of
+	// each event id are answered 500, to exercise the sender's retries
+	// (counted in DedupeFile+".failfirst", across restarts).
+	FailFirst int
+	// Delay (RECEIVER_DELAY), for chaos: each delivery is answered after a
+	// random wait of up to this.
+	Delay time.Duration
 }
 
-// Logging is how the receiver logs, as every program does; an empty level
-// is the default, info.
-func (c Config) Logging() process.Logging {
-	return process.Logging{LogFormat: c.LogFormat, LogLevel: cmp.Or(c.LogLevel, "info")}
+// Verifier checks a delivery's signature and timestamp. Secrets is the one
+// the program uses; it is an interface so that a test may verify with the
+// sender's own implementation instead.
+type Verifier interface {
+	// Verify returns the webhook-id of a genuine delivery of body with
+	// headers h, received at now. A genuine delivery whose timestamp is
+	// too far from now is an error wrapping ErrStale; any other error is
+	// answered as an invalid signature.
+	Verify(body []byte, h http.Header, now time.Time) (id string, err error)
+}
+
+// logLevels are the values of LogLevel.
+var logLevels = map[string]slog.Level{
+	"": slog.LevelInfo, "debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
 }
 
 // Validate checks the settings New cannot work without.
 func (c Config) Validate() error {
-	if err := c.Logging().Validate(); err != nil {
-		return err
-	}
+	_, knownLevel := logLevels[c.LogLevel]
 	switch {
-	case c.Secret.Empty():
+	case c.LogFormat != "json" && c.LogFormat != "text":
+		return fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
+	case !knownLevel:
+		return fmt.Errorf("LOG_LEVEL (%q) must be debug, info, warn or error", c.LogLevel)
+	case noSecret(c.Secret):
 		return errors.New("RECEIVER_SECRET holds no secret")
 	case !strings.HasPrefix(c.Path, "/"):
 		return fmt.Errorf("RECEIVER_PATH (%q) must start with /", c.Path)
@@ -73,7 +98,48 @@ func (c Config) Validate() error {
 	case c.Delay < 0:
 		return fmt.Errorf("RECEIVER_DELAY (%s) is negative", c.Delay)
 	}
-	return c.OTel.Validate()
+	return nil
+}
+
+// noSecret reports whether v can verify nothing.
+func noSecret(v Verifier) bool {
+	if v == nil {
+		return true
+	}
+	e, ok := v.(interface{ Empty() bool })
+	return ok && e.Empty()
+}
+
+// Logger is a log/slog logger writing to w as LogFormat and LogLevel say:
+// JSON for machines, or text, one readable line a record, for a person at
+// a terminal.
+func (c Config) Logger(w io.Writer) (*slog.Logger, error) {
+	level, ok := logLevels[c.LogLevel]
+	if !ok {
+		return nil, fmt.Errorf("LOG_LEVEL (%q) must be debug, info, warn or error", c.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("LOG_FORMAT (%q) must be json or text", c.LogFormat)
+}
+
+// log logs c, the secrets masked.
+func (c Config) log(logger *slog.Logger) {
+	secret := "none"
+	switch s := c.Secret.(type) {
+	case nil:
+	case fmt.Stringer:
+		secret = s.String()
+	default:
+		secret = fmt.Sprintf("(%T)", s)
+	}
+	logger.Info("configuration", "LogFormat", c.LogFormat, "LogLevel", c.LogLevel, "Addr", c.Addr, "Path", c.Path,
+		"Secret", secret, "DedupeFile", c.DedupeFile, "FailFirst", c.FailFirst, "Delay", c.Delay.String())
 }
 
 // Receiver is the webhook endpoint, an http.Handler serving POST on the
@@ -107,7 +173,7 @@ func New(cfg Config, logger *slog.Logger, stdout io.Writer) (*Receiver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
-	process.LogConfig(logger, cfg)
+	cfg.log(logger)
 	seen, err := openSeenLog(cfg.DedupeFile)
 	if err != nil {
 		return nil, err
@@ -209,7 +275,7 @@ func (rc *Receiver) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := rc.cfg.Secret.Verify(body, r.Header, time.Now())
-	if errors.Is(err, webhook.ErrStale) {
+	if errors.Is(err, ErrStale) {
 		rc.refuse(w, r, http.StatusBadRequest, "timestamp too old or too new", err)
 		return
 	}
@@ -280,7 +346,7 @@ func (rc *Receiver) process(ctx context.Context, ev event) {
 
 // refuse answers a delivery that was not taken, and logs why.
 func (rc *Receiver) refuse(w http.ResponseWriter, r *http.Request, status int, reason string, err error) {
-	rc.logger.WarnContext(r.Context(), "delivery refused", "status", status, "reason", reason, "webhook_id", r.Header.Get(webhook.HeaderID), "err", err)
+	rc.logger.WarnContext(r.Context(), "delivery refused", "status", status, "reason", reason, "webhook_id", r.Header.Get(standardwebhooks.HeaderWebhookID), "err", err)
 	writeJSON(w, status, errorBody{Error: reason})
 }
 

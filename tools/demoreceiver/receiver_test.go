@@ -29,14 +29,26 @@ type env struct {
 	logs *testio.Buffer
 }
 
+// testSecrets verify as the program does (demoreceiver.Secrets), and sign
+// with the service's own signer (internal/webhook), so that every delivery
+// in these tests is one the real sender would make.
+type testSecrets struct {
+	demoreceiver.Secrets
+	signer webhook.Secrets
+}
+
 // secrets parses s, a comma-separated list of secrets.
-func secrets(t *testing.T, s string) webhook.Secrets {
+func secrets(t *testing.T, s string) testSecrets {
 	t.Helper()
-	parsed, err := webhook.ParseSecrets(s)
+	verifier, err := demoreceiver.ParseSecrets(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parsed
+	signer, err := webhook.ParseSecrets(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testSecrets{Secrets: verifier, signer: signer}
 }
 
 // testConfig holds secret and a dedupe file of the test's own.
@@ -82,11 +94,12 @@ func eventBody(id string) []byte {
 		`"created_at":"2025-01-01T00:00:00Z"}`, id, id)
 }
 
-// signed is a delivery of body as the webhook id, signed with s at at.
-func signed(t *testing.T, s webhook.Secrets, id string, at time.Time, body []byte) http.Header {
+// signed is a delivery of body as the webhook id, signed with s (made by
+// secrets) at at.
+func signed(t *testing.T, s demoreceiver.Verifier, id string, at time.Time, body []byte) http.Header {
 	t.Helper()
 	h := http.Header{"Content-Type": {"application/json"}}
-	if err := s.Sign(h, id, at, body); err != nil {
+	if err := s.(testSecrets).signer.Sign(h, id, at, body); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -181,6 +194,9 @@ func TestRefused(t *testing.T) {
 	}{
 		{"Forged", signed(t, other, "evt_x", now, body), body, "invalid signature"},
 		{"Stale", signed(t, e.cfg.Secret, "evt_x", now.Add(-6*time.Minute), body), body, "timestamp too old or too new"},
+		{"FromTheFuture", signed(t, e.cfg.Secret, "evt_x", now.Add(6*time.Minute), body), body, "timestamp too old or too new"},
+		// Stale is only ever said of a genuine delivery.
+		{"ForgedStale", signed(t, other, "evt_x", now.Add(-6*time.Minute), body), body, "invalid signature"},
 		{"BodyChanged", signed(t, e.cfg.Secret, "evt_x", now, body), bytes.Replace(body, []byte("1000"), []byte("9000"), 1), "invalid signature"},
 		{"NoHeaders", http.Header{"Content-Type": {"application/json"}}, body, "invalid signature"},
 		{"NoSignature", func() http.Header {
@@ -342,10 +358,12 @@ func TestConfig(t *testing.T) {
 		change func(*demoreceiver.Config)
 		want   string
 	}{
-		{"NoSecret", func(c *demoreceiver.Config) { c.Secret = webhook.Secrets{} }, "RECEIVER_SECRET"},
+		{"NoSecret", func(c *demoreceiver.Config) { c.Secret = demoreceiver.Secrets{} }, "RECEIVER_SECRET"},
+		{"NilSecret", func(c *demoreceiver.Config) { c.Secret = nil }, "RECEIVER_SECRET"},
 		{"Path", func(c *demoreceiver.Config) { c.Path = "webhooks" }, "RECEIVER_PATH"},
 		{"FailFirst", func(c *demoreceiver.Config) { c.FailFirst = -1 }, "RECEIVER_FAIL_FIRST"},
 		{"LogFormat", func(c *demoreceiver.Config) { c.LogFormat = "xml" }, "LOG_FORMAT"},
+		{"LogLevel", func(c *demoreceiver.Config) { c.LogLevel = "loud" }, "LOG_LEVEL"},
 		{"DedupeFileIsADirectory", func(c *demoreceiver.Config) { c.DedupeFile = t.TempDir() }, "dedupe file"},
 	} {
 		cfg := testConfig(t, secret)

@@ -121,7 +121,7 @@ func (s *Server) createCharge(_ context.Context, tx *database.Tx, key string, p 
 // handleGetCharge is GET /v1/charges/{id}.
 func (s *Server) handleGetCharge(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	c, err := getCharge(r.Context(), s.pool, id)
+	c, err := getCharge(r.Context(), s.pool, getChargeSQL, id)
 	switch {
 	case errors.Is(err, errNotFound):
 		writeError(w, http.StatusNotFound, invalid("resource_missing", "No such charge: '"+id+"'."))
@@ -144,8 +144,8 @@ var charges = object{
 	failureCodes: []string{declines[pmDeclined].code, declines[pmInsufficient].code, invalidMethod.code},
 	routes: func(r chi.Router, s *Server) {
 		r.Post("/charges", handleCreate(s, "charged", s.createCharge))
-		r.Post("/charges/close", s.handleClose(closeKind{path: "/v1/charges/close", closure: chargeClosureOf}))
-		r.Get("/charges", s.handleListCharges)
+		r.Post("/charges/close", s.handleClose(closeOf("/v1/charges/close", "charge", chargeTable)))
+		r.Get("/charges", handleList(s, chargeTable))
 		r.Get("/charges/{id}", s.handleGetCharge)
 	},
 }
@@ -196,9 +196,18 @@ SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
 FROM processor.charges
 WHERE id = $1`
 
-// getCharge reads one charge, or returns errNotFound.
-func getCharge(ctx context.Context, db database.DBTX, id string) (charge, error) {
-	c, err := scanCharge(db.QueryRow(ctx, getChargeSQL, id))
+const getChargeForUpdateSQL = `
+SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at
+FROM processor.charges
+WHERE id = $1
+FOR UPDATE`
+
+// getCharge reads one charge with query, getChargeSQL, or
+// getChargeForUpdateSQL to lock it too, so that concurrent refunds of it are
+// serialised. It returns errNotFound when there is no such charge.
+func getCharge(ctx context.Context, db database.DBTX, query, id string) (charge, error) {
+	c, err := scanCharge(db.QueryRow(ctx, query, id))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return charge{}, errNotFound
@@ -208,69 +217,14 @@ func getCharge(ctx context.Context, db database.DBTX, id string) (charge, error)
 	return c, nil
 }
 
-const getChargeForUpdateSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE id = $1
-FOR UPDATE`
-
-// getChargeForUpdate reads and locks one charge, so that concurrent refunds
-// of it are serialised, or returns errNotFound.
-func getChargeForUpdate(ctx context.Context, db database.DBTX, id string) (charge, error) {
-	c, err := scanCharge(db.QueryRow(ctx, getChargeForUpdateSQL, id))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return charge{}, errNotFound
-	case err != nil:
-		return charge{}, fmt.Errorf("get charge for update: %w", err)
-	}
-	return c, nil
-}
-
-const newestChargeByKeySQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
-FROM processor.charges
-WHERE idempotency_key = $1
-ORDER BY created_at DESC, id DESC
-LIMIT 1`
-
-// newestChargeByKey reads the last charge made under an idempotency key, or
-// returns errNotFound.
-func newestChargeByKey(ctx context.Context, db database.DBTX, key string) (charge, error) {
-	c, err := scanCharge(db.QueryRow(ctx, newestChargeByKeySQL, key))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return charge{}, errNotFound
-	case err != nil:
-		return charge{}, fmt.Errorf("newest charge by key: %w", err)
-	}
-	return c, nil
-}
-
-// handleListCharges is GET /v1/charges?idempotency_key=K, ?payment_id=P or
-// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
-// is required.
-func (s *Server) handleListCharges(w http.ResponseWriter, r *http.Request) {
-	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key", "payment_id")
-	if apiErr != nil {
-		writeError(w, http.StatusBadRequest, *apiErr)
-		return
-	}
-	var (
-		l   = list[charge]{Object: "list"}
-		err error
-	)
-	switch lq.filter {
-	case "idempotency_key":
-		l.Data, err = listChargesByKey(r.Context(), s.pool, lq.value)
-	case "payment_id":
-		l.Data, err = listChargesByPayment(r.Context(), s.pool, lq.value)
-	default:
-		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, chargeCreatedAtSQL, pageChargesSQL, scanCharge, lq.page)
-	}
-	writeList(s, w, r, l, err)
+// chargeTable reads processor.charges, listed by idempotency_key,
+// payment_id or created_after.
+var chargeTable = table[charge]{
+	scan:         scanCharge,
+	byKeySQL:     listChargesByKeySQL,
+	filters:      []filter{{"payment_id", listChargesByPaymentSQL}},
+	createdAtSQL: chargeCreatedAtSQL,
+	pageSQL:      pageChargesSQL,
 }
 
 const chargeCreatedAtSQL = `SELECT created_at FROM processor.charges WHERE id = $1`
@@ -286,6 +240,8 @@ WHERE created_at > $1
 ORDER BY created_at, id
 LIMIT $4`
 
+// listChargesByKeySQL is the charges made under an idempotency key, oldest
+// first. There is at most one unless the key expired and was used again.
 const listChargesByKeySQL = `
 SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
     description, status, failure_code, failure_message, amount_refunded, created_at
@@ -293,50 +249,10 @@ FROM processor.charges
 WHERE idempotency_key = $1
 ORDER BY created_at, id`
 
-// listChargesByKey returns the charges made under an idempotency key, oldest
-// first. There is at most one unless the key expired and was used again.
-func listChargesByKey(ctx context.Context, db database.DBTX, key string) ([]charge, error) {
-	rows, err := db.Query(ctx, listChargesByKeySQL, key)
-	if err != nil {
-		return nil, fmt.Errorf("list charges by key: %w", err)
-	}
-	return collect(rows, scanCharge)
-}
-
+// listChargesByPaymentSQL is the charges referencing a payment, oldest first.
 const listChargesByPaymentSQL = `
 SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
     description, status, failure_code, failure_message, amount_refunded, created_at
 FROM processor.charges
 WHERE payment_id = $1
 ORDER BY created_at, id`
-
-// listChargesByPayment returns the charges referencing a payment, oldest first.
-func listChargesByPayment(ctx context.Context, db database.DBTX, paymentID string) ([]charge, error) {
-	rows, err := db.Query(ctx, listChargesByPaymentSQL, paymentID)
-	if err != nil {
-		return nil, fmt.Errorf("list charges by payment: %w", err)
-	}
-	return collect(rows, scanCharge)
-}
-
-// chargeClosure is the answer of POST /v1/charges/close. Charge is null when
-// nothing was, or ever will be, charged under the key.
-type chargeClosure struct {
-	Object         string  `json:"object"`
-	IdempotencyKey string  `json:"idempotency_key"`
-	Charge         *charge `json:"charge"`
-}
-
-// chargeClosureOf answers a charge close with the newest charge under key.
-func chargeClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
-	cl := chargeClosure{Object: "key_closure", IdempotencyKey: key}
-	c, err := newestChargeByKey(ctx, db, key)
-	switch {
-	case errors.Is(err, errNotFound):
-	case err != nil:
-		return nil, false, err
-	default:
-		cl.Charge = &c
-	}
-	return cl, cl.Charge != nil, nil
-}

@@ -71,9 +71,7 @@ func TestCreateCharge(t *testing.T) {
 			if status != tt.wantCharge || failure != tt.wantFailure {
 				t.Errorf("ledger = %s/%q, want %s/%q", status, failure, tt.wantCharge, tt.wantFailure)
 			}
-			if n := e.chargesUnder(key); n != 1 {
-				t.Errorf("charges under key = %d, want 1", n)
-			}
+			e.wantChargesUnder(t, key, 1)
 		})
 	}
 }
@@ -101,13 +99,7 @@ func TestCreateChargeInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			resp := e.post("/v1/charges", tt.key, tt.body)
-			if resp.status != http.StatusBadRequest {
-				t.Fatalf("status = %d: %s", resp.status, resp.body)
-			}
-			if ej := decodeError(t, resp); ej.Type != "invalid_request_error" || ej.Code != tt.wantCode {
-				t.Errorf("error = %+v, want code %s", ej, tt.wantCode)
-			}
+			wantError(t, e.post("/v1/charges", tt.key, tt.body), http.StatusBadRequest, "invalid_request_error", tt.wantCode)
 			if tt.key == "" {
 				return
 			}
@@ -116,10 +108,7 @@ func TestCreateChargeInvalid(t *testing.T) {
 			}
 			// The key stays free: a corrected request with it succeeds.
 			if len(tt.key) <= 255 {
-				ok := e.post("/v1/charges", tt.key, `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
-				if ok.status != http.StatusOK || ok.header.Get("Idempotent-Replayed") != "" {
-					t.Errorf("corrected request: %d %s", ok.status, ok.body)
-				}
+				wantFresh(t, e.post("/v1/charges", tt.key, `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`))
 			}
 		})
 	}
@@ -144,13 +133,7 @@ func TestGetCharge(t *testing.T) {
 	})
 	t.Run("ErrNotFound", func(t *testing.T) {
 		t.Parallel()
-		got := e.get("/v1/charges/ch_missing")
-		if got.status != http.StatusNotFound {
-			t.Fatalf("status = %d: %s", got.status, got.body)
-		}
-		if ej := decodeError(t, got); ej.Type != "invalid_request_error" || ej.Code != "resource_missing" {
-			t.Errorf("error = %+v", ej)
-		}
+		wantError(t, e.get("/v1/charges/ch_missing"), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	})
 }
 

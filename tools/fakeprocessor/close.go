@@ -2,13 +2,12 @@ package fakeprocessor
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
 )
@@ -29,6 +28,42 @@ type closeKind struct {
 	// this kind made under key and returns the answer to encode, and
 	// whether it carries an operation.
 	closure func(ctx context.Context, db database.DBTX, key string) (answer any, made bool, err error)
+}
+
+// closeOf is the close, at path, of the objects t reads, which a closure
+// names member ("charge"): it answers with the newest made under the key.
+func closeOf[T any](path, member string, t table[T]) closeKind {
+	return closeKind{path: path, closure: func(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
+		made, err := queryAll(ctx, db, t.byKeySQL, t.scan, key)
+		if err != nil {
+			return nil, false, err
+		}
+		cl := keyClosure[T]{key: key, member: member}
+		if len(made) > 0 {
+			cl.made = &made[len(made)-1]
+		}
+		return cl, cl.made != nil, nil
+	}}
+}
+
+// keyClosure is the answer of a close: the closed key, and as the member
+// named member (the object's name: "charge") the newest object made under
+// it, or null when nothing was, or ever will be.
+type keyClosure[T any] struct {
+	key, member string
+	made        *T
+}
+
+// MarshalJSON encodes the closure as {"object": "key_closure",
+// "idempotency_key": key, member: made}, in that order: the member's name
+// is the object's.
+func (c keyClosure[T]) MarshalJSON() ([]byte, error) {
+	made, err := json.Marshal(c.made)
+	if err != nil {
+		return nil, err
+	}
+	key, _ := json.Marshal(c.key) // a string always encodes
+	return fmt.Appendf(nil, `{"object":"key_closure","idempotency_key":%s,%q:%s}`, key, c.member, made), nil
 }
 
 // handleClose returns the handler of a close: after it commits no operation
@@ -91,9 +126,9 @@ func (s *Server) closeKey(ctx context.Context, kind closeKind, key string) ([]by
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
 	now := s.now()
-	fenced, err := fenceKey(ctx, tx, key, kind.path, fingerprint(kind.path, closeParams{key}), now)
+	fenced, err := claimKey(ctx, tx, fenceKeySQL, key, kind.path, fingerprint(kind.path, closeParams{key}), now)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("fence key: %w", err)
 	}
 	if !fenced {
 		// The key is live: it holds an operation's answer, or was closed
@@ -131,20 +166,6 @@ SET request_path        = excluded.request_path,
     closed_at           = excluded.closed_at
 WHERE processor.idempotency_keys.expires_at <= excluded.created_at
 RETURNING key`
-
-// fenceKey reports whether this transaction made key a fence: it was absent
-// or expired. false means a live key row, now locked, holds it.
-func fenceKey(ctx context.Context, db database.DBTX, key, path string, fp []byte, now time.Time) (bool, error) {
-	var k string
-	err := db.QueryRow(ctx, fenceKeySQL, key, path, fp, now).Scan(&k)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("fence key: %w", err)
-	}
-	return true, nil
-}
 
 // pinKeySQL closes a live key without touching its stored answer. A key
 // closed before keeps the time it was first closed.

@@ -35,6 +35,17 @@ func (e *env) close(path, key string) (closureJSON, response) {
 	return cl, resp
 }
 
+// closeTwice closes key at path twice and fails unless the second answer is
+// the first's: a close is idempotent.
+func (e *env) closeTwice(t *testing.T, path, key string) closureJSON {
+	t.Helper()
+	cl, first := e.close(path, key)
+	if _, again := e.close(path, key); !bytes.Equal(first.body, again.body) {
+		t.Errorf("closes differ:\n%s\n%s", first.body, again.body)
+	}
+	return cl
+}
+
 // closedKey reports whether key's row says it is closed and never expires.
 func (e *env) closedKey(key string) bool {
 	e.t.Helper()
@@ -45,10 +56,8 @@ func (e *env) closedKey(key string) bool {
 // wantClosedRefusal fails unless resp refuses a closed key.
 func wantClosedRefusal(t *testing.T, resp response) {
 	t.Helper()
-	if resp.status != http.StatusBadRequest {
-		t.Fatalf("status = %d, want 400: %s", resp.status, resp.body)
-	}
-	if ej := decodeError(t, resp); ej.Type != "idempotency_error" || ej.Code != "idempotency_key_closed" || !strings.Contains(ej.Message, "closed") {
+	wantError(t, resp, http.StatusBadRequest, "idempotency_error", "idempotency_key_closed")
+	if ej := decodeError(t, resp); !strings.Contains(ej.Message, "closed") {
 		t.Errorf("error = %+v", ej)
 	}
 }
@@ -69,9 +78,7 @@ func TestCloseCharge(t *testing.T) {
 		wantClosedRefusal(t, e.post("/v1/charges", "cc-before", visaBody))
 		// The refusal is final: a retry is refused the same, never charged.
 		wantClosedRefusal(t, e.post("/v1/charges", "cc-before", visaBody))
-		if n := e.chargesUnder("cc-before"); n != 0 {
-			t.Errorf("charges under key = %d, want 0", n)
-		}
+		e.wantChargesUnder(t, "cc-before", 0)
 	})
 	t.Run("AfterCharge", func(t *testing.T) {
 		t.Parallel()
@@ -82,10 +89,7 @@ func TestCloseCharge(t *testing.T) {
 			t.Fatalf("closure charge = %+v, want %s", cl.Charge, want.ID)
 		}
 		// The charge's own retries still replay it.
-		retry := e.post("/v1/charges", "cc-after", visaBody)
-		if retry.status != http.StatusOK || !bytes.Equal(retry.body, charged.body) {
-			t.Errorf("retry: %d %s", retry.status, retry.body)
-		}
+		wantReplayOf(t, e.post("/v1/charges", "cc-after", visaBody), charged)
 		if !e.closedKey("cc-after") {
 			t.Error("key row is not closed")
 		}
@@ -110,23 +114,16 @@ func TestCloseCharge(t *testing.T) {
 			t.Fatalf("closure charge = %+v, want null", cl.Charge)
 		}
 		wantClosedRefusal(t, e.post("/v1/charges", "cc-5xx", visaBody))
-		if n := e.chargesUnder("cc-5xx"); n != 0 || !e.closedKey("cc-5xx") {
-			t.Errorf("charges under key = %d, closed = %v", n, e.closedKey("cc-5xx"))
+		e.wantChargesUnder(t, "cc-5xx", 0)
+		if !e.closedKey("cc-5xx") {
+			t.Error("key row is not closed")
 		}
 	})
 	t.Run("Twice", func(t *testing.T) {
 		t.Parallel()
-		_, first := e.close("/v1/charges/close", "cc-twice-none")
-		_, again := e.close("/v1/charges/close", "cc-twice-none")
-		if !bytes.Equal(first.body, again.body) {
-			t.Errorf("closes differ:\n%s\n%s", first.body, again.body)
-		}
+		e.closeTwice(t, "/v1/charges/close", "cc-twice-none")
 		e.charge("cc-twice-made", "pm_card_visa")
-		_, first = e.close("/v1/charges/close", "cc-twice-made")
-		_, again = e.close("/v1/charges/close", "cc-twice-made")
-		if !bytes.Equal(first.body, again.body) {
-			t.Errorf("closes differ:\n%s\n%s", first.body, again.body)
-		}
+		e.closeTwice(t, "/v1/charges/close", "cc-twice-made")
 	})
 	t.Run("RefusesRefunds", func(t *testing.T) {
 		t.Parallel()
@@ -134,9 +131,7 @@ func TestCloseCharge(t *testing.T) {
 		e.close("/v1/charges/close", "cc-any")
 		// A key is closed for every operation, whichever close closed it.
 		wantClosedRefusal(t, e.post("/v1/refunds", "cc-any", `{"charge":"`+ch+`"}`))
-		if got := e.refunded(ch); got != 0 {
-			t.Errorf("amount_refunded = %d, want 0", got)
-		}
+		e.wantRefunded(t, ch, 0)
 	})
 }
 
@@ -156,12 +151,9 @@ func TestCloseNeverExpires(t *testing.T) {
 	// Other parameters under the closed key of a charge are a reuse, never a
 	// second charge.
 	other := e.post("/v1/charges", "ne-made", `{"amount":5,"currency":"USD","payment_method":"pm_card_visa"}`)
-	if ej := decodeError(t, other); other.status != http.StatusBadRequest || ej.Code != "idempotency_key_reused" {
-		t.Errorf("other parameters: %d %s", other.status, other.body)
-	}
-	if n := e.chargesUnder("ne-fence") + e.chargesUnder("ne-made"); n != 1 {
-		t.Errorf("charges = %d, want 1", n)
-	}
+	wantError(t, other, http.StatusBadRequest, "idempotency_error", "idempotency_key_reused")
+	e.wantChargesUnder(t, "ne-fence", 0)
+	e.wantChargesUnder(t, "ne-made", 1)
 }
 
 // TestCloseInFlight closes a key while an operation under it is executing
@@ -192,14 +184,7 @@ func TestCloseInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			done := make(chan response, 1)
-			go func() {
-				resp, err := e.postCtx(context.Background(), tt.path, "inflight", body)
-				if err != nil {
-					t.Errorf("%s: %v", tt.path, err)
-				}
-				done <- resp
-			}()
+			answered := e.postAsync(tt.path, "inflight", body)
 			// The operation's transaction has reserved the key and is
 			// executing: its last statement was the key's insert.
 			testwait.For(t, "the operation to hold its key", func() bool {
@@ -212,10 +197,8 @@ func TestCloseInFlight(t *testing.T) {
 			}
 
 			cl, _ := e.close(tt.close, "inflight")
-			resp := <-done
-			if resp.status != http.StatusOK || resp.header.Get("Idempotent-Replayed") != "" {
-				t.Fatalf("%s: %d %s", tt.path, resp.status, resp.body)
-			}
+			resp := <-answered
+			wantFresh(t, resp)
 			id := decode[struct {
 				ID string `json:"id"`
 			}](t, resp).ID
@@ -241,17 +224,11 @@ func TestCloseRefund(t *testing.T) {
 		ch := e.charge("cr-made-charge", "pm_card_visa")
 		refunded := e.post("/v1/refunds", "cr-made", `{"charge":"`+ch+`","amount":250}`)
 		want := decode[refundJSON](t, refunded)
-		cl, first := e.close("/v1/refunds/close", "cr-made")
+		cl := e.closeTwice(t, "/v1/refunds/close", "cr-made")
 		if r := cl.Refund; r == nil || r.ID != want.ID || r.Amount != 250 || r.Status != "succeeded" || r.IdempotencyKey != "cr-made" {
 			t.Fatalf("closure refund = %+v, want %s", cl.Refund, want.ID)
 		}
-		if _, again := e.close("/v1/refunds/close", "cr-made"); !bytes.Equal(first.body, again.body) {
-			t.Errorf("closes differ:\n%s\n%s", first.body, again.body)
-		}
-		retry := e.post("/v1/refunds", "cr-made", `{"charge":"`+ch+`","amount":250}`)
-		if retry.status != http.StatusOK || !bytes.Equal(retry.body, refunded.body) {
-			t.Errorf("retry: %d %s", retry.status, retry.body)
-		}
+		wantReplayOf(t, e.post("/v1/refunds", "cr-made", `{"charge":"`+ch+`","amount":250}`), refunded)
 	})
 	t.Run("None", func(t *testing.T) {
 		t.Parallel()
@@ -264,9 +241,7 @@ func TestCloseRefund(t *testing.T) {
 		if n := e.count(`SELECT count(*) FROM processor.refunds WHERE idempotency_key = 'cr-none'`); n != 0 {
 			t.Errorf("refunds under key = %d, want 0", n)
 		}
-		if got := e.refunded(ch); got != 0 {
-			t.Errorf("amount_refunded = %d, want 0", got)
-		}
+		e.wantRefunded(t, ch, 0)
 	})
 }
 
@@ -289,13 +264,7 @@ func TestCloseInvalid(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(strings.Split(path, "/")[2]+tt.name, func(t *testing.T) {
 				t.Parallel()
-				resp := e.post(path, "", tt.body)
-				if resp.status != http.StatusBadRequest {
-					t.Fatalf("status = %d: %s", resp.status, resp.body)
-				}
-				if ej := decodeError(t, resp); ej.Type != "invalid_request_error" || ej.Code != tt.wantCode {
-					t.Errorf("error = %+v, want code %s", ej, tt.wantCode)
-				}
+				wantError(t, e.post(path, "", tt.body), http.StatusBadRequest, "invalid_request_error", tt.wantCode)
 			})
 		}
 	}
@@ -321,9 +290,7 @@ func TestCloseChaos(t *testing.T) {
 	t.Run("Drop", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, fakeprocessor.Config{Chaos: fakeprocessor.Chaos{DropRate: 1}})
-		if resp, err := e.postCtx(context.Background(), "/v1/refunds/close", "", `{"idempotency_key":"chaos-drop"}`); err == nil {
-			t.Fatalf("got an answer, want a dropped connection: %d %s", resp.status, resp.body)
-		}
+		e.postUnanswered(context.Background(), "/v1/refunds/close", "", `{"idempotency_key":"chaos-drop"}`)
 		// The close committed before its answer was dropped.
 		if !e.closedKey("chaos-drop") {
 			t.Error("key is not closed")

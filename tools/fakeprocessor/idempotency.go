@@ -150,9 +150,9 @@ func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec 
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
 	now := s.now()
-	reserved, err := reserveKey(ctx, tx, key, path, fp, now, now.Add(s.cfg.KeyRetention))
+	reserved, err := claimKey(ctx, tx, reserveKeySQL, key, path, fp, now, now.Add(s.cfg.KeyRetention))
 	if err != nil {
-		return outcome{}, false, err
+		return outcome{}, false, fmt.Errorf("reserve key: %w", err)
 	}
 	if !reserved {
 		stored, err := getKey(ctx, tx, key)
@@ -263,16 +263,18 @@ SET request_path        = excluded.request_path,
 WHERE processor.idempotency_keys.expires_at <= excluded.created_at
 RETURNING key`
 
-// reserveKey reports whether this transaction now owns key: it inserted it,
-// or replaced an expired row.
-func reserveKey(ctx context.Context, db database.DBTX, key, path string, fp []byte, now, expires time.Time) (bool, error) {
+// claimKey runs query, the insert of a key row that takes over an expired
+// one (reserveKeySQL, fenceKeySQL), and reports whether this transaction now
+// owns the key: it inserted it, or replaced an expired row. false means a
+// live key row, now locked, holds it.
+func claimKey(ctx context.Context, db database.DBTX, query string, args ...any) (bool, error) {
 	var k string
-	err := db.QueryRow(ctx, reserveKeySQL, key, path, fp, now, expires).Scan(&k)
+	err := db.QueryRow(ctx, query, args...).Scan(&k)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("reserve key: %w", err)
+		return false, err
 	}
 	return true, nil
 }

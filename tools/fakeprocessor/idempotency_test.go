@@ -27,20 +27,12 @@ func TestReplay(t *testing.T) {
 			t.Parallel()
 			key := "replay-" + tt.name
 			first := e.post("/v1/charges", key, `{"amount":700,"currency":"USD","payment_method":"`+tt.method+`"}`)
+			if first.status != tt.wantStatus {
+				t.Fatalf("status = %d, want %d: %s", first.status, tt.wantStatus, first.body)
+			}
 			// The same parameters in another order and layout are the same request.
-			again := e.post("/v1/charges", key, "{ \"payment_method\": \""+tt.method+"\",\n \"currency\": \"USD\", \"amount\": 700 }")
-			if first.status != tt.wantStatus || again.status != tt.wantStatus {
-				t.Fatalf("statuses = %d, %d, want %d", first.status, again.status, tt.wantStatus)
-			}
-			if !bytes.Equal(first.body, again.body) {
-				t.Errorf("replay differs:\n%s\n%s", first.body, again.body)
-			}
-			if got := again.header.Get("Idempotent-Replayed"); got != "true" {
-				t.Errorf("Idempotent-Replayed = %q, want true", got)
-			}
-			if n := e.chargesUnder(key); n != 1 {
-				t.Errorf("charges under key = %d, want 1", n)
-			}
+			wantReplayOf(t, e.post("/v1/charges", key, "{ \"payment_method\": \""+tt.method+"\",\n \"currency\": \"USD\", \"amount\": 700 }"), first)
+			e.wantChargesUnder(t, key, 1)
 		})
 	}
 }
@@ -48,10 +40,7 @@ func TestReplay(t *testing.T) {
 func TestKeyReused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakeprocessor.Config{})
-	first := e.post("/v1/charges", "reused", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
-	if first.status != http.StatusOK {
-		t.Fatalf("first: %d %s", first.status, first.body)
-	}
+	first := e.postOK(t, "/v1/charges", "reused", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
 	chargeID := decode[chargeJSON](t, first).ID
 
 	tests := []struct{ name, path, body string }{
@@ -61,20 +50,10 @@ func TestKeyReused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			resp := e.post(tt.path, "reused", tt.body)
-			if resp.status != http.StatusBadRequest {
-				t.Fatalf("status = %d: %s", resp.status, resp.body)
-			}
-			if ej := decodeError(t, resp); ej.Type != "idempotency_error" || ej.Code != "idempotency_key_reused" {
-				t.Errorf("error = %+v", ej)
-			}
+			wantError(t, e.post(tt.path, "reused", tt.body), http.StatusBadRequest, "idempotency_error", "idempotency_key_reused")
 		})
 	}
-	t.Cleanup(func() {
-		if n := e.chargesUnder("reused"); n != 1 {
-			t.Errorf("charges under key = %d, want 1", n)
-		}
-	})
+	t.Cleanup(func() { e.wantChargesUnder(t, "reused", 1) })
 }
 
 func TestConcurrentSameKey(t *testing.T) {
@@ -116,9 +95,7 @@ func TestConcurrentSameKey(t *testing.T) {
 	if fresh != 1 {
 		t.Errorf("fresh answers = %d, want 1", fresh)
 	}
-	if got := e.chargesUnder("race"); got != 1 {
-		t.Errorf("charges under key = %d, want 1", got)
-	}
+	e.wantChargesUnder(t, "race", 1)
 }
 
 func TestProcessingError(t *testing.T) {
@@ -126,23 +103,13 @@ func TestProcessingError(t *testing.T) {
 	e := newEnv(t, fakeprocessor.Config{})
 
 	resp := e.post("/v1/charges", "proc-err", `{"amount":100,"currency":"USD","payment_method":"pm_card_processing_error"}`)
-	if resp.status != http.StatusInternalServerError {
-		t.Fatalf("status = %d: %s", resp.status, resp.body)
-	}
-	if ej := decodeError(t, resp); ej.Type != "api_error" {
-		t.Errorf("error = %+v", ej)
-	}
-	if n := e.chargesUnder("proc-err"); n != 0 {
-		t.Errorf("charges = %d, want 0", n)
-	}
+	wantError(t, resp, http.StatusInternalServerError, "api_error", "processing_error")
+	e.wantChargesUnder(t, "proc-err", 0)
 	if n := e.keyRows("proc-err"); n != 0 {
 		t.Errorf("key rows = %d, want 0", n)
 	}
 	// Nothing was stored, so the key is free, even for other parameters.
-	ok := e.post("/v1/charges", "proc-err", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
-	if ok.status != http.StatusOK || ok.header.Get("Idempotent-Replayed") != "" {
-		t.Errorf("retry: %d %s", ok.status, ok.body)
-	}
+	wantFresh(t, e.post("/v1/charges", "proc-err", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`))
 }
 
 func TestKeyExpiry(t *testing.T) {
@@ -150,10 +117,7 @@ func TestKeyExpiry(t *testing.T) {
 	c := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
 	e := newEnv(t, fakeprocessor.Config{KeyRetention: 24 * time.Hour, Now: c.Now})
 
-	first := e.post("/v1/charges", "expiring", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
-	if first.status != http.StatusOK {
-		t.Fatalf("first: %d %s", first.status, first.body)
-	}
+	e.postOK(t, "/v1/charges", "expiring", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
 
 	// Within retention the key is remembered.
 	c.Advance(23 * time.Hour)
@@ -165,17 +129,11 @@ func TestKeyExpiry(t *testing.T) {
 	// Past it, the key is absent and its use is a new request.
 	c.Advance(time.Hour)
 	fresh := e.post("/v1/charges", "expiring", `{"amount":200,"currency":"USD","payment_method":"pm_card_visa"}`)
-	if fresh.status != http.StatusOK || fresh.header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("after expiry: %d %s", fresh.status, fresh.body)
-	}
+	wantFresh(t, fresh)
 	if got := decode[chargeJSON](t, fresh).Amount; got != 200 {
 		t.Errorf("amount = %d, want 200", got)
 	}
-	if n := e.chargesUnder("expiring"); n != 2 {
-		t.Errorf("charges under key = %d, want 2", n)
-	}
-	replay := e.post("/v1/charges", "expiring", `{"amount":200,"currency":"USD","payment_method":"pm_card_visa"}`)
-	if !bytes.Equal(replay.body, fresh.body) || replay.header.Get("Idempotent-Replayed") != "true" {
-		t.Errorf("replay of the new request: %d %s", replay.status, replay.body)
-	}
+	e.wantChargesUnder(t, "expiring", 2)
+	// The new request is replayed in turn.
+	wantReplayOf(t, e.post("/v1/charges", "expiring", `{"amount":200,"currency":"USD","payment_method":"pm_card_visa"}`), fresh)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +102,56 @@ func parseListQuery(q url.Values, filters ...string) (listQuery, *apiError) {
 	return lq, nil
 }
 
+// table is how an object's table is read, each query a constant next to
+// the object's code: scan reads the columns every query selects, in their
+// order.
+type table[T any] struct {
+	scan func(pgx.Row) (T, error)
+	// byKeySQL selects the rows made under an idempotency key ($1), oldest
+	// first.
+	byKeySQL string
+	// filters are the other listings answered in full (payment_id, say).
+	filters []filter
+	// createdAtSQL reads the created_at of the row $1, a page's cursor;
+	// pageSQL is one ledger page (listPage).
+	createdAtSQL, pageSQL string
+}
+
+// filter is a listing answered in full, GET /v1/<objects>?<name>=V: sql
+// selects the rows whose <name> is V ($1), oldest first.
+type filter struct {
+	name, sql string
+}
+
+// handleList returns the handler of GET /v1/<objects>: ?idempotency_key=K
+// or another of t's filters, answered in full, or a ledger page,
+// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
+// is required.
+func handleList[T any](s *Server, t table[T]) http.HandlerFunc {
+	filters := append([]filter{{"idempotency_key", t.byKeySQL}}, t.filters...)
+	return func(w http.ResponseWriter, r *http.Request) {
+		names := make([]string, len(filters))
+		for i, f := range filters {
+			names[i] = f.name
+		}
+		lq, apiErr := parseListQuery(r.URL.Query(), names...)
+		if apiErr != nil {
+			writeError(w, http.StatusBadRequest, *apiErr)
+			return
+		}
+		var (
+			l   = list[T]{Object: "list"}
+			err error
+		)
+		if i := slices.IndexFunc(filters, func(f filter) bool { return f.name == lq.filter }); i >= 0 {
+			l.Data, err = queryAll(r.Context(), s.pool, filters[i].sql, t.scan, lq.value)
+		} else {
+			l.Data, l.HasMore, err = listPage(r.Context(), s.pool, t.createdAtSQL, t.pageSQL, t.scan, lq.page)
+		}
+		writeList(s, w, r, l, err)
+	}
+}
+
 // writeList answers a listing, or the error that stopped it.
 func writeList[T any](s *Server, w http.ResponseWriter, r *http.Request, l list[T], err error) {
 	switch {
@@ -141,6 +192,15 @@ func listPage[T any](ctx context.Context, db database.DBTX, cursorSQL, pageSQL s
 		return data[:p.limit], true, nil
 	}
 	return data, false, nil
+}
+
+// queryAll runs query with args and scans every row it returns.
+func queryAll[T any](ctx context.Context, db database.DBTX, query string, scan func(pgx.Row) (T, error), args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query: %w", err)
+	}
+	return collect(rows, scan)
 }
 
 // collect scans rows into a non-nil slice, so that an empty list is encoded

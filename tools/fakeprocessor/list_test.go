@@ -1,8 +1,6 @@
 package fakeprocessor_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,12 +10,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testio"
 	"github.com/example/payments/tools/testwait"
 )
 
@@ -210,13 +208,7 @@ func TestListInvalid(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(strings.TrimPrefix(path, "/v1/")+tt.name, func(t *testing.T) {
 				t.Parallel()
-				resp := e.get(path + "?" + tt.query)
-				if resp.status != http.StatusBadRequest {
-					t.Fatalf("status = %d: %s", resp.status, resp.body)
-				}
-				if ej := decodeError(t, resp); ej.Type != "invalid_request_error" || ej.Code != tt.wantCode {
-					t.Errorf("error = %+v, want code %s", ej, tt.wantCode)
-				}
+				wantError(t, e.get(path+"?"+tt.query), http.StatusBadRequest, "invalid_request_error", tt.wantCode)
 			})
 		}
 	}
@@ -229,37 +221,10 @@ func TestListInvalid(t *testing.T) {
 	}
 }
 
-// syncBuffer is a buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the JSON lines written so far.
-func (b *syncBuffer) lines() []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
-	for sc.Scan() {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 func TestAccessLogQuery(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	logs := &syncBuffer{}
+	logs := &testio.Buffer{}
 	logger := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), nil))
 	proc, err := fakeprocessor.New(db.Pool, logger, fakeprocessor.Config{})
 	if err != nil {
@@ -278,7 +243,12 @@ func TestAccessLogQuery(t *testing.T) {
 	// The line is written once the handler returns, which may be after the
 	// client has read the answer.
 	testwait.For(t, "the access log line", func() bool {
-		for _, line := range logs.lines() {
+		dec := json.NewDecoder(strings.NewReader(logs.String()))
+		for {
+			var line map[string]any
+			if dec.Decode(&line) != nil {
+				return false
+			}
 			if line["msg"] == "request" && line["path"] == "/v1/refunds" {
 				if line["query"] != "idempotency_key=traced-key" {
 					t.Fatalf("access log line = %v", line)
@@ -286,6 +256,5 @@ func TestAccessLogQuery(t *testing.T) {
 				return true
 			}
 		}
-		return false
 	})
 }

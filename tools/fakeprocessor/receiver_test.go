@@ -107,6 +107,20 @@ func webhookConfig(r *receiver, secrets webhook.Secrets) fakeprocessor.Config {
 	}}
 }
 
+// newWebhookEnv starts a receiver answering with answer (nil: 200) and a
+// processor sending it webhooks, its webhookConfig first changed by
+// configure (nil: unchanged).
+func newWebhookEnv(t *testing.T, answer func(w http.ResponseWriter, n int), configure func(*fakeprocessor.Config)) (*env, *receiver) {
+	t.Helper()
+	secrets := newSecrets(t, webhook.NewSecret())
+	r := newReceiver(t, secrets, answer)
+	cfg := webhookConfig(r, secrets)
+	if configure != nil {
+		configure(&cfg)
+	}
+	return newEnv(t, cfg), r
+}
+
 // seq returns a Rand giving vals in order, then the last one forever.
 func seq(vals ...float64) func() float64 {
 	var mu sync.Mutex
@@ -163,19 +177,27 @@ func (e *env) eventsUnder(t *testing.T, key string) []string {
 	return ids
 }
 
-// waitDelivered waits until the one event under key is delivered and
-// returns its id and the deliveries the receiver got of it.
-func waitDelivered(t *testing.T, e *env, r *receiver, key string) (string, []delivery) {
+// waitState waits until the one event under key is in state and returns
+// its id.
+func waitState(t *testing.T, e *env, key, state string) string {
 	t.Helper()
 	var id string
-	testwait.For(t, "the event under "+key+" delivered", func() bool {
+	testwait.For(t, "the event under "+key+" "+state, func() bool {
 		ids := e.eventsUnder(t, key)
 		if len(ids) != 1 {
 			return false
 		}
 		id = ids[0]
-		return e.event(t, id).state == "delivered"
+		return e.event(t, id).state == state
 	})
+	return id
+}
+
+// waitDelivered waits until the one event under key is delivered and
+// returns its id and the deliveries the receiver got of it.
+func waitDelivered(t *testing.T, e *env, r *receiver, key string) (string, []delivery) {
+	t.Helper()
+	id := waitState(t, e, key, "delivered")
 	return id, r.byID(id)
 }
 
@@ -231,13 +253,24 @@ func sameJSON(t *testing.T, object json.RawMessage, answer []byte) {
 	}
 }
 
+// checkDeliveries checks that ds are n deliveries, each genuine and
+// well-formed, of an event of type typ, and returns their bodies.
+func checkDeliveries(t *testing.T, ds []delivery, typ string, n int) []eventBody {
+	t.Helper()
+	if len(ds) != n {
+		t.Fatalf("%d deliveries, want %d", len(ds), n)
+	}
+	bodies := make([]eventBody, len(ds))
+	for i, d := range ds {
+		bodies[i] = checkDelivery(t, d, typ)
+	}
+	return bodies
+}
+
 // onlyDelivery waits for the one event under key, checks that it was
 // delivered once, as typ, and returns its body.
 func onlyDelivery(t *testing.T, e *env, r *receiver, key, typ string) eventBody {
 	t.Helper()
 	_, ds := waitDelivered(t, e, r, key)
-	if len(ds) != 1 {
-		t.Fatalf("%d deliveries, want 1", len(ds))
-	}
-	return checkDelivery(t, ds[0], typ)
+	return checkDeliveries(t, ds, typ, 1)[0]
 }

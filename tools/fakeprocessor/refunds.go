@@ -35,7 +35,7 @@ func (p refundParams) validate() error {
 // Its 4xx answers are definite and stored under the key like a success, and
 // told by a refund.failed event as a success is by refund.succeeded.
 func (s *Server) createRefund(ctx context.Context, tx *database.Tx, key string, p refundParams) (outcome, error) {
-	c, err := getChargeForUpdate(ctx, tx, p.Charge)
+	c, err := getCharge(ctx, tx, getChargeForUpdateSQL, p.Charge)
 	if errors.Is(err, errNotFound) {
 		var requested int64
 		if p.Amount != nil {
@@ -100,8 +100,8 @@ var refunds = object{
 	failureCodes: []string{"resource_missing", "charge_not_refundable", "charge_already_refunded", "amount_too_large"},
 	routes: func(r chi.Router, s *Server) {
 		r.Post("/refunds", handleCreate(s, "refunded", s.createRefund))
-		r.Post("/refunds/close", s.handleClose(closeKind{path: "/v1/refunds/close", closure: refundClosureOf}))
-		r.Get("/refunds", s.handleListRefunds)
+		r.Post("/refunds/close", s.handleClose(closeOf("/v1/refunds/close", "refund", refundTable)))
+		r.Get("/refunds", handleList(s, refundTable))
 	},
 }
 
@@ -155,46 +155,13 @@ func scanRefund(row pgx.Row) (refund, error) {
 	return r, err
 }
 
-const newestRefundByKeySQL = `
-SELECT id, charge_id, amount, status, idempotency_key, created_at
-FROM processor.refunds
-WHERE idempotency_key = $1
-ORDER BY created_at DESC, id DESC
-LIMIT 1`
-
-// newestRefundByKey reads the last refund made under an idempotency key, or
-// returns errNotFound.
-func newestRefundByKey(ctx context.Context, db database.DBTX, key string) (refund, error) {
-	r, err := scanRefund(db.QueryRow(ctx, newestRefundByKeySQL, key))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return refund{}, errNotFound
-	case err != nil:
-		return refund{}, fmt.Errorf("newest refund by key: %w", err)
-	}
-	return r, nil
-}
-
-// handleListRefunds is GET /v1/refunds?idempotency_key=K or
-// ?created_after=RFC3339[&limit=N][&starting_after=ID]. Exactly one filter
-// is required.
-func (s *Server) handleListRefunds(w http.ResponseWriter, r *http.Request) {
-	lq, apiErr := parseListQuery(r.URL.Query(), "idempotency_key")
-	if apiErr != nil {
-		writeError(w, http.StatusBadRequest, *apiErr)
-		return
-	}
-	var (
-		l   = list[refund]{Object: "list"}
-		err error
-	)
-	switch lq.filter {
-	case "idempotency_key":
-		l.Data, err = listRefundsByKey(r.Context(), s.pool, lq.value)
-	default:
-		l.Data, l.HasMore, err = listPage(r.Context(), s.pool, refundCreatedAtSQL, pageRefundsSQL, scanRefund, lq.page)
-	}
-	writeList(s, w, r, l, err)
+// refundTable reads processor.refunds, listed by idempotency_key or
+// created_after.
+var refundTable = table[refund]{
+	scan:         scanRefund,
+	byKeySQL:     listRefundsByKeySQL,
+	createdAtSQL: refundCreatedAtSQL,
+	pageSQL:      pageRefundsSQL,
 }
 
 const refundCreatedAtSQL = `SELECT created_at FROM processor.refunds WHERE id = $1`
@@ -208,40 +175,10 @@ WHERE created_at > $1
 ORDER BY created_at, id
 LIMIT $4`
 
+// listRefundsByKeySQL is the refunds made under an idempotency key, oldest
+// first. There is at most one unless the key expired and was used again.
 const listRefundsByKeySQL = `
 SELECT id, charge_id, amount, status, idempotency_key, created_at
 FROM processor.refunds
 WHERE idempotency_key = $1
 ORDER BY created_at, id`
-
-// listRefundsByKey returns the refunds made under an idempotency key, oldest
-// first. There is at most one unless the key expired and was used again.
-func listRefundsByKey(ctx context.Context, db database.DBTX, key string) ([]refund, error) {
-	rows, err := db.Query(ctx, listRefundsByKeySQL, key)
-	if err != nil {
-		return nil, fmt.Errorf("list refunds by key: %w", err)
-	}
-	return collect(rows, scanRefund)
-}
-
-// refundClosure is the answer of POST /v1/refunds/close. Refund is null when
-// nothing was, or ever will be, refunded under the key.
-type refundClosure struct {
-	Object         string  `json:"object"`
-	IdempotencyKey string  `json:"idempotency_key"`
-	Refund         *refund `json:"refund"`
-}
-
-// refundClosureOf answers a refund close with the newest refund under key.
-func refundClosureOf(ctx context.Context, db database.DBTX, key string) (any, bool, error) {
-	cl := refundClosure{Object: "key_closure", IdempotencyKey: key}
-	r, err := newestRefundByKey(ctx, db, key)
-	switch {
-	case errors.Is(err, errNotFound):
-	case err != nil:
-		return nil, false, err
-	default:
-		cl.Refund = &r
-	}
-	return cl, cl.Refund != nil, nil
-}

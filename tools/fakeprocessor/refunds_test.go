@@ -1,7 +1,6 @@
 package fakeprocessor_test
 
 import (
-	"bytes"
 	"net/http"
 	"testing"
 
@@ -33,10 +32,13 @@ func (e *env) charge(key, method string) string {
 	return ""
 }
 
-// refunded reads a charge's amount_refunded.
-func (e *env) refunded(chargeID string) int64 {
-	e.t.Helper()
-	return decode[chargeJSON](e.t, e.get("/v1/charges/"+chargeID)).AmountRefunded
+// wantRefunded fails t unless the amount_refunded of the charge chargeID is
+// amount.
+func (e *env) wantRefunded(t *testing.T, chargeID string, amount int64) {
+	t.Helper()
+	if got := decode[chargeJSON](t, e.get("/v1/charges/"+chargeID)).AmountRefunded; got != amount {
+		t.Errorf("amount_refunded = %d, want %d", got, amount)
+	}
 }
 
 func TestRefund(t *testing.T) {
@@ -46,10 +48,7 @@ func TestRefund(t *testing.T) {
 	t.Run("PartialThenRest", func(t *testing.T) {
 		t.Parallel()
 		ch := e.charge("rf-partial", "pm_card_visa")
-		first := e.post("/v1/refunds", "rf-partial-1", `{"charge":"`+ch+`","amount":300}`)
-		if first.status != http.StatusOK {
-			t.Fatalf("first refund: %d %s", first.status, first.body)
-		}
+		first := e.postOK(t, "/v1/refunds", "rf-partial-1", `{"charge":"`+ch+`","amount":300}`)
 		r := decode[refundJSON](t, first)
 		if r.Object != "refund" || r.Charge != ch || r.Amount != 300 || r.Status != "succeeded" || r.IdempotencyKey != "rf-partial-1" ||
 			len(r.ID) < 4 || r.ID[:3] != "re_" || r.CreatedAt == "" {
@@ -59,25 +58,16 @@ func TestRefund(t *testing.T) {
 		if got := decode[refundJSON](t, rest).Amount; rest.status != http.StatusOK || got != 700 {
 			t.Fatalf("rest: %d %s", rest.status, rest.body)
 		}
-		if got := e.refunded(ch); got != 1000 {
-			t.Errorf("amount_refunded = %d, want 1000", got)
-		}
+		e.wantRefunded(t, ch, 1000)
 		again := e.post("/v1/refunds", "rf-partial-3", `{"charge":"`+ch+`"}`)
-		if ej := decodeError(t, again); again.status != http.StatusBadRequest || ej.Code != "charge_already_refunded" {
-			t.Errorf("refund of a refunded charge: %d %s", again.status, again.body)
-		}
+		wantError(t, again, http.StatusBadRequest, "invalid_request_error", "charge_already_refunded")
 	})
 	t.Run("Replay", func(t *testing.T) {
 		t.Parallel()
 		ch := e.charge("rf-replay", "pm_card_visa")
-		first := e.post("/v1/refunds", "rf-replay-1", `{"charge":"`+ch+`","amount":100}`)
-		again := e.post("/v1/refunds", "rf-replay-1", `{"amount":100,"charge":"`+ch+`"}`)
-		if first.status != http.StatusOK || !bytes.Equal(first.body, again.body) || again.header.Get("Idempotent-Replayed") != "true" {
-			t.Fatalf("replay: %d %s / %d %s", first.status, first.body, again.status, again.body)
-		}
-		if got := e.refunded(ch); got != 100 {
-			t.Errorf("amount_refunded = %d, want 100", got)
-		}
+		first := e.postOK(t, "/v1/refunds", "rf-replay-1", `{"charge":"`+ch+`","amount":100}`)
+		wantReplayOf(t, e.post("/v1/refunds", "rf-replay-1", `{"amount":100,"charge":"`+ch+`"}`), first)
+		e.wantRefunded(t, ch, 100)
 		if n := e.count(`SELECT count(*) FROM processor.refunds WHERE charge_id = $1`, ch); n != 1 {
 			t.Errorf("refund rows = %d, want 1", n)
 		}
@@ -103,19 +93,12 @@ func TestRefund(t *testing.T) {
 				ch = e.charge("rf-"+tt.name, tt.method)
 			}
 			resp := e.post("/v1/refunds", "rf-"+tt.name+"-refund", `{"charge":"`+ch+`"`+tt.amount+`}`)
-			if resp.status != tt.wantStatus {
-				t.Fatalf("status = %d, want %d: %s", resp.status, tt.wantStatus, resp.body)
-			}
-			if ej := decodeError(t, resp); ej.Code != tt.wantCode {
-				t.Errorf("code = %s, want %s", ej.Code, tt.wantCode)
-			}
+			wantError(t, resp, tt.wantStatus, "invalid_request_error", tt.wantCode)
 			if n := e.count(`SELECT count(*) FROM processor.refunds WHERE charge_id = $1`, ch); n != 0 {
 				t.Errorf("refund rows = %d, want 0", n)
 			}
 			if tt.method != "" {
-				if got := e.refunded(ch); got != 0 {
-					t.Errorf("amount_refunded = %d, want 0", got)
-				}
+				e.wantRefunded(t, ch, 0)
 			}
 		})
 	}

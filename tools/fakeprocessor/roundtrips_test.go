@@ -2,11 +2,7 @@ package fakeprocessor_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -55,21 +51,12 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	proc, err := fakeprocessor.New(pool, slog.New(slog.NewTextHandler(t.Output(), nil)), fakeprocessor.Config{})
-	if err != nil {
-		t.Fatalf("new processor: %v", err)
-	}
-	server := httptest.NewServer(proc)
-	t.Cleanup(server.Close)
-	e := &env{t: t, db: db, proc: proc, server: server}
+	e := newEnvPool(t, db, pool, fakeprocessor.Config{})
 
 	trips := func(path, key, body string, want int) response {
 		t.Helper()
 		before := counted.n.Load()
-		resp := e.post(path, key, body)
-		if resp.status != http.StatusOK {
-			t.Fatalf("POST %s: %d %s", path, resp.status, resp.body)
-		}
+		resp := e.postOK(t, path, key, body)
 		if got := counted.n.Load() - before; got != int64(want) {
 			t.Errorf("POST %s under %q: %d round trips, want %d", path, key, got, want)
 		}
@@ -79,11 +66,8 @@ func TestRoundTrips(t *testing.T) {
 	// prepared on the way, in round trips of their own.
 	for i := range 2 {
 		charge := trips("/v1/charges", fmt.Sprintf("rt-charge-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, 2)
-		var ch struct{ ID string }
-		if err := json.Unmarshal(charge.body, &ch); err != nil {
-			t.Fatal(err)
-		}
-		trips("/v1/refunds", fmt.Sprintf("rt-refund-%d", i), `{"charge":"`+ch.ID+`","amount":100}`, 3)
+		ch := decode[chargeJSON](t, charge).ID
+		trips("/v1/refunds", fmt.Sprintf("rt-refund-%d", i), `{"charge":"`+ch+`","amount":100}`, 3)
 		trips("/v1/charges", fmt.Sprintf("rt-charge-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, 3)
 	}
 }

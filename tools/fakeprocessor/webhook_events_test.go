@@ -2,28 +2,21 @@ package fakeprocessor_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/fakeprocessor"
 )
 
 func TestWebhookEvents(t *testing.T) {
 	t.Parallel()
-	secrets := newSecrets(t, webhook.NewSecret())
-	r := newReceiver(t, secrets, nil)
-	e := newEnv(t, webhookConfig(r, secrets))
+	e, r := newWebhookEnv(t, nil, nil)
 
 	t.Run("ChargeSucceeded", func(t *testing.T) {
 		t.Parallel()
-		resp := e.post("/v1/charges", "wh-visa", `{"amount":1234,"currency":"usd","payment_method":"pm_card_visa","payment_id":"pay_1","description":"order 7"}`)
-		if resp.status != http.StatusOK {
-			t.Fatalf("charge: %d %s", resp.status, resp.body)
-		}
+		resp := e.postOK(t, "/v1/charges", "wh-visa", `{"amount":1234,"currency":"usd","payment_method":"pm_card_visa","payment_id":"pay_1","description":"order 7"}`)
 		ev := onlyDelivery(t, e, r, "wh-visa", "charge.succeeded")
 		sameJSON(t, ev.Data.Object, e.get("/v1/charges/"+decode[chargeJSON](t, resp).ID).body)
 		sameJSON(t, ev.Data.Object, resp.body)
@@ -83,9 +76,7 @@ func TestWebhookEvents(t *testing.T) {
 				if tt.refunded != "all" {
 					body = `{"charge":"` + ch + `","amount":` + tt.refunded + `}`
 				}
-				if resp := e.post("/v1/refunds", key+"-first", body); resp.status != http.StatusOK {
-					t.Fatalf("first refund: %d %s", resp.status, resp.body)
-				}
+				e.postOK(t, "/v1/refunds", key+"-first", body)
 			}
 			resp := e.post("/v1/refunds", key, `{"charge":"`+ch+`"`+tt.amount+`}`)
 			if resp.status != tt.wantStatus || decodeError(t, resp).Code != tt.wantCode {
@@ -130,9 +121,7 @@ func mapsEqual(a, b map[string]any) bool {
 // not a 5xx, a refusal before the key is reserved, a closed key or a replay.
 func TestWebhookNoEvent(t *testing.T) {
 	t.Parallel()
-	secrets := newSecrets(t, webhook.NewSecret())
-	r := newReceiver(t, secrets, nil)
-	e := newEnv(t, webhookConfig(r, secrets))
+	e, r := newWebhookEnv(t, nil, nil)
 
 	if resp := e.post("/v1/charges", "none-5xx", `{"amount":100,"currency":"USD","payment_method":"pm_card_processing_error"}`); resp.status != http.StatusInternalServerError {
 		t.Fatalf("processing error: %d %s", resp.status, resp.body)
@@ -140,9 +129,7 @@ func TestWebhookNoEvent(t *testing.T) {
 	if resp := e.post("/v1/charges", "none-invalid", `{"amount":-1,"currency":"USD","payment_method":"pm_card_visa"}`); resp.status != http.StatusBadRequest {
 		t.Fatalf("invalid: %d %s", resp.status, resp.body)
 	}
-	if resp := e.post("/v1/charges/close", "", `{"idempotency_key":"none-closed"}`); resp.status != http.StatusOK {
-		t.Fatalf("close: %d %s", resp.status, resp.body)
-	}
+	e.close("/v1/charges/close", "none-closed")
 	if resp := e.post("/v1/charges", "none-closed", visaBody); resp.status != http.StatusBadRequest {
 		t.Fatalf("charge on a closed key: %d %s", resp.status, resp.body)
 	}
@@ -161,9 +148,7 @@ func TestWebhookNoEvent(t *testing.T) {
 	if resp := e.post("/v1/charges", "one", visaBody); resp.status != http.StatusBadRequest {
 		t.Fatalf("reuse: %d %s", resp.status, resp.body)
 	}
-	if resp := e.post("/v1/charges/close", "", `{"idempotency_key":"one"}`); resp.status != http.StatusOK {
-		t.Fatalf("close: %d %s", resp.status, resp.body)
-	}
+	e.close("/v1/charges/close", "one")
 	onlyDelivery(t, e, r, "one", "charge.succeeded")
 	if n := e.count(`SELECT count(*) FROM processor.webhook_events`); n != 1 {
 		t.Errorf("%d events, want 1", n)
@@ -175,9 +160,7 @@ func TestWebhooksOff(t *testing.T) {
 	e := newEnv(t, fakeprocessor.Config{})
 	ch := e.charge("off-visa", "pm_card_visa")
 	e.charge("off-declined", "pm_card_declined")
-	if resp := e.post("/v1/refunds", "off-refund", `{"charge":"`+ch+`","amount":100}`); resp.status != http.StatusOK {
-		t.Fatalf("refund: %d %s", resp.status, resp.body)
-	}
+	e.postOK(t, "/v1/refunds", "off-refund", `{"charge":"`+ch+`","amount":100}`)
 	if resp := e.post("/v1/refunds", "off-refused", `{"charge":"ch_unknown"}`); resp.status != http.StatusNotFound {
 		t.Fatalf("refund: %d %s", resp.status, resp.body)
 	}
@@ -191,23 +174,14 @@ func TestWebhooksOff(t *testing.T) {
 // never polls here), while the answer is still withheld.
 func TestWebhookWhileAnswerWithheld(t *testing.T) {
 	t.Parallel()
-	secrets := newSecrets(t, webhook.NewSecret())
-	r := newReceiver(t, secrets, nil)
-	cfg := webhookConfig(r, secrets)
-	cfg.TimeoutHang, cfg.Webhooks.PollInterval = time.Hour, time.Hour
-	e := newEnv(t, cfg)
+	e, r := newWebhookEnv(t, nil, func(cfg *fakeprocessor.Config) {
+		cfg.TimeoutHang, cfg.Webhooks.PollInterval = time.Hour, time.Hour
+	})
 	// Should the test fail, the held request is released before the
 	// server waits for it to end.
 	t.Cleanup(e.proc.Close)
 
-	answered := make(chan response, 1)
-	go func() {
-		resp, err := e.postCtx(context.Background(), "/v1/charges", "held", `{"amount":100,"currency":"USD","payment_method":"pm_card_timeout"}`)
-		if err != nil {
-			t.Errorf("post: %v", err)
-		}
-		answered <- resp
-	}()
+	answered := e.postAsync("/v1/charges", "held", `{"amount":100,"currency":"USD","payment_method":"pm_card_timeout"}`)
 	ev := onlyDelivery(t, e, r, "held", "charge.succeeded")
 	select {
 	case resp := <-answered:

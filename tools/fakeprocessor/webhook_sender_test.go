@@ -19,8 +19,7 @@ import (
 // that attempts are counted.
 func TestWebhookRetries(t *testing.T) {
 	t.Parallel()
-	secrets := newSecrets(t, webhook.NewSecret())
-	r := newReceiver(t, secrets, func(w http.ResponseWriter, n int) {
+	e, r := newWebhookEnv(t, func(w http.ResponseWriter, n int) {
 		switch n {
 		case 1:
 			w.Header().Set("Location", "/elsewhere")
@@ -30,8 +29,7 @@ func TestWebhookRetries(t *testing.T) {
 		default:
 			w.WriteHeader(http.StatusNoContent)
 		}
-	})
-	e := newEnv(t, webhookConfig(r, secrets))
+	}, nil)
 	e.charge("retried", "pm_card_visa")
 	id, ds := waitDelivered(t, e, r, "retried")
 	if len(ds) != 3 || len(r.all()) != 3 {
@@ -53,21 +51,10 @@ func TestWebhookRetries(t *testing.T) {
 // abandoned, with its last error, after as many deliveries as attempts.
 func TestWebhookAbandoned(t *testing.T) {
 	t.Parallel()
-	secrets := newSecrets(t, webhook.NewSecret())
-	r := newReceiver(t, secrets, func(w http.ResponseWriter, _ int) { w.WriteHeader(http.StatusServiceUnavailable) })
-	cfg := webhookConfig(r, secrets)
-	cfg.Webhooks.RetryHorizon = time.Second
-	e := newEnv(t, cfg)
+	e, r := newWebhookEnv(t, func(w http.ResponseWriter, _ int) { w.WriteHeader(http.StatusServiceUnavailable) },
+		func(cfg *fakeprocessor.Config) { cfg.Webhooks.RetryHorizon = time.Second })
 	e.charge("abandoned", "pm_card_visa")
-	var id string
-	testwait.For(t, "the event abandoned", func() bool {
-		ids := e.eventsUnder(t, "abandoned")
-		if len(ids) != 1 {
-			return false
-		}
-		id = ids[0]
-		return e.event(t, id).state == "abandoned"
-	})
+	id := waitState(t, e, "abandoned", "abandoned")
 	row := e.event(t, id)
 	if row.attempts < 2 || row.lastError == nil || !strings.Contains(*row.lastError, "503") ||
 		row.nextAttempt != nil || row.deliveredAt != nil {
@@ -98,10 +85,7 @@ func TestWebhookDurable(t *testing.T) {
 		second := newEnvOn(t, db, webhookConfig(r, secrets))
 		second.sendWebhooks()
 		_, ds := waitDelivered(t, second, r, "left")
-		if len(ds) != 1 {
-			t.Fatalf("%d deliveries, want 1", len(ds))
-		}
-		checkDelivery(t, ds[0], "charge.succeeded")
+		checkDeliveries(t, ds, "charge.succeeded", 1)
 	})
 	t.Run("LeaseExpired", func(t *testing.T) {
 		t.Parallel()
@@ -136,12 +120,7 @@ func TestWebhookDurable(t *testing.T) {
 		second := newEnvOn(t, db, cfg)
 		second.sendWebhooks()
 		_, ds := waitDelivered(t, second, r, "leased")
-		if len(ds) != 2 {
-			t.Fatalf("%d deliveries, want 2", len(ds))
-		}
-		for _, d := range ds {
-			checkDelivery(t, d, "charge.succeeded")
-		}
+		checkDeliveries(t, ds, "charge.succeeded", 2)
 
 		// The first attempt now fails, too late: the second claim owns the
 		// event, and its result stands.
@@ -157,11 +136,7 @@ func TestWebhookChaos(t *testing.T) {
 	t.Parallel()
 	t.Run("DropAlways", func(t *testing.T) {
 		t.Parallel()
-		secrets := newSecrets(t, webhook.NewSecret())
-		r := newReceiver(t, secrets, nil)
-		cfg := webhookConfig(r, secrets)
-		cfg.Chaos.WebhookDropRate = 1
-		e := newEnv(t, cfg)
+		e, _ := newWebhookEnv(t, nil, func(cfg *fakeprocessor.Config) { cfg.Chaos.WebhookDropRate = 1 })
 		e.charge("dropped", "pm_card_visa")
 		ids := e.eventsUnder(t, "dropped")
 		if len(ids) != 1 {
@@ -173,11 +148,9 @@ func TestWebhookChaos(t *testing.T) {
 	})
 	t.Run("DropDrawn", func(t *testing.T) {
 		t.Parallel()
-		secrets := newSecrets(t, webhook.NewSecret())
-		r := newReceiver(t, secrets, nil)
-		cfg := webhookConfig(r, secrets)
-		cfg.Chaos.WebhookDropRate, cfg.Chaos.Rand = 0.5, seq(0.2, 0.8)
-		e := newEnv(t, cfg)
+		e, r := newWebhookEnv(t, nil, func(cfg *fakeprocessor.Config) {
+			cfg.Chaos.WebhookDropRate, cfg.Chaos.Rand = 0.5, seq(0.2, 0.8)
+		})
 		e.charge("drawn", "pm_card_visa")
 		e.charge("kept", "pm_card_visa")
 		// The dropped event was due first: had it been pending, it would
@@ -193,12 +166,11 @@ func TestWebhookChaos(t *testing.T) {
 	})
 	t.Run("Duplicate", func(t *testing.T) {
 		t.Parallel()
-		secrets := newSecrets(t, webhook.NewSecret())
 		// Each copy waits for the other: they arrive together or not at all.
 		both := make(chan struct{})
 		var mu sync.Mutex
 		arrived, together := 0, 0
-		r := newReceiver(t, secrets, func(w http.ResponseWriter, _ int) {
+		e, r := newWebhookEnv(t, func(w http.ResponseWriter, _ int) {
 			mu.Lock()
 			if arrived++; arrived == 2 {
 				close(both)
@@ -212,18 +184,10 @@ func TestWebhookChaos(t *testing.T) {
 			case <-time.After(5 * time.Second):
 			}
 			w.WriteHeader(http.StatusOK)
-		})
-		cfg := webhookConfig(r, secrets)
-		cfg.Chaos.WebhookDuplicateRate = 1
-		e := newEnv(t, cfg)
+		}, func(cfg *fakeprocessor.Config) { cfg.Chaos.WebhookDuplicateRate = 1 })
 		e.charge("twice", "pm_card_visa")
 		id, ds := waitDelivered(t, e, r, "twice")
-		if len(ds) != 2 {
-			t.Fatalf("%d deliveries, want 2", len(ds))
-		}
-		for _, d := range ds {
-			checkDelivery(t, d, "charge.succeeded")
-		}
+		checkDeliveries(t, ds, "charge.succeeded", 2)
 		if !bytes.Equal(ds[0].body, ds[1].body) || ds[0].header.Get(webhook.HeaderSignature) != ds[1].header.Get(webhook.HeaderSignature) {
 			t.Errorf("the copies differ")
 		}
@@ -238,12 +202,10 @@ func TestWebhookChaos(t *testing.T) {
 	})
 	t.Run("Delay", func(t *testing.T) {
 		t.Parallel()
-		secrets := newSecrets(t, webhook.NewSecret())
-		r := newReceiver(t, secrets, nil)
-		cfg := webhookConfig(r, secrets)
-		// The first event is due 1.8s after it is made, the second at once.
-		cfg.Chaos.WebhookDelay, cfg.Chaos.Rand = 2*time.Second, seq(0.9, 0)
-		e := newEnv(t, cfg)
+		e, r := newWebhookEnv(t, nil, func(cfg *fakeprocessor.Config) {
+			// The first event is due 1.8s after it is made, the second at once.
+			cfg.Chaos.WebhookDelay, cfg.Chaos.Rand = 2*time.Second, seq(0.9, 0)
+		})
 		e.charge("late", "pm_card_visa")
 		e.charge("early", "pm_card_visa")
 		lateID, late := waitDelivered(t, e, r, "late")
@@ -269,10 +231,7 @@ func TestWebhookRotation(t *testing.T) {
 	e := newEnv(t, webhookConfig(r, newSecrets(t, old, current)))
 	e.charge("rotated", "pm_card_visa")
 	_, ds := waitDelivered(t, e, r, "rotated")
-	if len(ds) != 1 {
-		t.Fatalf("%d deliveries, want 1", len(ds))
-	}
-	checkDelivery(t, ds[0], "charge.succeeded") // with the old secret
+	checkDeliveries(t, ds, "charge.succeeded", 1) // with the old secret
 	if _, err := newSecrets(t, current).Verify(ds[0].body, ds[0].header, time.Now()); err != nil {
 		t.Errorf("the current secret does not verify: %v", err)
 	}
@@ -284,10 +243,7 @@ func TestWebhookRotation(t *testing.T) {
 func TestNewRejectsBadWebhooks(t *testing.T) {
 	t.Parallel()
 	secrets := newSecrets(t, webhook.NewSecret())
-	tests := []struct {
-		name string
-		cfg  fakeprocessor.Config
-	}{
+	wantRefused(t, []badConfig{
 		{"ErrNoSecret", fakeprocessor.Config{Webhooks: fakeprocessor.Webhooks{URL: "http://127.0.0.1:1/webhooks"}}},
 		{"ErrURL", fakeprocessor.Config{Webhooks: fakeprocessor.Webhooks{URL: "127.0.0.1:1/webhooks", Secrets: secrets}}},
 		{"ErrRetryHorizon", fakeprocessor.Config{Webhooks: fakeprocessor.Webhooks{URL: "http://h/", Secrets: secrets, RetryHorizon: -time.Second}}},
@@ -296,13 +252,5 @@ func TestNewRejectsBadWebhooks(t *testing.T) {
 		{"ErrDropRate", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{WebhookDropRate: 1.1}}},
 		{"ErrDuplicateRate", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{WebhookDuplicateRate: -0.1}}},
 		{"ErrDelay", fakeprocessor.Config{Chaos: fakeprocessor.Chaos{WebhookDelay: -time.Second}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if _, err := fakeprocessor.New(nil, nil, tt.cfg); err == nil {
-				t.Error("New accepted the configuration")
-			}
-		})
-	}
+	})
 }

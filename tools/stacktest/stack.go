@@ -30,6 +30,7 @@ import (
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
@@ -134,7 +135,7 @@ type Stack struct {
 	Ops        *operation.Runner
 	Reconciler *operation.Reconciler
 	Sweeper    *operation.Sweeper
-	Relay      *operation.Relay
+	Relay      *outbox.Relay
 	Deliverer  *endpoints.Deliverer
 	// Proxy stands between the API and Postgres when Options.DBProxy is set.
 	Proxy *Proxy
@@ -166,7 +167,6 @@ func New(t testing.TB, opts Options) *Stack {
 		opts.WebhookSchedule = endpoints.Schedule{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var err error
 	db := testdb.New(t)
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if opts.Logs != nil {
@@ -188,10 +188,21 @@ func New(t testing.TB, opts Options) *Stack {
 			}
 		})
 	}
+	webhookSecret := s.startAPI(ctx, opts, logger)
+	s.startProcessor(ctx, opts, logger, webhookSecret)
+	s.buildWorker(ctx, opts, logger)
+	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
+	return s
+}
 
+// startAPI starts the API, and returns the secret it verifies the
+// processor's webhooks with.
+func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger) webhook.Secrets {
+	t := s.T
+	t.Helper()
 	var acfg api.Config
 	defaults(t, &acfg)
-	acfg.DatabaseURL, acfg.Addr, acfg.InternalAddr = db.URL, "127.0.0.1:0", "127.0.0.1:0"
+	acfg.DatabaseURL, acfg.Addr, acfg.InternalAddr = s.DB.URL, "127.0.0.1:0", "127.0.0.1:0"
 	webhooksFor(t, &acfg.Webhooks, !opts.PublicEndpointsOnly)
 	acfg.LockTimeout, acfg.DefaultWait, acfg.MaxWait, acfg.RetryAfter = LockTimeout, 10*time.Second, 20*time.Second, time.Second
 	acfg.RateLimit, acfg.RateWindow = opts.RateLimit.Requests, max(opts.RateLimit.Window, time.Second)
@@ -200,7 +211,7 @@ func New(t testing.TB, opts Options) *Stack {
 	acfg.TracerProvider = tracerProvider(opts.Spans, "api")
 	if opts.DBProxy {
 		// The API may reach Postgres through a proxy; the worker never does.
-		u, err := url.Parse(db.URL)
+		u, err := url.Parse(s.DB.URL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,6 +222,7 @@ func New(t testing.TB, opts Options) *Stack {
 	// The API's secret verifies the processor's webhooks, sent only when
 	// the processor is given the secret too.
 	s.WebhookSecret = webhook.NewSecret()
+	var err error
 	if acfg.WebhookSecret, err = webhook.ParseSecrets(s.WebhookSecret); err != nil {
 		t.Fatal(err)
 	}
@@ -221,14 +233,22 @@ func New(t testing.TB, opts Options) *Stack {
 	s.run("api", a)
 	s.API = Endpoint{URL: "http://" + a.Addr()}
 	s.apiInternal = "http://" + a.InternalAddr()
+	return acfg.WebhookSecret
+}
 
+// startProcessor starts the processor, behind the proxy that ProcessorDown
+// cuts; with opts.ProcessorWebhooks it sends its webhooks to the API,
+// signed with webhookSecret.
+func (s *Stack) startProcessor(ctx context.Context, opts Options, logger *slog.Logger, webhookSecret webhook.Secrets) {
+	t := s.T
+	t.Helper()
 	var pcfg processor.Config
 	defaults(t, &pcfg)
-	pcfg.DatabaseURL, pcfg.Addr, pcfg.InternalAddr, pcfg.TimeoutHang = db.URL, "127.0.0.1:0", "127.0.0.1:0", 10*time.Second
+	pcfg.DatabaseURL, pcfg.Addr, pcfg.InternalAddr, pcfg.TimeoutHang = s.DB.URL, "127.0.0.1:0", "127.0.0.1:0", 10*time.Second
 	pcfg.TracerProvider = tracerProvider(opts.Spans, "fakeprocessor")
 	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
 	if opts.ProcessorWebhooks {
-		pcfg.WebhookURL, pcfg.WebhookSecret, pcfg.WebhookPollInterval = s.API.URL+"/v1/processor/webhooks", acfg.WebhookSecret, 50*time.Millisecond
+		pcfg.WebhookURL, pcfg.WebhookSecret, pcfg.WebhookPollInterval = s.API.URL+"/v1/processor/webhooks", webhookSecret, 50*time.Millisecond
 		pcfg.WebhookDropRate, pcfg.WebhookDuplicateRate, pcfg.WebhookDelay = opts.Chaos.WebhookDropRate, opts.Chaos.WebhookDuplicateRate, opts.Chaos.WebhookDelay
 	}
 	proc, err := processor.New(ctx, pcfg, logger.With("process", "fakeprocessor"))
@@ -239,12 +259,16 @@ func New(t testing.TB, opts Options) *Stack {
 	s.procInternal = "http://" + proc.InternalAddr()
 	s.procProxy = NewProxy(t, proc.Addr())
 	s.Processor = Endpoint{URL: "http://" + s.procProxy.Addr()}
+}
 
-	// The worker is built now and started by StartWorker: retries are fast,
-	// and the periodic jobs are left to the tests to run.
+// buildWorker builds the worker, which StartWorker starts: retries are
+// fast, and the periodic jobs are left to the tests to run.
+func (s *Stack) buildWorker(ctx context.Context, opts Options, logger *slog.Logger) {
+	t := s.T
+	t.Helper()
 	var wcfg worker.Config
 	defaults(t, &wcfg)
-	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = db.URL, "127.0.0.1:0", s.Processor.URL
+	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = s.DB.URL, "127.0.0.1:0", s.Processor.URL
 	webhooksFor(t, &wcfg.Webhooks, !opts.PublicEndpointsOnly)
 	wcfg.WebhookSchedule = opts.WebhookSchedule
 	wcfg.WebhookConcurrency = cmp.Or(opts.WebhookConcurrency, wcfg.WebhookConcurrency)
@@ -258,6 +282,7 @@ func New(t testing.TB, opts Options) *Stack {
 	}
 	wcfg.TombstoneRetention = 7 * 24 * time.Hour
 	wcfg.TracerProvider = tracerProvider(opts.Spans, "worker")
+	var err error
 	s.worker, err = worker.New(ctx, wcfg, logger.With("process", "worker"))
 	if err != nil {
 		t.Fatal(err)
@@ -268,8 +293,6 @@ func New(t testing.TB, opts Options) *Stack {
 	s.Keys, s.Ops, s.Reconciler, s.Sweeper, s.Relay = s.worker.Keys, s.worker.Ops, s.worker.Reconciler, s.worker.Sweeper, s.worker.Relay
 	s.Deliverer = s.worker.Deliverer
 	s.Keys.LockTimeout = LockTimeout
-	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
-	return s
 }
 
 // tracerProvider is a TracerProvider for the process service, feeding
@@ -338,15 +361,23 @@ type Response struct {
 // Request sends one request to the API. headers are name, value pairs.
 func (s *Stack) Request(method, path, apiKey, body string, headers ...string) Response {
 	s.T.Helper()
-	req, err := http.NewRequest(method, s.API.URL+path, bytes.NewBufferString(body))
-	if err != nil {
-		s.T.Fatal(err)
-	}
+	var set []string
 	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
+		set = append(set, "Authorization", "Bearer "+apiKey)
 	}
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		set = append(set, "Content-Type", "application/json")
+	}
+	return s.send(method, s.API.URL+path, bytes.NewBufferString(body), append(set, headers...)...)
+}
+
+// send sends one request, which must get an answer; headers are name, value
+// pairs, set in order.
+func (s *Stack) send(method, url string, body io.Reader, headers ...string) Response {
+	s.T.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		s.T.Fatal(err)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
@@ -373,19 +404,13 @@ func (s *Stack) Pay(apiKey, key, body string, headers ...string) Response {
 // time pass for a row.
 func (s *Stack) Exec(sql string, args ...any) {
 	s.T.Helper()
-	if _, err := s.DB.Pool.Exec(context.Background(), sql, args...); err != nil {
-		s.T.Fatal(err)
-	}
+	s.DB.Exec(s.T, sql, args...)
 }
 
 // Count runs a counting query.
 func (s *Stack) Count(sql string, args ...any) int {
 	s.T.Helper()
-	var n int
-	if err := s.DB.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		s.T.Fatal(err)
-	}
-	return n
+	return s.DB.Count(s.T, sql, args...)
 }
 
 // ChargesAtProcessor counts the processor's charges for a payment, asked
@@ -498,21 +523,5 @@ func (s *Stack) WorkerOpenMetrics() string {
 // value pairs.
 func (s *Stack) get(url string, headers ...string) string {
 	s.T.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		s.T.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	res, err := s.client.Do(req)
-	if err != nil {
-		s.T.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		s.T.Fatal(err)
-	}
-	return string(b)
+	return string(s.send(http.MethodGet, url, nil, headers...).Body)
 }

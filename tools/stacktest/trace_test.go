@@ -2,7 +2,6 @@ package stacktest_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/testio"
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 func TestOnePaymentOneTrace(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
-	var logs lockedBuffer
+	var logs testio.Buffer // the processes' logs
 	// Retries come every 10 to 50 ms while the processor is down: a large
 	// budget keeps the payment with the worker until it is back.
 	s := stacktest.New(t, stacktest.Options{Spans: rec, Logs: &logs, MaxAttempts: 50, ProcessorWebhooks: true})
@@ -87,29 +87,7 @@ func TestOnePaymentOneTrace(t *testing.T) {
 	traceID := request.SpanContext().TraceID()
 	inTrace := func(s sdktrace.ReadOnlySpan) bool { return s.SpanContext().TraceID() == traceID }
 
-	// The charge job: attempt 1 a child of the request, each retry a
-	// sibling linked to it, the last one ok.
-	attempts := all(rec, "worker", "job drive_operation", attribute.String("payments.payment_id", payment.ID))
-	t.Logf("trace %s: %d attempts of the charge job, %d spans in all:\n%s", traceID, len(attempts), len(rec.Ended()), describe(rec.Ended()))
-	if len(attempts) < 2 {
-		t.Fatalf("%d attempts of the charge job, want a failed one and a retry", len(attempts))
-	}
-	for _, a := range attempts {
-		n := attr(a, "river.job.attempt").AsInt64()
-		switch {
-		case !inTrace(a):
-			t.Errorf("attempt %d in another trace", n)
-		case a.Parent().SpanID() != request.SpanContext().SpanID():
-			t.Errorf("attempt %d's parent is %s, not the request's span", n, a.Parent().SpanID())
-		case n == 1 && (len(a.Links()) != 0 || attr(a, "river.job.outcome").AsString() != "error"):
-			t.Errorf("attempt 1: links %v, outcome %v", a.Links(), attr(a, "river.job.outcome"))
-		case n > 1 && (len(a.Links()) != 1 || a.Links()[0].SpanContext.SpanID() != request.SpanContext().SpanID()):
-			t.Errorf("attempt %d: links %v, want one to the request's span", n, a.Links())
-		}
-	}
-	if last := attempts[len(attempts)-1]; attr(last, "river.job.outcome").AsString() != "ok" {
-		t.Errorf("last attempt's outcome %v", attr(last, "river.job.outcome"))
-	}
+	attempts := chargeAttempts(t, rec, request, payment.ID)
 
 	// The processor's handling of the call, and every hop of the webhooks.
 	for _, want := range []struct{ service, name string }{
@@ -144,53 +122,72 @@ func TestOnePaymentOneTrace(t *testing.T) {
 		t.Errorf("span events: recovery point advanced %t, operation settled %t", advanced, settled)
 	}
 
-	// One line a job attempt, each with the trace's id; and the access
-	// logs of both servers joined up too. An attempt's line is written
-	// after its span ends, so the lines are waited for.
+	// An attempt's line is written after its span ends, so the lines are
+	// waited for.
 	stacktest.WaitFor(t, "a log line for each attempt", func() bool {
 		return stacktest.LogLines(logs.String(), `"msg":"job attempt"`, `"payment_id":"`+payment.ID+`"`) >= len(attempts)
 	})
+	checkLogLines(t, logs.String(), payment.ID, traceID.String(), len(attempts))
+}
+
+// chargeAttempts are the attempts of the charge job of payment id, checked:
+// attempt 1 a child of the API's request, each retry a sibling linked to
+// it, the last one ok.
+func chargeAttempts(t *testing.T, rec *tracetest.SpanRecorder, request sdktrace.ReadOnlySpan, id string) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	traceID := request.SpanContext().TraceID()
+	attempts := all(rec, "worker", "job drive_operation", attribute.String("payments.payment_id", id))
+	t.Logf("trace %s: %d attempts of the charge job, %d spans in all:\n%s", traceID, len(attempts), len(rec.Ended()), describe(rec.Ended()))
+	if len(attempts) < 2 {
+		t.Fatalf("%d attempts of the charge job, want a failed one and a retry", len(attempts))
+	}
+	for _, a := range attempts {
+		n := attr(a, "river.job.attempt").AsInt64()
+		switch {
+		case a.SpanContext().TraceID() != traceID:
+			t.Errorf("attempt %d in another trace", n)
+		case a.Parent().SpanID() != request.SpanContext().SpanID():
+			t.Errorf("attempt %d's parent is %s, not the request's span", n, a.Parent().SpanID())
+		case n == 1 && (len(a.Links()) != 0 || attr(a, "river.job.outcome").AsString() != "error"):
+			t.Errorf("attempt 1: links %v, outcome %v", a.Links(), attr(a, "river.job.outcome"))
+		case n > 1 && (len(a.Links()) != 1 || a.Links()[0].SpanContext.SpanID() != request.SpanContext().SpanID()):
+			t.Errorf("attempt %d: links %v, want one to the request's span", n, a.Links())
+		}
+	}
+	if last := attempts[len(attempts)-1]; attr(last, "river.job.outcome").AsString() != "ok" {
+		t.Errorf("last attempt's outcome %v", attr(last, "river.job.outcome"))
+	}
+	return attempts
+}
+
+// checkLogLines checks the processes' logs: one line for each of the
+// attempts of payment id's charge job, each with the trace's id; and the
+// access logs of both servers joined up too.
+func checkLogLines(t *testing.T, logs, id, traceID string, attempts int) {
+	t.Helper()
 	var jobLines, accessLines int
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc := bufio.NewScanner(strings.NewReader(logs))
 	for sc.Scan() {
 		var line map[string]any
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("log line %q: %v", sc.Text(), err)
 		}
 		switch {
-		case line["msg"] == "job attempt" && line["payment_id"] == payment.ID:
+		case line["msg"] == "job attempt" && line["payment_id"] == id:
 			jobLines++
-			if line["process"] != "worker" || line["trace_id"] != traceID.String() || line["kind"] != "drive_operation" {
+			if line["process"] != "worker" || line["trace_id"] != traceID || line["kind"] != "drive_operation" {
 				t.Errorf("job attempt line %s", sc.Text())
 			}
 		case line["msg"] == "request" && (line["path"] == "/v1/payments" || line["path"] == "/v1/charges") && line["method"] == "POST":
 			accessLines++
-			if line["trace_id"] != traceID.String() {
+			if line["trace_id"] != traceID {
 				t.Errorf("access line %s, want trace_id %s", sc.Text(), traceID)
 			}
 		}
 	}
-	if jobLines != len(attempts) || accessLines < 2 {
-		t.Errorf("%d job attempt lines for %d attempts, %d access lines", jobLines, len(attempts), accessLines)
+	if jobLines != attempts || accessLines < 2 {
+		t.Errorf("%d job attempt lines for %d attempts, %d access lines", jobLines, attempts, accessLines)
 	}
-}
-
-// lockedBuffer collects the processes' logs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // all lists the ended spans of service named name with every attribute of

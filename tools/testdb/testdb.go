@@ -23,6 +23,7 @@ import (
 	"github.com/ory/dockertest/v3/docker"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/migrations"
 	"github.com/example/payments/tools/fakeprocessor"
 	fakemigrations "github.com/example/payments/tools/fakeprocessor/migrations"
@@ -46,8 +47,12 @@ var (
 	setupErr  error
 )
 
-// New creates a database for t from the migrated template and drops it when t ends.
-func New(t testing.TB) *DB {
+// Option prepares a database New makes, before New returns it.
+type Option func(t testing.TB, db *DB)
+
+// New creates a database for t from the migrated template, prepared by each
+// of opts, and drops it when t ends.
+func New(t testing.TB, opts ...Option) *DB {
 	t.Helper()
 	mustSetup(t)
 	ctx := context.Background()
@@ -69,7 +74,40 @@ func New(t testing.TB) *DB {
 		t.Fatalf("connect %s: %v", name, err)
 	}
 	t.Cleanup(pool.Close)
-	return &DB{URL: dbURL, Pool: pool}
+	db := &DB{URL: dbURL, Pool: pool}
+	for _, opt := range opts {
+		opt(t, db)
+	}
+	return db
+}
+
+// Exec runs a statement on db, failing t if it fails: a test's setup, or
+// time made to pass for a row by moving its timestamps back.
+func (db *DB) Exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// Count runs a query of one integer, such as a count(*), on db, failing t
+// if it fails.
+func (db *DB) Count(t testing.TB, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// DemoTenants is the Option that creates the demo tenants (tenants.Demos),
+// for tests that act as one of them.
+func DemoTenants(t testing.TB, db *DB) {
+	t.Helper()
+	if err := (&tenants.Store{DB: db.Pool}).SeedDemos(context.Background()); err != nil {
+		t.Fatalf("seed the demo tenants: %v", err)
+	}
 }
 
 // mustSetup finds the server and builds the template once per test binary.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
@@ -96,31 +95,25 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 	}})
 }
 
-// Kind declares the widget, its gadgets made by Processor.
-type Kind struct{ Processor *Processor }
+// Kind declares the widget; New makes it.
+type Kind struct {
+	operation.Declared
+	processor *Processor
+}
 
-var _ operation.Kind = Kind{}
+// tooHeavy is how the error table answers ErrTooHeavy.
+var tooHeavy = operation.ErrorRule{Err: ErrTooHeavy, Status: http.StatusBadRequest, Code: "widget_too_heavy", Title: "Widget too heavy"}
 
-// Names implements operation.Kind.
-func (Kind) Names() operation.Names { return Names }
-
-// Object implements operation.Kind.
-func (Kind) Object() any { return Widget{} }
-
-// Request implements operation.Kind.
-func (Kind) Request() any { return struct{ Amount int64 }{} }
-
-// Errors implements operation.Kind.
-func (Kind) Errors() []operation.ErrorRule {
-	return []operation.ErrorRule{{Err: ErrTooHeavy, Status: http.StatusBadRequest, Code: "widget_too_heavy", Title: "Widget too heavy"}}
+// New declares the widget, its gadgets made by p.
+func New(p *Processor) Kind {
+	return Kind{Declared: operation.Declare(Names, Widget{}, struct{ Amount int64 }{}, tooHeavy), processor: p}
 }
 
 const columns = `id, tenant_id, idempotency_key_id, amount, currency, status, failure_code, gadget_id, created_at`
 
-func scan(row pgx.Row, extra ...any) (Widget, error) {
+func scan(row pgx.Row) (Widget, error) {
 	w := Widget{Object: Names.Type}
-	err := row.Scan(append([]any{&w.ID, &w.TenantID, &w.KeyID, &w.Amount, &w.Currency, &w.Status, &w.FailureCode,
-		&w.GadgetID, &w.CreatedAt}, extra...)...)
+	err := row.Scan(&w.ID, &w.TenantID, &w.KeyID, &w.Amount, &w.Currency, &w.Status, &w.FailureCode, &w.GadgetID, &w.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Widget{}, operation.NotFound("widget")
 	}
@@ -128,25 +121,22 @@ func scan(row pgx.Row, extra ...any) (Widget, error) {
 }
 
 const loadWidget = `
-SELECT ` + columns + `, now() >= created_at + $2::interval,
+SELECT tenant_id, idempotency_key_id, amount, currency, status, gadget_id, failure_code,
+	now() >= created_at + $2::interval,
 	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = widgets.idempotency_key_id)
 FROM widgets WHERE id = $1`
 
 // Load implements operation.Kind.
 func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (operation.Pending, error) {
-	var (
-		past  bool
-		point *string
-	)
-	w, err := scan(db.QueryRow(ctx, loadWidget, id, deadline), &past, &point)
+	p, err := operation.ScanPending(db.QueryRow(ctx, loadWidget, id, deadline), Names.Type)
 	if err != nil {
 		return operation.Pending{}, err
 	}
-	return operation.Pending{TenantID: w.TenantID, KeyID: w.KeyID, RecoveryPoint: point, PastDeadline: past,
-		Amount: w.Amount, Currency: w.Currency, Recorded: operation.Recorded(w.Status, w.GadgetID, w.FailureCode),
-		Make: func(ctx context.Context) (operation.Outcome, error) {
-			return k.Processor.make(Names.DownstreamKey(w.ID), w.ID, w.Amount)
-		}}, nil
+	amount := p.Amount
+	p.Make = func(context.Context) (operation.Outcome, error) {
+		return k.processor.make(Names.DownstreamKey(id), id, amount)
+	}
+	return p, nil
 }
 
 const recordWidget = `
@@ -154,8 +144,7 @@ UPDATE widgets SET status = $2, gadget_id = $3, failure_code = $4, settled_by = 
 
 // Record implements operation.Kind.
 func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path string) {
-	b.Queue(recordWidget, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path).
-		Exec(func(tag pgconn.CommandTag) error { return operation.Wrote(Names.Type, id, tag.RowsAffected()) })
+	operation.QueueRecord(b, Names.Type, recordWidget, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path)
 }
 
 // Final implements operation.Kind.
@@ -170,26 +159,22 @@ func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, e
 
 // Find implements operation.Kind.
 func (k Kind) Find(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return k.Processor.find(key)
+	return k.processor.find(key)
 }
 
 // Close implements operation.Kind.
 func (k Kind) Close(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return k.Processor.close(key)
+	return k.processor.close(key)
 }
 
 // Ledger implements operation.Kind: the whole ledger, in one page.
 func (k Kind) Ledger(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error) {
-	return k.Processor.ledger(), "", nil
+	return k.processor.ledger(), "", nil
 }
 
 // Accounted implements operation.Kind.
 func (Kind) Accounted(ctx context.Context, db database.DBTX, ids []string) (map[string]operation.Accounted, error) {
-	rows, err := db.Query(ctx, `SELECT id, status, gadget_id, amount, currency FROM widgets WHERE id = ANY($1)`, ids)
-	if err != nil {
-		return nil, err
-	}
-	return operation.CollectAccounted(rows)
+	return operation.QueryAccounted(ctx, db, `SELECT id, status, gadget_id, amount, currency FROM widgets WHERE id = ANY($1)`, ids)
 }
 
 // Processor makes gadgets in memory: one per downstream key, a lookup by

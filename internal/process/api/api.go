@@ -15,14 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/example/payments/internal/crash"
+	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
@@ -92,7 +92,7 @@ type API struct {
 	reads    *pgxpool.Pool // the key's reads outside a transaction (Store.Reads)
 	session  *pgxpool.Pool // past the pooler, when there is one; else pool
 	listener *idempotency.Listener
-	doorbell *operation.Doorbell
+	doorbell *outbox.Doorbell
 	http     *process.HTTPServer
 	internal *process.HTTPServer
 	logger   *slog.Logger
@@ -109,16 +109,31 @@ const ringCooldown = 2 * time.Millisecond
 // until the database is back. Run serves; an API that is not run must be
 // closed.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := process.CheckConfig(logger, cfg); err != nil {
 		return nil, err
 	}
-	process.LogConfig(logger, cfg)
-	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, operation.CrashAfterFirstPhase); err != nil {
+	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, operation.CrashAfterFirstPhase); err != nil {
 		return nil, err
 	}
-	if cfg.CrashPoint.CrashPoint != "" {
-		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
+	a, err := openDB(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
 	}
+	server, err := a.newServer(cfg)
+	if err != nil {
+		a.closeDB()
+		return nil, err
+	}
+	if err := a.listen(cfg, server); err != nil {
+		a.closeDB()
+		return nil, err
+	}
+	return a, nil
+}
+
+// openDB opens the API's pools and the listener that wakes requests waiting
+// for their keys. None of them waits for the database.
+func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 	// The session pool only lends its settings to the listener, which holds
 	// a connection of its own.
 	pool, session, err := cfg.OpenPools(ctx, 1)
@@ -130,32 +145,36 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		process.ClosePools(pool, session)
 		return nil, err
 	}
-	a := &API{pool: pool, reads: reads, session: session, listener: idempotency.NewListener(session, logger), logger: logger}
 	if err := pool.Ping(ctx); err != nil {
 		logger.Warn("database not reachable yet: failing closed until it is", "err", err)
 	}
-	inserter, err := outbox.NewInserter(pool, outbox.InsertCooldown, process.Quiet(logger))
+	return &API{pool: pool, reads: reads, session: session, listener: idempotency.NewListener(session, logger), logger: logger}, nil
+}
+
+// newServer builds the HTTP API on the API's pools: its key store, the
+// operations of every kind, the webhook endpoints, the doorbell and the
+// metrics' registry.
+func (a *API) newServer(cfg Config) (*httpapi.Server, error) {
+	inserter, err := jobs.NewInserter(a.pool, jobs.InsertCooldown, process.Quiet(a.logger))
 	if err != nil {
-		a.closeDB()
 		return nil, err
 	}
-
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.Keys = &idempotency.Store{DB: pool, Reads: reads, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
+	a.Keys = &idempotency.Store{DB: a.pool, Reads: a.reads, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	// The API makes no processor call: its kinds have no processor.
-	kinds := operations.Kinds(nil)
+	kinds := catalog.Kinds(nil)
 	renderer := render.New(kinds, []operation.Resource{endpoints.Resource}, endpoints.Rules)
-	a.doorbell = operation.NewDoorbell(pool, ringCooldown, logger)
-	ops := &operation.Service{DB: pool, Keys: a.Keys, Jobs: outbox.Queue{Client: inserter}, Kinds: kinds, Render: renderer,
+	a.doorbell = outbox.NewDoorbell(a.pool, ringCooldown, a.logger)
+	ops := &operation.Service{DB: a.pool, Keys: a.Keys, Jobs: jobs.Queue{Client: inserter}, Kinds: kinds, Render: renderer,
 		Doorbell: a.doorbell}
 	server := &httpapi.Server{
-		Tenants:           &tenants.Store{DB: pool, CacheTTL: cfg.KeyCacheTTL},
+		Tenants:           &tenants.Store{DB: a.pool, CacheTTL: cfg.KeyCacheTTL},
 		Ops:               ops,
 		Render:            renderer,
 		Keys:              a.Keys,
-		Logger:            logger,
-		Ready:             pool.Ping,
+		Logger:            a.logger,
+		Ready:             a.pool.Ping,
 		DefaultWait:       cfg.DefaultWait,
 		MaxWait:           cfg.MaxWait,
 		RetryAfter:        cfg.RetryAfter,
@@ -164,25 +183,30 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*API, error) {
 		TrustedProxies:    cfg.TrustedProxies,
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
 		Tracer:            cfg.Provider(),
-		Endpoints: &endpoints.Service{Ops: ops, Jobs: outbox.Queue{Client: inserter},
+		Endpoints: &endpoints.Service{Ops: ops, Jobs: jobs.Queue{Client: inserter},
 			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey, EventTypes: kinds.EventTypes(),
 			MaxEndpoints: cfg.MaxEndpoints, MaxSecrets: cfg.MaxSecrets},
 	}
 	if cfg.RateLimit > 0 {
-		server.RateLimit = &tenants.Limiter{DB: pool, Requests: cfg.RateLimit, Window: cfg.RateWindow}
+		server.RateLimit = &tenants.Limiter{DB: a.pool, Requests: cfg.RateLimit, Window: cfg.RateWindow}
 	}
-	a.http, err = process.Listen(cfg.Addr, server.Handler(), logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
+	return server, nil
+}
+
+// listen starts listening for server: the API on cfg.Addr, /metrics and
+// /healthz on cfg.InternalAddr.
+func (a *API) listen(cfg Config, server *httpapi.Server) error {
+	var err error
+	a.http, err = process.Listen(cfg.Addr, server.Handler(), a.logger, cfg.MaxWait+15*time.Second, cfg.ShutdownTimeout)
 	if err != nil {
-		a.closeDB()
-		return nil, err
+		return err
 	}
-	a.internal, err = process.Listen(cfg.InternalAddr, server.Internal(), logger, 10*time.Second, 5*time.Second)
+	a.internal, err = process.Listen(cfg.InternalAddr, server.Internal(), a.logger, 10*time.Second, 5*time.Second)
 	if err != nil {
 		a.http.Close()
-		a.closeDB()
-		return nil, err
+		return err
 	}
-	return a, nil
+	return nil
 }
 
 // Addr is where the API listens.

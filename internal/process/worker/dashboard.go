@@ -57,3 +57,17 @@ func protectDashboard(user string, password process.Secret, next http.Handler) h
 		next.ServeHTTP(w, r)
 	})
 }
+
+// denyFraming forbids every page of next to be shown in a frame, by old
+// browsers (X-Frame-Options) and new (CSP frame-ancestors): the dashboard's
+// buttons cancel, retry and delete jobs, and another site that framed it
+// under a logged-in operator's cached credentials could trick the clicks
+// (clickjacking). It sets them before next runs, on every answer, the 401
+// included.
+func denyFraming(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
+		next.ServeHTTP(w, r)
+	})
+}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testio"
@@ -29,19 +29,9 @@ const dashboardPassword = "pw-5f1c-never-logged"
 // and the configuration logged at start shows the password masked.
 func TestDashboard(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	w, db, logs := runWorker(t, func(c *Config) { c.RiverUIPassword = dashboardPassword })
 	base := "http://" + w.MetricsAddr()
-
-	// A job nobody works for an hour, for the dashboard to show.
-	inserter, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	job, err := inserter.Insert(ctx, outbox.OperationArgs{ResourceType: "payment", ID: "pay_dashboard"}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := scheduleJob(t, db)
 
 	t.Run("NoCredentials", func(t *testing.T) {
 		resp, _ := get(t, base+"/riverui/", "", "")
@@ -56,24 +46,7 @@ func TestDashboard(t *testing.T) {
 			}
 		}
 	})
-	t.Run("Page", func(t *testing.T) {
-		resp, body := get(t, base+"/riverui/", "admin", dashboardPassword)
-		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
-			!strings.Contains(body, `<div id="root"`) || !strings.Contains(body, "<title>River</title>") {
-			t.Fatalf("status %d, Content-Type %q:\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
-		}
-		// The page's script is served under the prefix too, and guarded.
-		script := regexp.MustCompile(`src="(/riverui/assets/[^"]+\.js)"`).FindStringSubmatch(body)
-		if script == nil {
-			t.Fatalf("no script under /riverui/assets/ in:\n%s", body)
-		}
-		if resp, js := get(t, base+script[1], "admin", dashboardPassword); resp.StatusCode != http.StatusOK || len(js) == 0 {
-			t.Fatalf("%s: status %d, %d bytes", script[1], resp.StatusCode, len(js))
-		}
-		if resp, _ := get(t, base+script[1], "", ""); resp.StatusCode != http.StatusUnauthorized {
-			t.Fatalf("%s without credentials: status %d", script[1], resp.StatusCode)
-		}
-	})
+	t.Run("Page", func(t *testing.T) { checkPage(t, base) })
 	t.Run("API", func(t *testing.T) {
 		var list struct {
 			Data []struct {
@@ -82,41 +55,14 @@ func TestDashboard(t *testing.T) {
 			} `json:"data"`
 		}
 		getJSON(t, base+"/riverui/api/jobs?state=scheduled", &list)
-		if len(list.Data) != 1 || list.Data[0].ID != job.Job.ID || list.Data[0].Kind != "drive_operation" {
-			t.Fatalf("scheduled jobs %+v, want job %d", list.Data, job.Job.ID)
+		if len(list.Data) != 1 || list.Data[0].ID != job || list.Data[0].Kind != "drive_operation" {
+			t.Fatalf("scheduled jobs %+v, want job %d", list.Data, job)
 		}
-		if state := jobState(t, base, job.Job.ID); state != "scheduled" {
-			t.Fatalf("job %d is %q, want scheduled", job.Job.ID, state)
-		}
-	})
-	t.Run("CrossOriginWrite", func(t *testing.T) {
-		cancel := func(fetchSite string) int {
-			t.Helper()
-			req, err := http.NewRequest(http.MethodPost, base+"/riverui/api/jobs/cancel", strings.NewReader(`{"ids":["`+itoa(job.Job.ID)+`"]}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.SetBasicAuth("admin", dashboardPassword)
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Sec-Fetch-Site", fetchSite)
-			resp, _ := do(t, req)
-			return resp.StatusCode
-		}
-		// Another site's page, riding on the browser's cached credentials.
-		if code := cancel("cross-site"); code != http.StatusForbidden {
-			t.Fatalf("cross-site cancel: status %d", code)
-		}
-		if state := jobState(t, base, job.Job.ID); state != "scheduled" {
-			t.Fatalf("after a cross-site cancel the job is %q", state)
-		}
-		// The dashboard's own page.
-		if code := cancel("same-origin"); code != http.StatusOK {
-			t.Fatalf("same-origin cancel: status %d", code)
-		}
-		if state := jobState(t, base, job.Job.ID); state != "cancelled" {
-			t.Fatalf("after the dashboard's cancel the job is %q", state)
+		if state := jobState(t, base, job); state != "scheduled" {
+			t.Fatalf("job %d is %q, want scheduled", job, state)
 		}
 	})
+	t.Run("CrossOriginWrite", func(t *testing.T) { checkCrossOriginCancel(t, base, job) })
 	t.Run("PasswordMasked", func(t *testing.T) {
 		out := logs.String()
 		if strings.Contains(out, dashboardPassword) {
@@ -126,6 +72,74 @@ func TestDashboard(t *testing.T) {
 			t.Fatalf("configuration line: %s", configLine(t, out))
 		}
 	})
+}
+
+// scheduleJob inserts a job nobody works for an hour, for the dashboard to
+// show, and returns its id.
+func scheduleJob(t *testing.T, db *testdb.DB) int64 {
+	t.Helper()
+	inserter, err := jobs.NewInserter(db.Pool, jobs.InsertCooldown, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := inserter.Insert(context.Background(), jobs.OperationArgs{ResourceType: "payment", ID: "pay_dashboard"}, &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job.Job.ID
+}
+
+// checkPage: the dashboard's page is served under its prefix, and so is its
+// script, guarded as well.
+func checkPage(t *testing.T, base string) {
+	t.Helper()
+	resp, body := get(t, base+"/riverui/", "admin", dashboardPassword)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(body, `<div id="root"`) || !strings.Contains(body, "<title>River</title>") {
+		t.Fatalf("status %d, Content-Type %q:\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	script := regexp.MustCompile(`src="(/riverui/assets/[^"]+\.js)"`).FindStringSubmatch(body)
+	if script == nil {
+		t.Fatalf("no script under /riverui/assets/ in:\n%s", body)
+	}
+	if resp, js := get(t, base+script[1], "admin", dashboardPassword); resp.StatusCode != http.StatusOK || len(js) == 0 {
+		t.Fatalf("%s: status %d, %d bytes", script[1], resp.StatusCode, len(js))
+	}
+	if resp, _ := get(t, base+script[1], "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("%s without credentials: status %d", script[1], resp.StatusCode)
+	}
+}
+
+// checkCrossOriginCancel: a cancel of job id is refused to another site's
+// page and done for the dashboard's own.
+func checkCrossOriginCancel(t *testing.T, base string, id int64) {
+	t.Helper()
+	cancel := func(fetchSite string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+"/riverui/api/jobs/cancel", strings.NewReader(`{"ids":["`+itoa(id)+`"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("admin", dashboardPassword)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Sec-Fetch-Site", fetchSite)
+		resp, _ := do(t, req)
+		return resp.StatusCode
+	}
+	// Another site's page, riding on the browser's cached credentials.
+	if code := cancel("cross-site"); code != http.StatusForbidden {
+		t.Fatalf("cross-site cancel: status %d", code)
+	}
+	if state := jobState(t, base, id); state != "scheduled" {
+		t.Fatalf("after a cross-site cancel the job is %q", state)
+	}
+	// The dashboard's own page.
+	if code := cancel("same-origin"); code != http.StatusOK {
+		t.Fatalf("same-origin cancel: status %d", code)
+	}
+	if state := jobState(t, base, id); state != "cancelled" {
+		t.Fatalf("after the dashboard's cancel the job is %q", state)
+	}
 }
 
 // TestDashboardOff: without a password there is no dashboard, even for

@@ -10,9 +10,9 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/outbox"
 )
 
 // operationMetrics counts what the worker's operations do: their attempts,
@@ -91,16 +91,31 @@ func newReapMetrics(reg prometheus.Registerer) func(expired, deleted int) {
 	}
 }
 
-// backlogCollector reads, at each scrape, what waits: keys in progress and
-// the quiet ones among them, the oldest unsettled operation, the
-// operations marked for the reconciler, and River's queue.
-type backlogCollector struct {
-	keys       *idempotency.Store
-	db         *pgxpool.Pool
-	jobs       outbox.Queue
-	stuckAfter time.Duration
+// collector is a prometheus.Collector of descs whose metrics collect reads
+// at each scrape, its queries bounded by scrapeTimeout.
+type collector struct {
+	descs   []*prometheus.Desc
+	collect func(ctx context.Context, ch chan<- prometheus.Metric)
 }
 
+// scrapeTimeout bounds the queries of one collector's scrape.
+const scrapeTimeout = 5 * time.Second
+
+// Describe implements prometheus.Collector.
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	c.collect(ctx, ch)
+}
+
+// The descriptions of what backlogCollector reads.
 var (
 	keysInProgressDesc = prometheus.NewDesc("payments_idempotency_keys_in_progress",
 		"Idempotency keys not finished yet.", nil, nil)
@@ -116,39 +131,35 @@ var (
 		"How long the oldest available River job has waited since it was due (0 when none).", nil, nil)
 )
 
-// Describe implements prometheus.Collector.
-func (backlogCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{keysInProgressDesc, keysStaleDesc, oldestUnsettledDesc, markedDesc, riverAvailableDesc, riverOldestDesc} {
-		ch <- d
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
-	if inProgress, stale, err := c.keys.CountUnfinished(ctx, c.stuckAfter); err != nil {
-		ch <- prometheus.NewInvalidMetric(keysInProgressDesc, err)
-		ch <- prometheus.NewInvalidMetric(keysStaleDesc, err)
-	} else {
-		gauge(keysInProgressDesc, float64(inProgress))
-		gauge(keysStaleDesc, float64(stale))
-	}
-	if oldest, marked, err := operation.Backlog(ctx, c.db); err != nil {
-		ch <- prometheus.NewInvalidMetric(oldestUnsettledDesc, err)
-		ch <- prometheus.NewInvalidMetric(markedDesc, err)
-	} else {
-		gauge(oldestUnsettledDesc, oldest.Seconds())
-		gauge(markedDesc, float64(marked))
-	}
-	if available, oldest, err := c.jobs.Backlog(ctx); err != nil {
-		ch <- prometheus.NewInvalidMetric(riverAvailableDesc, err)
-		ch <- prometheus.NewInvalidMetric(riverOldestDesc, err)
-	} else {
-		gauge(riverAvailableDesc, float64(available))
-		gauge(riverOldestDesc, oldest.Seconds())
-	}
+// backlogCollector reads, at each scrape, what waits: keys in progress and
+// the quiet ones among them (quiet for stuckAfter), the oldest unsettled
+// operation, the operations marked for the reconciler, and River's queue.
+func backlogCollector(keys *idempotency.Store, db *pgxpool.Pool, queue jobs.Queue, stuckAfter time.Duration) collector {
+	descs := []*prometheus.Desc{keysInProgressDesc, keysStaleDesc, oldestUnsettledDesc, markedDesc, riverAvailableDesc, riverOldestDesc}
+	return collector{descs: descs, collect: func(ctx context.Context, ch chan<- prometheus.Metric) {
+		gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+		if inProgress, stale, err := keys.CountUnfinished(ctx, stuckAfter); err != nil {
+			ch <- prometheus.NewInvalidMetric(keysInProgressDesc, err)
+			ch <- prometheus.NewInvalidMetric(keysStaleDesc, err)
+		} else {
+			gauge(keysInProgressDesc, float64(inProgress))
+			gauge(keysStaleDesc, float64(stale))
+		}
+		if oldest, marked, err := operation.Backlog(ctx, db); err != nil {
+			ch <- prometheus.NewInvalidMetric(oldestUnsettledDesc, err)
+			ch <- prometheus.NewInvalidMetric(markedDesc, err)
+		} else {
+			gauge(oldestUnsettledDesc, oldest.Seconds())
+			gauge(markedDesc, float64(marked))
+		}
+		if available, oldest, err := queue.Backlog(ctx); err != nil {
+			ch <- prometheus.NewInvalidMetric(riverAvailableDesc, err)
+			ch <- prometheus.NewInvalidMetric(riverOldestDesc, err)
+		} else {
+			gauge(riverAvailableDesc, float64(available))
+			gauge(riverOldestDesc, oldest.Seconds())
+		}
+	}}
 }
 
 // Settled implements operation.Observer.
@@ -170,7 +181,7 @@ type deliveryMetrics struct {
 	durations map[string]*metrics.Latency
 }
 
-// oldestUndelivered is the age of the oldest pending delivery.
+// oldestUndeliveredDesc is the age of the oldest pending delivery.
 var oldestUndeliveredDesc = prometheus.NewDesc("payments_webhook_oldest_undelivered_seconds",
 	"Age of the oldest webhook delivery not yet delivered, failed or abandoned (0 when none).", nil, nil)
 
@@ -200,7 +211,7 @@ func newDeliveryMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) deliveryM
 		m.durations[result] = hist.With(result)
 	}
 	m.disabled.WithLabelValues(endpoints.ReasonFailing)
-	reg.MustRegister(m.attempts, m.deliveries, m.disabled, oldestCollector{pool: pool})
+	reg.MustRegister(m.attempts, m.deliveries, m.disabled, oldestCollector(pool))
 	return m
 }
 
@@ -223,27 +234,20 @@ var oldestUnprocessedDesc = prometheus.NewDesc("payments_processor_event_oldest_
 
 // oldestCollector reads, at each scrape, the oldest pending delivery and the
 // oldest unprocessed processor event.
-type oldestCollector struct{ pool *pgxpool.Pool }
-
-// Describe implements prometheus.Collector.
-func (oldestCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- oldestUndeliveredDesc
-	ch <- oldestUnprocessedDesc
-}
-
-// Collect implements prometheus.Collector.
-func (c oldestCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for _, g := range []struct {
+func oldestCollector(pool *pgxpool.Pool) collector {
+	ages := []struct {
 		desc *prometheus.Desc
 		read func(context.Context, database.DBTX) (time.Duration, error)
-	}{{oldestUndeliveredDesc, endpoints.OldestUndelivered}, {oldestUnprocessedDesc, operation.OldestUnprocessedEvent}} {
-		age, err := g.read(ctx, c.pool)
-		if err != nil {
-			ch <- prometheus.NewInvalidMetric(g.desc, err)
-			continue
+	}{{oldestUndeliveredDesc, endpoints.OldestUndelivered}, {oldestUnprocessedDesc, operation.OldestUnprocessedEvent}}
+	descs := []*prometheus.Desc{oldestUndeliveredDesc, oldestUnprocessedDesc}
+	return collector{descs: descs, collect: func(ctx context.Context, ch chan<- prometheus.Metric) {
+		for _, g := range ages {
+			age, err := g.read(ctx, pool)
+			if err != nil {
+				ch <- prometheus.NewInvalidMetric(g.desc, err)
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, age.Seconds())
 		}
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, age.Seconds())
-	}
+	}}
 }

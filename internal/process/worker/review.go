@@ -79,32 +79,20 @@ var (
 )
 
 // reviewCollector reads the needs-review counts from the database at each
-// scrape, so that a case is counted once across restarts and replicas.
-type reviewCollector struct {
-	db *pgxpool.Pool
-	// kinds are the kinds of case exported, each from zero.
-	kinds []string
-}
-
-// Describe implements prometheus.Collector.
-func (reviewCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- reviewDesc
-	ch <- openDesc
-}
-
-// Collect implements prometheus.Collector; every kind is exported, at zero
-// when it has no case, so that alerts see the series.
-func (c reviewCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	ever, open, err := operation.CountReviewCases(ctx, c.db)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(reviewDesc, err)
-		ch <- prometheus.NewInvalidMetric(openDesc, err)
-		return
-	}
-	for _, kind := range c.kinds {
-		ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.CounterValue, float64(ever[kind]), kind)
-		ch <- prometheus.MustNewConstMetric(openDesc, prometheus.GaugeValue, float64(open[kind]), kind)
-	}
+// scrape, so that a case is counted once across restarts and replicas. Every
+// kind of case in kinds is exported, at zero when it has no case, so that
+// alerts see the series.
+func reviewCollector(db *pgxpool.Pool, kinds []string) collector {
+	return collector{descs: []*prometheus.Desc{reviewDesc, openDesc}, collect: func(ctx context.Context, ch chan<- prometheus.Metric) {
+		ever, open, err := operation.CountReviewCases(ctx, db)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(reviewDesc, err)
+			ch <- prometheus.NewInvalidMetric(openDesc, err)
+			return
+		}
+		for _, kind := range kinds {
+			ch <- prometheus.MustNewConstMetric(reviewDesc, prometheus.CounterValue, float64(ever[kind]), kind)
+			ch <- prometheus.MustNewConstMetric(openDesc, prometheus.GaugeValue, float64(open[kind]), kind)
+		}
+	}}
 }

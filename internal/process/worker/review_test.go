@@ -2,7 +2,6 @@ package worker
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/example/payments/internal/operations"
+	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -19,12 +18,11 @@ import (
 // case once in the metric, whichever process reads it.
 func TestReview(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	db := testdb.New(t)
 	list := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
-		if err := Review(ctx, db.URL, args, &out); err != nil {
+		if err := Review(t.Context(), db.URL, args, &out); err != nil {
 			t.Fatalf("review %v: %v", args, err)
 		}
 		return out.String()
@@ -32,16 +30,14 @@ func TestReview(t *testing.T) {
 	if out := list(); !strings.Contains(out, "nothing needs review") {
 		t.Fatalf("empty queue: %q", out)
 	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO needs_review (kind, reference, detail) VALUES
-		('unknown_charge', 'ch_1', 'a charge nobody asked for'), ('payment_given_up', 'pay_1', 'gave up')`); err != nil {
-		t.Fatal(err)
-	}
+	db.Exec(t, `INSERT INTO needs_review (kind, reference, detail) VALUES
+		('unknown_charge', 'ch_1', 'a charge nobody asked for'), ('payment_given_up', 'pay_1', 'gave up')`)
 	out := list()
 	if !strings.Contains(out, "unknown_charge") || !strings.Contains(out, "ch_1") || !strings.Contains(out, "pay_1") {
 		t.Fatalf("open cases: %q", out)
 	}
 	var id string
-	if err := db.Pool.QueryRow(ctx, `SELECT id::text FROM needs_review WHERE reference = 'ch_1'`).Scan(&id); err != nil {
+	if err := db.Pool.QueryRow(t.Context(), `SELECT id::text FROM needs_review WHERE reference = 'ch_1'`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	list("resolve", id)
@@ -51,15 +47,15 @@ func TestReview(t *testing.T) {
 	if out := list("-all"); !strings.Contains(out, "ch_1") {
 		t.Fatalf("-all: %q", out)
 	}
-	if err := Review(ctx, db.URL, []string{"resolve", id}, &bytes.Buffer{}); err == nil {
+	if err := Review(t.Context(), db.URL, []string{"resolve", id}, &bytes.Buffer{}); err == nil {
 		t.Fatal("resolving a resolved case succeeded")
 	}
 
 	// Resolved cases still count: the metric is every case ever recorded;
 	// every kind of case of every kind of operation is there, from zero.
-	kinds := operations.Kinds(nil).ReviewKinds()
+	kinds := catalog.Kinds(nil).ReviewKinds()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(reviewCollector{db: db.Pool, kinds: kinds})
+	reg.MustRegister(reviewCollector(db.Pool, kinds))
 	want := `
 # HELP payments_needs_review_total Cases ever added to the needs-review queue, by kind: each distinct case once, however often it was detected.
 # TYPE payments_needs_review_total counter

@@ -21,14 +21,14 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
-	"github.com/example/payments/internal/crash"
+	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
@@ -80,8 +80,8 @@ type Config struct {
 	RiverUIPassword process.Secret `envconfig:"RIVER_UI_PASSWORD" desc:"basic-auth password of the River dashboard at /riverui/ on METRICS_ADDR; unset: no dashboard"`
 }
 
-func (c Config) backoff() outbox.Backoff {
-	return outbox.Backoff{Base: c.RetryBaseDelay, Max: c.RetryMaxDelay}
+func (c Config) backoff() jobs.Backoff {
+	return jobs.Backoff{Base: c.RetryBaseDelay, Max: c.RetryMaxDelay}
 }
 
 // ReapPace is the key reaper's pace: REAP_BATCH, REAP_BATCH_TIME, REAP_REST.
@@ -149,7 +149,7 @@ type Worker struct {
 	Ops        *operation.Runner
 	Reconciler *operation.Reconciler
 	Sweeper    *operation.Sweeper
-	Relay      *operation.Relay
+	Relay      *outbox.Relay
 	Deliverer  *endpoints.Deliverer
 	Keys       *idempotency.Store
 
@@ -177,18 +177,18 @@ const announceCooldown = 1 * time.Millisecond
 // queueTables are the service's tables whose rows live for moments: the
 // outbox's staged jobs, the webhook places in flight and the lines. Every
 // worker vacuums them each vacuumInterval (database.KeepVacuumed): the
-// places are counted under a tenant's lock, and with a minute's dead entries
-// in their indexes (autovacuum's pace, where it runs) a count walked
-// thousands; a chaos run with autovacuum off saw a sweep's count take 3 s
-// and every line behind it stall.
+// places are counted under a tenant's lock, and a count walks every dead
+// entry in their indexes, thousands after a minute (autovacuum's pace,
+// where it runs) and more without autovacuum, while every line behind it
+// waits.
 var queueTables = []string{"operation_outbox", "webhook_sending", "webhook_waiting"}
 
 const vacuumInterval = 10 * time.Second
 
 // reconcileParallel is how many marked operations a reconcile pass settles
-// at once: a pass whose batch met a processor that drops requests spent a
-// PROCESSOR_TIMEOUT on each, one after the other, and the long chaos run saw
-// an operation wait 14 s between two tries and be given up past its
+// at once: against a processor that drops requests each costs a
+// PROCESSOR_TIMEOUT, and a batch tried one after the other would leave its
+// last operations waiting long enough between two tries to pass their
 // deadline. Each holds at most one of the pool's connections at a time.
 const reconcileParallel = 8
 
@@ -200,20 +200,30 @@ const relayBatch = 500
 // cfg.MetricsAddr; Run starts working jobs. A worker that is not run must be
 // closed.
 func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := process.CheckConfig(logger, cfg); err != nil {
 		return nil, err
 	}
-	process.LogConfig(logger, cfg)
 	registry := prometheus.NewRegistry()
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider()).Metered(registry)
 	gw.PageSize = cfg.LedgerPageSize
-	kinds := operations.Kinds(gw)
-	if err := crash.Arm(cfg.CrashPoint.CrashPoint, cfg.AppEnv, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, operation.CrashInRelay)...); err != nil {
+	kinds := catalog.Kinds(gw)
+	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay)...); err != nil {
 		return nil, err
 	}
-	if cfg.CrashPoint.CrashPoint != "" {
-		logger.Warn("crash point armed: this process will kill itself", "point", cfg.CrashPoint.CrashPoint)
+	w, err := openDB(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
 	}
+	if err := w.build(registry, kinds); err != nil {
+		w.closeDB()
+		return nil, err
+	}
+	return w, nil
+}
+
+// openDB opens the worker's pools, waiting for the database, and holds its
+// presence.
+func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) {
 	// River's client, whose notifier LISTENs, runs on the session pool.
 	pool, session, err := cfg.OpenPools(ctx, riverConns)
 	if err != nil {
@@ -230,89 +240,98 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		process.ClosePools(pool, session)
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, logger: logger, pool: pool, session: session, presence: presence}
-	closeDB := w.closeDB
-	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, logger)
+	return &Worker{cfg: cfg, logger: logger, pool: pool, session: session, presence: presence}, nil
+}
+
+// build makes, on the worker's open pools, the parts that run its jobs,
+// River's client and its internal HTTP server, listening; the metrics of
+// each go in registry.
+func (w *Worker) build(registry *prometheus.Registry, kinds *operation.Registry) error {
+	if err := w.buildOperations(registry, kinds); err != nil {
+		return err
+	}
+	if err := w.buildRiver(registry); err != nil {
+		return err
+	}
+	return w.listen(registry)
+}
+
+// buildOperations makes the machinery the jobs run: the key store and its
+// announcer, the operations' runner, the webhook deliverer, the reconciler,
+// the sweep and the outbox's relay, and the metrics of what they do.
+func (w *Worker) buildOperations(registry *prometheus.Registry, kinds *operation.Registry) error {
+	cfg, pool := w.cfg, w.pool
+	w.announcer = idempotency.NewAnnouncer(pool, announceCooldown, w.logger)
 	w.Keys = &idempotency.Store{DB: pool, Retention: cfg.KeyRetention.KeyRetention, TombstoneRetention: cfg.TombstoneRetention,
 		Announcer: w.announcer}
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		reviewCollector{db: pool, kinds: kinds.ReviewKinds()})
-	lister, err := outbox.NewInserter(pool, outbox.RelayCooldown, process.Quiet(logger))
+		reviewCollector(pool, kinds.ReviewKinds()))
+	lister, err := jobs.NewInserter(pool, jobs.RelayCooldown, process.Quiet(w.logger))
 	if err != nil {
-		closeDB()
-		return nil, err
+		return err
 	}
-	jobs := outbox.Queue{Client: lister, RescueAfter: outbox.RescueAfter(cfg.JobTimeout)}
+	queue := jobs.Queue{Client: lister, RescueAfter: jobs.RescueAfter(cfg.JobTimeout)}
 	w.Ops = &operation.Runner{DB: pool, Keys: w.Keys, Kinds: kinds,
 		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry, kinds.Types()),
-		Subscribers: endpoints.FanOut{Jobs: jobs}}
+		Subscribers: endpoints.FanOut{Jobs: queue}}
 	// Deliveries send the trace of the event's settling on, as traceparent.
 	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout, cfg.EndpointInFlight)
 	deliveryClient.Transport = tracing.Transport(deliveryClient.Transport, cfg.Provider())
 	w.Deliverer = &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
 		Client: deliveryClient,
 		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool),
-		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: jobs,
-		Worker: presence.ID}
-	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
+		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: queue,
+		Worker: w.presence.ID}
+	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: w.logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
 		BatchSize: cfg.ReconcileBatch, Parallel: reconcileParallel, Tracer: cfg.Provider()}
-	registry.MustRegister(backlogCollector{keys: w.Keys, db: pool, jobs: jobs, stuckAfter: cfg.StuckAfter})
-	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: jobs,
+	registry.MustRegister(backlogCollector(w.Keys, pool, queue, cfg.StuckAfter))
+	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: queue,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
-	w.Relay = &operation.Relay{DB: pool, Jobs: jobs, BatchSize: relayBatch, Session: session, Poll: cfg.FetchPollInterval,
-		Logger: logger}
-	w.river, err = outbox.NewWorker(session, process.Quiet(logger), outbox.WorkerConfig{
+	w.Relay = &outbox.Relay{DB: pool, Jobs: queue, BatchSize: relayBatch, Session: w.session, Poll: cfg.FetchPollInterval,
+		Logger: w.logger}
+	return nil
+}
+
+// buildRiver makes River's client, on the session pool, working the jobs
+// with the machinery buildOperations made.
+func (w *Worker) buildRiver(registry *prometheus.Registry) error {
+	cfg := w.cfg
+	var err error
+	w.river, err = jobs.NewWorker(w.session, process.Quiet(w.logger), jobs.WorkerConfig{
 		MaxWorkers:        cfg.Concurrency,
 		WebhookWorkers:    cfg.WebhookConcurrency,
 		JobTimeout:        cfg.JobTimeout,
-		RescueAfter:       outbox.RescueAfter(cfg.JobTimeout),
+		RescueAfter:       jobs.RescueAfter(cfg.JobTimeout),
 		Backoff:           cfg.backoff(),
 		FetchPollInterval: cfg.FetchPollInterval,
 		LedgerTimeout:     cfg.LedgerTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
 		ReapInterval:      cfg.ReapInterval,
-	}, outbox.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapPace: cfg.ReapPace(),
-		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: w.Deliverer, Reaped: newReapMetrics(registry), Logger: logger, Tracer: cfg.Provider(),
+	}, jobs.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapPace: cfg.ReapPace(),
+		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: w.Deliverer, Reaped: newReapMetrics(registry), Logger: w.logger, Tracer: cfg.Provider(),
 		Registry: registry})
-	if err != nil {
-		closeDB()
-		return nil, err
-	}
-
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler(registry))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
-	// The dashboard shows and changes River's jobs, so it is on this internal
-	// listener only, never the API's port, and only with a password.
-	if cfg.RiverUIPassword == "" {
-		logger.Info("River dashboard off: RIVER_UI_PASSWORD is unset")
-	} else {
-		if w.dashboard, err = newDashboard(w.river, process.Quiet(logger)); err != nil {
-			closeDB()
-			return nil, err
-		}
-		mux.Handle(dashboardPrefix+"/", denyFraming(protectDashboard(cfg.RiverUIUser, cfg.RiverUIPassword, w.dashboard)))
-	}
-	w.http, err = process.Listen(cfg.MetricsAddr, mux, logger, 10*time.Second, 5*time.Second)
-	if err != nil {
-		closeDB()
-		return nil, err
-	}
-	return w, nil
+	return err
 }
 
-// denyFraming forbids every page of next to be shown in a frame, by old
-// browsers (X-Frame-Options) and new (CSP frame-ancestors): the dashboard's
-// buttons cancel, retry and delete jobs, and another site that framed it
-// under a logged-in operator's cached credentials could trick the clicks
-// (clickjacking). It sets them before next runs, on every answer, the 401
-// included.
-func denyFraming(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Frame-Options", "DENY")
-		w.Header().Set("Content-Security-Policy", "frame-ancestors 'none'")
-		next.ServeHTTP(w, r)
-	})
+// listen starts the internal HTTP server on cfg.MetricsAddr: /metrics,
+// /healthz, and River's dashboard when RIVER_UI_PASSWORD is set.
+func (w *Worker) listen(registry *prometheus.Registry) error {
+	var err error
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler(registry))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprintln(rw, `{"status":"ok"}`) })
+	// The dashboard shows and changes River's jobs, so it is on this internal
+	// listener only, never the API's port, and only with a password.
+	if w.cfg.RiverUIPassword == "" {
+		w.logger.Info("River dashboard off: RIVER_UI_PASSWORD is unset")
+	} else {
+		if w.dashboard, err = newDashboard(w.river, process.Quiet(w.logger)); err != nil {
+			return err
+		}
+		mux.Handle(dashboardPrefix+"/", denyFraming(protectDashboard(w.cfg.RiverUIUser, w.cfg.RiverUIPassword, w.dashboard)))
+	}
+	w.http, err = process.Listen(w.cfg.MetricsAddr, mux, w.logger, 10*time.Second, 5*time.Second)
+	return err
 }
 
 // MetricsAddr is where the worker serves /metrics.

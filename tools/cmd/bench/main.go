@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,11 +39,7 @@ func main() { process.Main("bench", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var cfg config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		_ = process.Usage(stdout, "bench", "The benchmark: the service as ratios to the machine's ceilings.", &cfg)
-		return flag.ErrHelp
-	}
-	if err := envconfig.Process("", &cfg); err != nil {
+	if err := process.Configure(args, stdout, "bench", "The benchmark: the service as ratios to the machine's ceilings.", &cfg); err != nil {
 		return err
 	}
 	// The reaper's pace as the worker's, unless asked otherwise.

@@ -13,7 +13,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,8 +23,6 @@ import (
 	"strconv"
 	"text/tabwriter"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/process"
@@ -46,11 +43,7 @@ func main() { process.Main("benchcount", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var cfg config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		_ = process.Usage(stdout, "benchcount", "Instructions of Go a request, by mode, under callgrind.", &cfg)
-		return flag.ErrHelp
-	}
-	if err := envconfig.Process("", &cfg); err != nil {
+	if err := process.Configure(args, stdout, "benchcount", "Instructions of Go a request, by mode, under callgrind.", &cfg); err != nil {
 		return err
 	}
 	if cfg.Mode != "" {
@@ -71,6 +64,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := bench.PrepareCount(ctx, url); err != nil {
 		return err
 	}
+	return countModes(ctx, cfg, url, stdout)
+}
+
+// countModes counts each mode on the database at url and prints the table:
+// a mode runs twice under callgrind, with cfg.Warmup requests and with
+// cfg.Requests more, and the difference is divided by cfg.Requests.
+func countModes(ctx context.Context, cfg config, url string, stdout io.Writer) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -8,12 +8,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/tools/chaos"
@@ -33,11 +30,7 @@ func main() { process.Main("chaos", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var cfg config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		_ = process.Usage(stdout, "chaos", "The chaos run: invariants under kills, outages and races.", &cfg)
-		return flag.ErrHelp
-	}
-	if err := envconfig.Process("", &cfg); err != nil {
+	if err := process.Configure(args, stdout, "chaos", "The chaos run: invariants under kills, outages and races.", &cfg); err != nil {
 		return err
 	}
 	profile, ok := chaos.Profiles[cfg.Profile]

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/tools/cmdtest"
 	"github.com/example/payments/tools/testio"
 	"github.com/example/payments/tools/testwait"
 )
@@ -27,16 +26,8 @@ func TestMain(m *testing.M) {
 
 func TestRunHelp(t *testing.T) {
 	t.Parallel()
-	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v, want flag.ErrHelp", err)
-	}
-	for _, name := range []string{"LOG_FORMAT", "RECEIVER_ADDR", "RECEIVER_PATH", "RECEIVER_SECRET",
-		"RECEIVER_DEDUPE_FILE", "RECEIVER_FAIL_FIRST"} {
-		if !strings.Contains(out.String(), name) {
-			t.Errorf("usage does not list %s:\n%s", name, out.String())
-		}
-	}
+	cmdtest.Help(t, run, "LOG_FORMAT", "RECEIVER_ADDR", "RECEIVER_PATH", "RECEIVER_SECRET",
+		"RECEIVER_DEDUPE_FILE", "RECEIVER_FAIL_FIRST")
 }
 
 func TestRunRequiresSecret(t *testing.T) {
@@ -44,8 +35,43 @@ func TestRunRequiresSecret(t *testing.T) {
 	os.Unsetenv("RECEIVER_SECRET") // t.Setenv restores it afterwards
 	t.Setenv("RECEIVER_ADDR", "127.0.0.1:0")
 	t.Setenv("RECEIVER_DEDUPE_FILE", filepath.Join(t.TempDir(), "seen.log"))
-	if err := run(context.Background(), nil, &testio.Buffer{}); err == nil || !strings.Contains(err.Error(), "RECEIVER_SECRET") {
-		t.Fatalf("err = %v, want one naming RECEIVER_SECRET", err)
+	cmdtest.Refuses(t, run, "RECEIVER_SECRET")
+}
+
+// running is the program started as main starts it, in the environment the
+// test set.
+type running struct {
+	addr   string // where it listens
+	out    *testio.Buffer
+	cancel context.CancelFunc
+	errc   chan error
+}
+
+// start starts the program on a free port, with a dedupe file of its own,
+// and waits for its listening line. The test's end stops it, if the test
+// has not.
+func start(t *testing.T) *running {
+	t.Helper()
+	t.Setenv("RECEIVER_ADDR", "127.0.0.1:0")
+	t.Setenv("RECEIVER_DEDUPE_FILE", filepath.Join(t.TempDir(), "seen.log"))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &running{out: &testio.Buffer{}, cancel: cancel, errc: make(chan error, 1)}
+	go func() { r.errc <- run(ctx, nil, r.out) }()
+	testwait.For(t, "the listening line", func() bool {
+		r.addr = listening(r.out.String())
+		return r.addr != ""
+	})
+	return r
+}
+
+// stop ends the program as SIGTERM does and fails t unless it returns nil.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	r.cancel()
+	if err := <-r.errc; err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }
 
@@ -54,25 +80,13 @@ func TestRunRequiresSecret(t *testing.T) {
 func TestRunServes(t *testing.T) {
 	secret := webhook.NewSecret()
 	t.Setenv("RECEIVER_SECRET", secret)
-	t.Setenv("RECEIVER_ADDR", "127.0.0.1:0")
-	t.Setenv("RECEIVER_DEDUPE_FILE", filepath.Join(t.TempDir(), "seen.log"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &testio.Buffer{}
-	errc := make(chan error, 1)
-	go func() { errc <- run(ctx, nil, out) }()
-
-	var addr string
-	testwait.For(t, "the listening line", func() bool {
-		addr = listening(out.String())
-		return addr != ""
-	})
+	r := start(t)
 	s, err := webhook.ParseSecrets(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"id":"evt_main","object":"event","type":"payment.succeeded","data":{"object":{"id":"pay_1","status":"succeeded"}},"created_at":"2025-01-01T00:00:00Z"}`)
-	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+"/webhooks", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,17 +101,13 @@ func TestRunServes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("delivery: %s", resp.Status)
 	}
-	if !strings.Contains(out.String(), "\nevent evt_main payment.succeeded pay_1 succeeded\n") {
-		t.Fatalf("stdout lacks the event line:\n%s", out)
+	if !strings.Contains(r.out.String(), "\nevent evt_main payment.succeeded pay_1 succeeded\n") {
+		t.Fatalf("stdout lacks the event line:\n%s", r.out)
 	}
-	if strings.Contains(out.String(), "whsec_") {
-		t.Fatalf("stdout shows the secret:\n%s", out)
+	if strings.Contains(r.out.String(), "whsec_") {
+		t.Fatalf("stdout shows the secret:\n%s", r.out)
 	}
-	http.DefaultClient.CloseIdleConnections()
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatalf("run: %v", err)
-	}
+	r.stop(t)
 }
 
 // listening finds the address in the "listening" log line, or "".
@@ -110,4 +120,46 @@ func listening(out string) string {
 		}
 	}
 	return ""
+}
+
+// TestRunTraces: with OTEL_TRACES_EXPORTER=console, a delivery is a span on
+// stdout in the trace its traceparent names, flushed when run returns; a
+// health check makes none.
+func TestRunTraces(t *testing.T) {
+	t.Setenv("RECEIVER_SECRET", webhook.NewSecret())
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	t.Setenv("OTEL_PROPAGATORS", "")
+	r := start(t)
+
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for _, path := range []string{"/healthz", "/webhooks"} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+r.addr+path, strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path == "/healthz" {
+			req.Method = http.MethodGet
+		}
+		req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	r.stop(t)
+	var spans []string
+	sc := bufio.NewScanner(strings.NewReader(r.out.String()))
+	for sc.Scan() {
+		var span struct {
+			Name        string
+			SpanContext struct{ TraceID string }
+		}
+		if json.Unmarshal(sc.Bytes(), &span) == nil && span.Name != "" {
+			spans = append(spans, span.Name+" "+span.SpanContext.TraceID)
+		}
+	}
+	if want := "POST /webhooks " + traceID; len(spans) != 1 || spans[0] != want {
+		t.Fatalf("spans %q, want one, %q\n%s", spans, want, r.out)
+	}
 }

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
-	"flag"
-	"io"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/tools/cmdtest"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -20,17 +15,8 @@ func TestMain(m *testing.M) {
 
 func TestRunHelp(t *testing.T) {
 	t.Parallel()
-	var out bytes.Buffer
-	err := run(context.Background(), []string{"-h"}, &out)
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v, want flag.ErrHelp", err)
-	}
-	for _, name := range []string{"DATABASE_URL", "PROCESSOR_ADDR", "PROCESSOR_FAIL_RATE", "PROCESSOR_DROP_RATE",
-		"PROCESSOR_LATENCY", "PROCESSOR_EXEC_LATENCY", "PROCESSOR_TIMEOUT_HANG", "PROCESSOR_KEY_RETENTION"} {
-		if !strings.Contains(out.String(), name) {
-			t.Errorf("usage does not list %s:\n%s", name, out.String())
-		}
-	}
+	cmdtest.Help(t, run, "DATABASE_URL", "PROCESSOR_ADDR", "PROCESSOR_FAIL_RATE", "PROCESSOR_DROP_RATE",
+		"PROCESSOR_LATENCY", "PROCESSOR_EXEC_LATENCY", "PROCESSOR_TIMEOUT_HANG", "PROCESSOR_KEY_RETENTION")
 }
 
 func TestRunBadConfig(t *testing.T) {
@@ -38,7 +24,5 @@ func TestRunBadConfig(t *testing.T) {
 	t.Setenv("DATABASE_URL", db.URL)
 	t.Setenv("PROCESSOR_ADDR", "127.0.0.1:0")
 	t.Setenv("PROCESSOR_FAIL_RATE", "2")
-	if err := run(context.Background(), nil, io.Discard); err == nil || !strings.Contains(err.Error(), "fail rate") {
-		t.Errorf("err = %v, want a fail rate error", err)
-	}
+	cmdtest.Refuses(t, run, "fail rate")
 }

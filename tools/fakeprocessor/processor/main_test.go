@@ -1,8 +1,6 @@
 package processor
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testio"
 	"github.com/example/payments/tools/testwait"
 )
 
@@ -27,30 +26,82 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// logLines collects JSON log lines, safely for concurrent use.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// find returns the first log line with the message msg.
-func (l *logLines) find(msg string) (map[string]any, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
-	for sc.Scan() {
+// findLine returns the first JSON log line in logs with the message msg.
+func findLine(logs *testio.Buffer, msg string) (map[string]any, bool) {
+	dec := json.NewDecoder(strings.NewReader(logs.String()))
+	for {
 		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == msg {
+		if dec.Decode(&line) != nil {
+			return nil, false
+		}
+		if line["msg"] == msg {
 			return line, true
 		}
 	}
-	return nil, false
+}
+
+// testConfig is the processor's default configuration, on free ports.
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	var cfg Config
+	if err := envconfig.Process("payments_processor_test_unset", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr, cfg.InternalAddr = "127.0.0.1:0", "127.0.0.1:0"
+	return cfg
+}
+
+// start builds the processor from cfg, logging JSON lines to logs, and runs
+// it until stop, or the end of the test; stop returns what Run returned.
+func start(t *testing.T, cfg Config, logs *testio.Buffer) (p *Processor, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := New(ctx, cfg, process.NewLogger(logs, "json", slog.LevelInfo))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	t.Cleanup(func() { _ = stop() })
+	return p, stop
+}
+
+// get GETs url and returns the answer's status and body.
+func get(t *testing.T, client *http.Client, url string) (int, []byte) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body
+}
+
+// postCharge charges 100 USD to method under key at the processor at base,
+// and returns the answer's status.
+func postCharge(client *http.Client, base, key, method string) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/charges",
+		strings.NewReader(`{"amount":100,"currency":"USD","payment_method":"`+method+`"}`))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
 }
 
 // TestProcessor builds the processor process on a free port, charges through
@@ -59,81 +110,49 @@ func (l *logLines) find(msg string) (map[string]any, bool) {
 func TestProcessor(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	var cfg Config
-	if err := envconfig.Process("payments_processor_test_unset", &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.DatabaseURL, cfg.Addr, cfg.InternalAddr, cfg.TimeoutHang = db.URL, "127.0.0.1:0", "127.0.0.1:0", time.Hour
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &logLines{}
-	p, err := New(ctx, cfg, process.NewLogger(logs, "json", slog.LevelInfo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	cfg := testConfig(t)
+	cfg.DatabaseURL, cfg.TimeoutHang = db.URL, time.Hour
+	logs := &testio.Buffer{}
+	p, stop := start(t, cfg, logs)
 	base := "http://" + p.Addr()
-	if line, ok := logs.find("configuration"); !ok || line["TimeoutHang"] != "1h0m0s" || line["DatabaseURL"] == nil {
+	if line, ok := findLine(logs, "configuration"); !ok || line["TimeoutHang"] != "1h0m0s" || line["DatabaseURL"] == nil {
 		t.Errorf("configuration line = %v", line)
 	}
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
-	resp, err := client.Get(base + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("healthz = %d", resp.StatusCode)
+	if status, _ := get(t, client, base+"/healthz"); status != http.StatusOK {
+		t.Fatalf("healthz = %d", status)
 	}
 	// Metrics are on the internal listener, never the public port.
-	if resp, err = client.Get(base + "/metrics"); err != nil {
-		t.Fatal(err)
+	if status, _ := get(t, client, base+"/metrics"); status != http.StatusNotFound {
+		t.Fatalf("public /metrics = %d", status)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("public /metrics = %d", resp.StatusCode)
-	}
-	if resp, err = client.Get("http://" + p.InternalAddr() + "/metrics"); err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(metrics), `fakeprocessor_webhook_events{state="pending"} 0`) {
-		t.Fatalf("internal /metrics = %d\n%s", resp.StatusCode, metrics)
+	status, metrics := get(t, client, "http://"+p.InternalAddr()+"/metrics")
+	if status != http.StatusOK || !strings.Contains(string(metrics), `fakeprocessor_webhook_events{state="pending"} 0`) {
+		t.Fatalf("internal /metrics = %d\n%s", status, metrics)
 	}
 
 	held := make(chan int, 1)
 	go func() {
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/charges",
-			strings.NewReader(`{"amount":100,"currency":"USD","payment_method":"pm_card_timeout"}`))
-		req.Header.Set("Idempotency-Key", "held")
-		resp, err := client.Do(req)
+		status, err := postCharge(client, base, "held", "pm_card_timeout")
 		if err != nil {
 			t.Errorf("held request: %v", err)
-			held <- 0
-			return
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		held <- resp.StatusCode
+		held <- status
 	}()
 	testwait.For(t, "the held charge", func() bool {
 		var n int
 		err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM processor.charges WHERE idempotency_key = 'held'`).Scan(&n)
 		return err == nil && n == 1
 	})
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if status := <-held; status != http.StatusOK {
 		t.Errorf("held request status = %d, want 200", status)
 	}
-	if line, ok := logs.find("request"); !ok || line["request_id"] == "" {
+	if line, ok := findLine(logs, "request"); !ok || line["request_id"] == "" {
 		t.Errorf("access log line = %v", line)
 	}
 }
@@ -145,14 +164,6 @@ func TestProcessorWebhooks(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	old, current := webhook.NewSecret(), webhook.NewSecret()
-	onlyOld, err := webhook.ParseSecrets(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	onlyNew, err := webhook.ParseSecrets(current)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type received struct {
 		header http.Header
 		body   []byte
@@ -164,40 +175,22 @@ func TestProcessorWebhooks(t *testing.T) {
 	}))
 	defer receiver.Close()
 
-	var cfg Config
-	if err := envconfig.Process("payments_processor_test_unset", &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.DatabaseURL, cfg.Addr, cfg.InternalAddr, cfg.WebhookURL = db.URL, "127.0.0.1:0", "127.0.0.1:0", receiver.URL
+	cfg := testConfig(t)
+	cfg.DatabaseURL, cfg.WebhookURL = db.URL, receiver.URL
 	if err := cfg.WebhookSecret.Decode(old + "," + current); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logs := &logLines{}
-	p, err := New(ctx, cfg, process.NewLogger(logs, "json", slog.LevelInfo))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	if line, ok := logs.find("configuration"); !ok || line["WebhookSecret"] != "(2 secrets)" ||
+	logs := &testio.Buffer{}
+	p, stop := start(t, cfg, logs)
+	if line, ok := findLine(logs, "configuration"); !ok || line["WebhookSecret"] != "(2 secrets)" ||
 		line["WebhookURL"] != receiver.URL || line["WebhookRetryHorizon"] != "72h0m0s" {
 		t.Errorf("configuration line = %v", line)
 	}
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+p.Addr()+"/v1/charges",
-		strings.NewReader(`{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`))
-	req.Header.Set("Idempotency-Key", "webhooked")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("charge status = %d", resp.StatusCode)
+	if status, err := postCharge(client, "http://"+p.Addr(), "webhooked", "pm_card_visa"); err != nil || status != http.StatusOK {
+		t.Fatalf("charge: %d, %v", status, err)
 	}
 
 	var r received
@@ -206,7 +199,11 @@ func TestProcessorWebhooks(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no webhook within 20s")
 	}
-	for name, s := range map[string]webhook.Secrets{"old": onlyOld, "new": onlyNew} {
+	for name, secret := range map[string]string{"old": old, "new": current} {
+		s, err := webhook.ParseSecrets(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := s.Verify(r.body, r.header, time.Now()); err != nil {
 			t.Errorf("the %s secret does not verify: %v", name, err)
 		}
@@ -224,18 +221,14 @@ func TestProcessorWebhooks(t *testing.T) {
 		t.Errorf("webhook %s: %v", r.body, err)
 	}
 	testwait.For(t, "the attempt's log line", func() bool {
-		line, ok := logs.find("webhook attempt")
+		line, ok := findLine(logs, "webhook attempt")
 		return ok && line["event_id"] == ev.ID && line["status"] == float64(http.StatusOK)
 	})
 
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	logs.mu.Lock()
-	leaked := strings.Contains(logs.buf.String(), "whsec_")
-	logs.mu.Unlock()
-	if leaked {
+	if strings.Contains(logs.String(), "whsec_") {
 		t.Error("a secret is in the logs")
 	}
 }
@@ -243,11 +236,8 @@ func TestProcessorWebhooks(t *testing.T) {
 // TestNewRefusesUnsignedWebhooks checks that a webhook URL needs a secret.
 func TestNewRefusesUnsignedWebhooks(t *testing.T) {
 	t.Parallel()
-	var cfg Config
-	if err := envconfig.Process("payments_processor_test_unset", &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Addr, cfg.InternalAddr, cfg.WebhookURL = "127.0.0.1:0", "127.0.0.1:0", "http://127.0.0.1:1/webhooks"
+	cfg := testConfig(t)
+	cfg.WebhookURL = "http://127.0.0.1:1/webhooks"
 	_, err := New(context.Background(), cfg, process.NewLogger(io.Discard, "json", slog.LevelInfo))
 	if err == nil || !strings.Contains(err.Error(), "PROCESSOR_WEBHOOK_SECRET") {
 		t.Errorf("New = %v, want a refusal naming PROCESSOR_WEBHOOK_SECRET", err)

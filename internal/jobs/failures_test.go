@@ -1,9 +1,8 @@
-package outbox_test
+package jobs_test
 
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,11 +10,11 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/operations"
-	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/tools/fakeprocessor"
@@ -171,7 +170,7 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 	// processor's latency, as the close must wait for what is in flight.
 	patient := func(s *stacktest.Stack) (*operation.Runner, *operation.Reconciler) {
 		ops := *s.Ops
-		ops.Kinds = operations.Kinds(gateway.New(s.Processor.URL, 10*time.Second))
+		ops.Kinds = catalog.Kinds(gateway.New(s.Processor.URL, 10*time.Second))
 		rec := *s.Reconciler
 		rec.Ops = &ops
 		return &ops, &rec
@@ -320,11 +319,8 @@ func TestPeriodicJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := stacktest.New(t, stacktest.Options{})
-	inserter, err := outbox.NewInserter(s.DB.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range []river.JobArgs{outbox.LedgerArgs{}} {
+	inserter := newInserter(t, s.DB.Pool)
+	for _, args := range []river.JobArgs{jobs.LedgerArgs{}} {
 		first, err := inserter.Insert(ctx, args, nil)
 		if err != nil || first.UniqueSkippedAsDuplicate {
 			t.Fatalf("%s: first insert: %+v, %v", args.Kind(), first, err)
@@ -341,7 +337,7 @@ func TestPeriodicJobs(t *testing.T) {
 	stacktest.WaitFor(t, "the failed comparison to be discarded", func() bool {
 		return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'compare_ledger' AND state = 'discarded' AND attempt = 1`) == 1
 	})
-	third, err := inserter.Insert(ctx, outbox.LedgerArgs{}, nil)
+	third, err := inserter.Insert(ctx, jobs.LedgerArgs{}, nil)
 	if err != nil || third.UniqueSkippedAsDuplicate {
 		t.Fatalf("next comparison after the failed one: %+v, %v", third, err)
 	}
@@ -448,7 +444,7 @@ func TestReaper(t *testing.T) {
 
 func TestBackoff(t *testing.T) {
 	t.Parallel()
-	b := outbox.Backoff{Base: time.Second, Max: time.Minute}
+	b := jobs.Backoff{Base: time.Second, Max: time.Minute}
 	for attempt, ceiling := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 6: 32 * time.Second, 7: time.Minute, 100: time.Minute} {
 		for range 50 {
 			if d := b.Delay(attempt); d < ceiling/2 || d > ceiling {

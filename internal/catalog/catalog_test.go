@@ -1,4 +1,4 @@
-package operations_test
+package catalog_test
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/operations"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testkind"
 )
@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 }
 
 // The processor's adapter makes every kind's calls.
-var _ operations.Processor = (*gateway.Client)(nil)
+var _ catalog.Processor = (*gateway.Client)(nil)
 
 // admitted reports whether the migrated schema's checks admit a kind: its
 // type in the reconciliation queue, its recovery point on a key. It writes
@@ -53,7 +53,7 @@ func TestKinds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testdb.New(t)
-	kinds := operations.Kinds(nil)
+	kinds := catalog.Kinds(nil)
 	if len(kinds.Kinds()) < 2 {
 		t.Fatalf("kinds = %v", kinds.Types())
 	}

@@ -1,4 +1,4 @@
-package outbox_test
+package jobs_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/jobs"
 )
 
 // TestTraceWorkTimed: every kind named and outcome is a series from the
@@ -19,7 +19,7 @@ func TestTraceWorkTimed(t *testing.T) {
 	t.Parallel()
 	tp, _ := recorder(t)
 	reg := prometheus.NewRegistry()
-	mw := outbox.NewTraceWork(tp, nil).Timed(reg, "drive_operation", "deliver_webhook")
+	mw := jobs.NewTraceWork(tp, nil).Timed(reg, "drive_operation", "deliver_webhook")
 	job := &rivertype.JobRow{ID: 1, Kind: "drive_operation", Attempt: 1, MaxAttempts: 10, Queue: "default", EncodedArgs: []byte(`{}`)}
 	if err := mw.Work(context.Background(), job, func(context.Context) error { return errors.New("boom") }); err == nil {
 		t.Fatal("the attempt's error was lost")
@@ -53,12 +53,12 @@ func TestTraceWorkTimed(t *testing.T) {
 			}
 		}
 	}
-	if len(got) != 2*len(outbox.Outcomes)+1 {
-		t.Errorf("%d series, want 2 kinds × %d outcomes and the widget's: %v", len(got), len(outbox.Outcomes), got)
+	if len(got) != 2*len(jobs.Outcomes)+1 {
+		t.Errorf("%d series, want 2 kinds × %d outcomes and the widget's: %v", len(got), len(jobs.Outcomes), got)
 	}
 	for k, n := range got {
 		want := uint64(0)
-		if k == [2]string{"drive_operation", outbox.OutcomeError} || k == [2]string{"widget", outbox.OutcomeOK} {
+		if k == [2]string{"drive_operation", jobs.OutcomeError} || k == [2]string{"widget", jobs.OutcomeOK} {
 			want = 1
 		}
 		if n != want {

@@ -1,4 +1,4 @@
-package outbox
+package jobs
 
 import (
 	"context"
@@ -150,31 +150,33 @@ func stopWhenHandedOff(err error) error {
 	return err
 }
 
-// onePeriodicRun keeps a periodic job to one run at a time across all
-// workers: while one is waiting or running, the periodic enqueuer inserts no
-// other. A run that fails is not retried on top of the next one: the next
-// periodic run starts afresh. The run of a worker that died holds the next up
-// until River rescues it (RescueAfter), and the periodic enqueuer runs on
-// River's leader only, which a dead one hands on only when its term expires:
-// right for the ledger comparison and the reaper, which can wait; the
-// reconciler, which cannot, runs a loop in every worker instead
-// (operation.Reconciler.Loop).
-var onePeriodicRun = river.InsertOpts{
-	MaxAttempts: 1,
-	UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
-		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
-	}},
+// onePeriodicRun, embedded in a periodic job's args, keeps the job to one
+// run at a time across all workers: while one is waiting or running, the
+// periodic enqueuer inserts no other. A run that fails is not retried on top
+// of the next one: the next periodic run starts afresh. The run of a worker
+// that died holds the next up until River rescues it (RescueAfter), and the
+// periodic enqueuer runs on River's leader only, which a dead one hands on
+// only when its term expires: right for the ledger comparison and the
+// reaper, which can wait; the reconciler, which cannot, runs a loop in every
+// worker instead (operation.Reconciler.Loop).
+type onePeriodicRun struct{}
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (onePeriodicRun) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{
+		MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+		}},
+	}
 }
 
 // LedgerArgs is the periodic job that compares the processor's ledger with
 // ours.
-type LedgerArgs struct{}
+type LedgerArgs struct{ onePeriodicRun }
 
 // Kind names the job in River's tables.
 func (LedgerArgs) Kind() string { return "compare_ledger" }
-
-// InsertOpts: see onePeriodicRun.
-func (LedgerArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
 
 // LedgerWorker runs the ledger comparison, which pages through the whole
 // window and so may take longer than a reconcile run.
@@ -198,13 +200,10 @@ func (w *LedgerWorker) Work(ctx context.Context, _ *river.Job[LedgerArgs]) error
 }
 
 // ReapArgs is the periodic job that deletes expired idempotency keys.
-type ReapArgs struct{}
+type ReapArgs struct{ onePeriodicRun }
 
 // Kind names the job in River's tables.
 func (ReapArgs) Kind() string { return "reap_idempotency_keys" }
-
-// InsertOpts: see onePeriodicRun.
-func (ReapArgs) InsertOpts() river.InsertOpts { return onePeriodicRun }
 
 // ReapWorker turns finished keys past their retention into tombstones, and
 // deletes tombstones past theirs, and processed processor events past

@@ -1,11 +1,11 @@
-package outbox_test
+package jobs_test
 
 import (
 	"math"
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/jobs"
 )
 
 // TestBackoffLargeBase: a base delay of seconds doubled thirty-odd times
@@ -16,7 +16,7 @@ import (
 func TestBackoffLargeBase(t *testing.T) {
 	t.Parallel()
 	for base := time.Nanosecond; base <= time.Hour; base = base*3 + 1 {
-		b := outbox.Backoff{Base: base, Max: time.Hour}
+		b := jobs.Backoff{Base: base, Max: time.Hour}
 		for attempt := 1; attempt <= 1000; attempt++ {
 			low := b.Base / 2
 			if attempt > 32 {
@@ -37,13 +37,13 @@ func TestBackoffHorizon(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		b    outbox.Backoff
+		b    jobs.Backoff
 		// last is the horizon of 1000 attempts of a minute.
 		last time.Duration
 	}{
-		{"LargeBase", outbox.Backoff{Base: 5 * time.Second, Max: time.Hour},
+		{"LargeBase", jobs.Backoff{Base: 5 * time.Second, Max: time.Hour},
 			5*time.Second*(1<<10-1) + (1000-1-10)*time.Hour + 1000*time.Minute},
-		{"Saturates", outbox.Backoff{Base: time.Hour, Max: math.MaxInt64}, math.MaxInt64},
+		{"Saturates", jobs.Backoff{Base: time.Hour, Max: math.MaxInt64}, math.MaxInt64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

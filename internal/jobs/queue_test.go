@@ -1,13 +1,11 @@
-package outbox_test
+package jobs_test
 
 import (
-	"context"
 	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,11 +18,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
-	"github.com/example/payments/tools/testdb"
 )
 
 // TestEnqueueIsInsertTx: a job staged in a transaction that rolls back does
@@ -32,40 +29,17 @@ import (
 // with the id Enqueue returned, the operation's args, and River's defaults.
 func TestEnqueueIsInsertTx(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := testdb.New(t)
-	client, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := outbox.Queue{Client: client}
-
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.EnqueueOperations(ctx, tx, []operation.Staged{{ResourceType: payments.Names.Type, ID: "pay_rolled_back"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-
-	tx, err = db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids, err := q.EnqueueOperations(ctx, tx, []operation.Staged{{ResourceType: payments.Names.Type, ID: "pay_1"},
-		{ResourceType: refunds.Names.Type, ID: "re_1"}})
-	if err != nil || len(ids) != 2 {
-		t.Fatalf("EnqueueOperations = %v, %v", ids, err)
+	q, db := newQueue(t)
+	enqueue(t, q, db, false, outbox.Staged{ResourceType: payments.Names.Type, ID: "pay_rolled_back"})
+	ids := enqueue(t, q, db, true, outbox.Staged{ResourceType: payments.Names.Type, ID: "pay_1"},
+		outbox.Staged{ResourceType: refunds.Names.Type, ID: "re_1"})
+	if len(ids) != 2 {
+		t.Fatalf("EnqueueOperations = %v", ids)
 	}
 	charge, refund := ids[0], ids[1]
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
 
-	all, err := client.JobList(ctx, river.NewJobListParams().First(10))
+	ctx := t.Context()
+	all, err := q.Client.JobList(ctx, river.NewJobListParams().First(10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +50,12 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 		id         int64
 		kind, args string
 	}{{charge, "drive_operation", `{"resource_type": "payment", "id": "pay_1"}`}, {refund, "drive_operation", `{"resource_type": "refund", "id": "re_1"}`}} {
-		job, err := client.JobGet(ctx, want.id)
+		job, err := q.Client.JobGet(ctx, want.id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if job.Kind != want.kind || !jsonEqual(t, job.EncodedArgs, want.args) || job.State != rivertype.JobStateAvailable ||
-			job.Queue != river.QueueDefault || job.MaxAttempts != (outbox.OperationArgs{}).InsertOpts().MaxAttempts {
+			job.Queue != river.QueueDefault || job.MaxAttempts != (jobs.OperationArgs{}).InsertOpts().MaxAttempts {
 			t.Fatalf("job %d = %s %s %s %s %d", want.id, job.Kind, job.EncodedArgs, job.State, job.Queue, job.MaxAttempts)
 		}
 	}
@@ -91,7 +65,7 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if err != nil || !live[charge] || !live[refund] || live[refund+1000] {
 		t.Fatalf("live = %v, %v", live, err)
 	}
-	if _, err := client.JobCancel(ctx, charge); err != nil {
+	if _, err := q.Client.JobCancel(ctx, charge); err != nil {
 		t.Fatal(err)
 	}
 	if live, err = q.Live(ctx, []int64{charge, refund}, time.Now()); err != nil || live[charge] || !live[refund] {
@@ -177,33 +151,16 @@ func TestRiverOnlyThroughItsPublicAPI(t *testing.T) {
 // available and not worked, and how long the oldest has waited.
 func TestBacklog(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := testdb.New(t)
-	client, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := outbox.Queue{Client: client}
-	if n, oldest, err := q.Backlog(ctx); err != nil || n != 0 || oldest != 0 {
+	q, db := newQueue(t)
+	if n, oldest, err := q.Backlog(t.Context()); err != nil || n != 0 || oldest != 0 {
 		t.Fatalf("empty queue: %d, %s, %v", n, oldest, err)
 	}
 	for _, id := range []string{"pay_1", "pay_2"} {
-		tx, err := db.Pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := q.EnqueueOperations(ctx, tx, []operation.Staged{{ResourceType: payments.Names.Type, ID: id}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		enqueue(t, q, db, true, outbox.Staged{ResourceType: payments.Names.Type, ID: id})
 	}
 	// The test reads River's table to age the first job, as time passing would.
-	if _, err := db.Pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() - interval '10 minutes' WHERE args->>'id' = 'pay_1'`); err != nil {
-		t.Fatal(err)
-	}
-	n, oldest, err := q.Backlog(ctx)
+	db.Exec(t, `UPDATE river_job SET scheduled_at = now() - interval '10 minutes' WHERE args->>'id' = 'pay_1'`)
+	n, oldest, err := q.Backlog(t.Context())
 	if err != nil || n != 2 || oldest < 9*time.Minute {
 		t.Fatalf("two jobs, the first 10 minutes old: %d, %s, %v", n, oldest, err)
 	}

@@ -1,10 +1,10 @@
-// Package operations is the list of the service's operations: the one place
+// Package catalog is the list of the service's operations: the one place
 // where a kind of operation (package operation) is added to the service.
 // Everything generic (the first phase, the worker, the sweep, the
 // reconciler, the processor's webhooks, events and their deliveries, the
 // error table, metrics and traces) reads this list, and nothing else names a
 // kind. docs/FORKING.md adds one.
-package operations
+package catalog
 
 import (
 	"github.com/example/payments/internal/operation"
@@ -23,7 +23,7 @@ type Processor interface {
 // API, which calls no processor, passes nil.
 func Kinds(p Processor) *operation.Registry {
 	return operation.MustRegistry(
-		payments.Kind{Processor: p},
-		refunds.Kind{Processor: p},
+		payments.New(p),
+		refunds.New(p),
 	)
 }

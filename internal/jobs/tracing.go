@@ -1,4 +1,4 @@
-package outbox
+package jobs
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 )
 
 // tracerName names the spans this package makes.
-const tracerName = "github.com/example/payments/internal/outbox"
+const tracerName = "github.com/example/payments/internal/jobs"
 
 // TraceInsert is River insert middleware that carries the trace of the code
 // inserting a job to the job: the span context in the inserting context is

@@ -1,4 +1,4 @@
-package outbox_test
+package jobs_test
 
 import (
 	"bytes"
@@ -18,12 +18,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/tracing"
-	"github.com/example/payments/tools/testdb"
 )
 
 // recorder is a TracerProvider of the test's own, recording in memory.
@@ -38,7 +37,7 @@ func recorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) 
 // insertThrough runs the insert middleware over params, as River would.
 func insertThrough(ctx context.Context, t *testing.T, params ...*rivertype.JobInsertParams) {
 	t.Helper()
-	_, err := (&outbox.TraceInsert{}).InsertMany(ctx, params, func(context.Context) ([]*rivertype.JobInsertResult, error) {
+	_, err := (&jobs.TraceInsert{}).InsertMany(ctx, params, func(context.Context) ([]*rivertype.JobInsertResult, error) {
 		var res []*rivertype.JobInsertResult
 		for i, p := range params {
 			res = append(res, &rivertype.JobInsertResult{Job: &rivertype.JobRow{ID: int64(i + 1), Kind: p.Kind, Metadata: p.Metadata}})
@@ -103,16 +102,16 @@ func TestTraceWork(t *testing.T) {
 	insertingSC := inserting.SpanContext()
 
 	var logs bytes.Buffer
-	mw := outbox.NewTraceWork(tp, process.NewLogger(&logs, "json", slog.LevelInfo))
+	mw := jobs.NewTraceWork(tp, process.NewLogger(&logs, "json", slog.LevelInfo))
 	for _, tt := range []struct {
 		attempt int
 		err     error
 		outcome string
 	}{
-		{1, errors.New("processor unknown"), outbox.OutcomeError},
-		{2, nil, outbox.OutcomeOK},
-		{3, river.JobSnooze(time.Second), outbox.OutcomeSnoozed},
-		{4, river.JobCancel(errors.New("handed off")), outbox.OutcomeCancelled},
+		{1, errors.New("processor unknown"), jobs.OutcomeError},
+		{2, nil, jobs.OutcomeOK},
+		{3, river.JobSnooze(time.Second), jobs.OutcomeSnoozed},
+		{4, river.JobCancel(errors.New("handed off")), jobs.OutcomeCancelled},
 	} {
 		job := &rivertype.JobRow{ID: 42, Kind: "drive_operation", Attempt: tt.attempt, MaxAttempts: 10, Queue: "default",
 			EncodedArgs: []byte(`{"resource_type":"payment","id":"pay_123"}`), Metadata: params.Metadata}
@@ -185,7 +184,7 @@ func TestTraceWorkNamesAnyKind(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	var logs bytes.Buffer
-	mw := outbox.NewTraceWork(tp, process.NewLogger(&logs, "json", slog.LevelInfo))
+	mw := jobs.NewTraceWork(tp, process.NewLogger(&logs, "json", slog.LevelInfo))
 	job := &rivertype.JobRow{ID: 7, Kind: "drive_operation", Attempt: 1, MaxAttempts: 10, Queue: "default",
 		EncodedArgs: []byte(`{"resource_type":"widget","id":"wid_1"}`)}
 	if err := mw.Work(context.Background(), job, func(context.Context) error { return nil }); err != nil {
@@ -207,34 +206,18 @@ func TestTraceWorkNamesAnyKind(t *testing.T) {
 func TestTraceRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t)
+	q, db := newQueue(t)
 	tp, rec := recorder(t)
-	client, err := outbox.NewInserter(db.Pool, outbox.InsertCooldown, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
 	spanCtx, span := tp.Tracer("test").Start(ctx, "POST /v1/payments")
-	staged := operation.Staged{ResourceType: payments.Names.Type, ID: "pay_roundtrip", Trace: propagation.MapCarrier{}}
+	staged := outbox.Staged{ResourceType: payments.Names.Type, ID: "pay_roundtrip", Trace: propagation.MapCarrier{}}
 	tracing.Propagator.Inject(spanCtx, staged.Trace)
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	ids, err := outbox.Queue{Client: client}.EnqueueOperations(ctx, tx, []operation.Staged{staged})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := ids[0]
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	id := enqueue(t, q, db, true, staged)[0]
 	span.End()
-	job, err := client.JobGet(ctx, id)
+	job, err := q.Client.JobGet(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.NewTraceWork(tp, nil).Work(ctx, job, func(context.Context) error { return nil }); err != nil {
+	if err := jobs.NewTraceWork(tp, nil).Work(ctx, job, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	attempt := rec.Ended()[len(rec.Ended())-1]

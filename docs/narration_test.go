@@ -1,0 +1,300 @@
+// Package docs_test keeps the repository's prose about what holds now: no
+// file (a document, a migration, a configuration, a Go comment) narrates
+// when or in which working session something was done ("the twentieth
+// session", "this session measured"), or cites a tracker's numbers ("issue
+// 22", "(#14)"). git log and the tracker keep that history; a reader of a
+// file needs what is true of the code beside it.
+//
+// "Session" stays a technical word here (DATABASE_SESSION_URL, a session
+// past the pooler, session-mode pooling, the locks a session holds): only
+// an ordinal or a number with it, or the narrating phrases below, fail.
+package docs_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// self is this file, relative to the repository's root: its table of
+// samples holds the very phrases it looks for, so it is not scanned.
+const self = "docs/narration_test.go"
+
+// ordinals are the ordinal words a numbered session is narrated with.
+const ordinals = `first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|` +
+	`fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|thirtieth|` +
+	`(?:twenty|thirty)[- ](?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)`
+
+// A pattern is one kind of narration. Each matches within a line, or
+// across a line break (prose wraps; see scan).
+type pattern struct {
+	what string
+	re   *regexp.Regexp
+}
+
+var patterns = []pattern{
+	{"a session counted by an ordinal", regexp.MustCompile(`(?i)\b(?:` + ordinals + `)\s+(?:work\s+)?sessions?\b`)},
+	{"a session counted by a number", regexp.MustCompile(`(?i)\b\d+(?:st|nd|rd|th)\s+(?:work\s+)?sessions?\b|\bsessions?\s+#?\d+\b`)},
+	{"a session narrated", regexp.MustCompile(`(?i)\b(?:this|last|previous|next|later|earlier|work)\s+sessions?\b`)},
+	{"a tracker's issue cited", regexp.MustCompile(`(?i)\bissues?\s+#?\d+\b`)},
+	{"a tracker's pull request cited", regexp.MustCompile(`\bPR\s*#\d+\b|(?i)\bpull\s+requests?\s+#?\d+\b`)},
+	// "#14" alone: in parentheses or brackets ("(#14)", "(#14, #22)"), not
+	// a markdown link's target ("](#7-invariants)"), or after a word that
+	// cites it ("see #14", "fixes #14"). A colour (#333, "#1a2b3c"), a
+	// placeholder ($1) or a heading's anchor is none of these.
+	{"a tracker's number cited", regexp.MustCompile(`(?i)(?:^|[^\]])([(\[]#\d+(?:,\s*#\d+)*[)\]]?)(?:[^\w-]|$)|` +
+		`\b((?:see|fix|fixes|fixed|close|closes|closed|resolve|resolves|resolved|ref|refs|per|in|from|after|since|ticket|bug)\s+#\d+)(?:[^\w-]|$)`)},
+}
+
+// A finding is one narration found.
+type finding struct {
+	file   string
+	line   int
+	what   string
+	phrase string
+}
+
+func (f finding) String() string {
+	return fmt.Sprintf("%s:%d: %s: %q", f.file, f.line, f.what, f.phrase)
+}
+
+// continuation strips what starts a wrapped line of prose or of a comment
+// (indentation, "//", "--", "#", "*", ">"), for a phrase broken across two
+// lines to be read as one.
+func continuation(line string) string {
+	line = strings.TrimLeft(line, " \t")
+	for _, mark := range []string{"//", "--", "#", "*", ">"} {
+		if rest, ok := strings.CutPrefix(line, mark); ok {
+			return strings.TrimLeft(rest, " \t")
+		}
+	}
+	return line
+}
+
+// phrase is what a match of re at at in text found: its first group
+// that matched, when re has groups (the context around it left out), else
+// the whole match.
+func phrase(re *regexp.Regexp, text string, at []int) string {
+	for g := 1; 2*g+1 < len(at); g++ {
+		if at[2*g] >= 0 {
+			return text[at[2*g]:at[2*g+1]]
+		}
+	}
+	return strings.TrimSpace(text[at[0]:at[1]])
+}
+
+// cues are what every pattern's match holds, lowercased: a line without
+// any of them is not run through the patterns.
+var cues = []string{"session", "issue", "#", "pull"}
+
+func cued(text string) bool {
+	text = strings.ToLower(text)
+	return slices.ContainsFunc(cues, func(c string) bool { return strings.Contains(text, c) })
+}
+
+// scan returns the narration in text, by line. A phrase that a line break
+// splits ("the twentieth" at the end of one line, "session" at the start of
+// the next) is reported at the line it ends on.
+func scan(file, text string) []finding {
+	lines := strings.Split(text, "\n")
+	var found []finding
+	for i, line := range lines {
+		if !cued(line) && (i+1 == len(lines) || !cued(lines[i+1])) {
+			continue
+		}
+		for _, p := range patterns {
+			for _, at := range p.re.FindAllStringSubmatchIndex(line, -1) {
+				found = append(found, finding{file, i + 1, p.what, phrase(p.re, line, at)})
+			}
+		}
+		if i+1 == len(lines) {
+			continue
+		}
+		joined := strings.TrimRight(line, " \t\r") + " "
+		cut := len(joined)
+		joined += continuation(lines[i+1])
+		for _, p := range patterns {
+			for _, at := range p.re.FindAllStringSubmatchIndex(joined, -1) {
+				if at[0] < cut-1 && at[1] > cut {
+					found = append(found, finding{file, i + 2, p.what, phrase(p.re, joined, at)})
+				}
+			}
+		}
+	}
+	return found
+}
+
+// TestNoNarration: no text file git knows of (committed or not, but not
+// ignored) narrates working sessions or cites a tracker's numbers.
+func TestNoNarration(t *testing.T) {
+	t.Parallel()
+	var found []finding
+	scanned := 0
+	for _, name := range gitFiles(t) {
+		if name == self {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
+			continue // not text
+		}
+		scanned++
+		found = append(found, scan(name, string(b))...)
+	}
+	if scanned == 0 {
+		t.Fatal("no text file scanned: is .. the repository's root?")
+	}
+	for _, f := range found {
+		t.Errorf("%s: write what holds now (git log keeps the history)", f)
+	}
+}
+
+// TestNarrationPatterns: the patterns catch narration and tracker numbers,
+// and leave the technical "session" and the other uses of "#" alone.
+func TestNarrationPatterns(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		// Narration.
+		{"## 2026-11-28 (twenty-first session), 9ec0c75 on another VM", true},
+		{"the twentieth session's VM was slower", true},
+		{"as in the sixteenth session.", true},
+		{"the ninth to eleventh sessions", true},
+		{"measured in the Twenty First Session", true},
+		{"on the thirtieth session", true},
+		{"the first session found it", true},
+		{"see session 21 for the figures", true},
+		{"sessions 9 and 11 disagree", true},
+		{"the 21st session's runs", true},
+		{"in the 3rd session", true},
+		{"This session measured 0.188", true},
+		{"the figures of the last session", true},
+		{"as the previous session found", true},
+		{"left for the next session", true},
+		{"a later session dropped it", true},
+		{"earlier sessions' ratios used it", true},
+		{"one work session later", true},
+		{"the seventh work session", true},
+		// Trackers.
+		{"the floors of issue 14", true},
+		{"issue 22's floors, tighter", true},
+		{"after issue #14", true},
+		{"(issues 15 to 17)", true},
+		{"issues 14 and 22", true},
+		{"Issue 24: the reaper", true},
+		{"the reaper's pace (#24)", true},
+		{"both (#14, #22)", true},
+		{"see #14", true},
+		{"fixes #22.", true},
+		{"[#14] the hot path", true},
+		{"merged in PR #31", true},
+		{"pull request 12 moved it", true},
+		// The technical session, and other numbers.
+		{"DATABASE_SESSION_URL=postgres://127.0.0.1/payments", false},
+		{"a session connection past the pooler", false},
+		{"the session pool", false},
+		{"session-mode PgBouncer", false},
+		{"PgBouncer in session mode, or transaction mode", false},
+		{"the presence lock held by a session of its own", false},
+		{"a session advisory lock", false},
+		{"goose holds a session lock while it migrates", false},
+		{"another session holds the table locked", false},
+		{"the lock's session ends when the worker dies", false},
+		{"River's client runs on the session pool (at most 8 connections)", false},
+		{"SELECT v FROM bench_ceiling WHERE id = $1", false},
+		{"color: #333; background: #1a2b3c", false},
+		{`"color": "#73BF69"`, false},
+		{"[section 7](SPEC.md#7-invariants)", false},
+		{"the contract ([`SPEC.md`](SPEC.md#7-invariants))", false},
+		{"## 7. Invariants", false},
+		{"# 14 retries at most", false},
+		{"attempt 14 of the delivery", false},
+		{"it issues one statement at a time", false},
+		{"no issue with 4 clients", false},
+		{"the 30th of November", false},
+	} {
+		t.Run(c.text, func(t *testing.T) {
+			found := scan("sample", c.text)
+			if got := len(found) > 0; got != c.want {
+				t.Errorf("%q: flagged %t (%v), want %t", c.text, got, found, c.want)
+			}
+		})
+	}
+}
+
+// TestNarrationPhrase: a finding names the phrase alone, without the
+// character the pattern read before it.
+func TestNarrationPhrase(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]string{
+		`the reaper's pace "(#24)"`:        "(#24)",
+		"both ((#14, #22))":                "(#14, #22)",
+		"see #14, then":                    "see #14",
+		"as in the nineteenth session.":    "nineteenth session",
+		"the floors of issue #22's bounds": "issue #22",
+	} {
+		found := scan("sample", text)
+		if len(found) != 1 || found[0].phrase != want {
+			t.Errorf("%q: found %v, want the one phrase %q", text, found, want)
+		}
+	}
+}
+
+// TestNarrationAcrossLines: a phrase that wraps is caught at the line it
+// ends on, in prose and in comments; two lines that only meet are not.
+func TestNarrationAcrossLines(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		text  string
+		lines []int
+	}{
+		{"as in the sixteenth\n  session. At 4 clients", []int{2}},
+		{"// measured in the nineteenth\n// session, by pgbench", []int{2}},
+		{"-- with no rules at all (docs/BENCHMARKS.md, nineteenth\n-- session). Each", []int{2}},
+		{"the floors of issue\n22 and more", []int{2}},
+		{"the twentieth session\nand the twenty-first session", []int{1, 2}},
+		{"a connection of its own for this\nwork: a session past the pooler", nil},
+		{"the pool for what needs a\nsession of its own", nil},
+	} {
+		var lines []int
+		for _, f := range scan("sample", c.text) {
+			lines = append(lines, f.line)
+		}
+		if !slices.Equal(lines, c.lines) {
+			t.Errorf("%q: found at lines %v, want %v", c.text, lines, c.lines)
+		}
+	}
+}
+
+// gitFiles lists the regular files git knows of in the repository, committed
+// or not, but not ignored, and not deleted in the working tree; their names
+// are relative to its root, with slashes.
+func gitFiles(t *testing.T) []string {
+	t.Helper()
+	list := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z")
+	list.Dir = ".."
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	var files []string
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		info, err := os.Lstat(filepath.Join("..", filepath.FromSlash(name)))
+		if err == nil && info.Mode().IsRegular() {
+			files = append(files, name)
+		}
+	}
+	return files
+}

@@ -1,0 +1,209 @@
+package endpoints
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/example/payments/internal/database"
+)
+
+// SlotHeld is the longest an attempt holds its place among the attempts in
+// flight: the attempt's timeout and a margin for the claim and the event's
+// read. A delivery's job runs no longer (jobs.DeliveryWorker's timeout),
+// so no attempt outlives its place. A place handed to a delivery whose job
+// never came for it stops counting after it, and SweepLine hands it on; a
+// place whose worker died is freed sooner, as soon as its presence is gone
+// (purgeSlots).
+const SlotHeld = AttemptTimeout + 5*time.Second
+
+// deliveryOf reads who a pending delivery is for, and, without a lock,
+// whether job $4 is its job (enqueue), whether it holds a place already
+// (handed to it, or left by an attempt of its own that never recorded),
+// whether it may take one (its endpoint and its tenant have room, places
+// past their until not counting: $2, $3) and whether it waits in line: a
+// job of a delivery in line that may not (a resend's, say) leaves it there
+// without a write or the tenant's lock.
+const deliveryOf = `
+SELECT d.tenant_id, d.endpoint_id, d.job IS NULL OR d.job = $4,
+	EXISTS (SELECT 1 FROM webhook_sending s WHERE s.delivery_id = d.id AND s.until > now()),
+	(SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = d.endpoint_id AND s.until > now()) < $2
+		AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = d.tenant_id AND s.until > now()) < $3,
+	EXISTS (SELECT 1 FROM webhook_waiting w WHERE w.delivery_id = d.id)
+FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
+
+// takeSlot takes a place among the attempts in flight: the delivery's own
+// (handed to it, or left by an attempt of its own that never recorded),
+// else a new one when the endpoint ($3) and the tenant ($2) each have fewer
+// than their share ($4, $5). It runs under the tenant's lock
+// (lockTenantSlots), so that two workers cannot both take the last place,
+// after purgeSlots has dropped the tenant's places that no longer count:
+// past their until, or held by a worker whose presence is gone (killed,
+// its session ended: database.Presence), which the purge's transaction
+// learns by taking that worker's presence lock ($2 its class), as only a
+// lock nobody holds can be taken. A delivery that finds no place joins the line (wait, keeping
+// its place there if it had one), in the same transaction, and its job
+// ends; one that takes a place leaves the line (claimAttempt).
+const (
+	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
+	purgeSlots      = `
+DELETE FROM webhook_sending WHERE tenant_id = $1
+	AND (until <= now() OR (worker IS NOT NULL AND pg_try_advisory_xact_lock($2, worker)))`
+	takeSlot = `
+INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+SELECT $1, $3, $2, now() + $6::interval
+WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
+	OR ((SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
+		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
+ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
+	wait = `
+INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id)
+SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
+ON CONFLICT (delivery_id) DO NOTHING`
+	// dropSlot gives up a place handed to a delivery that is not pending
+	// any more, when job $2 is its job; SweepLine hands it on.
+	dropSlot = `
+DELETE FROM webhook_sending
+WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $2)`
+)
+
+// claimAttempt counts an attempt of a pending delivery that holds a place
+// ($1's, whose until it moves on by $2, now held by worker $3: zero for
+// none), by its job ($4: enqueue), takes it out of the line, and reads
+// what it needs: its chain, its endpoint as it stands (with the version a
+// 410 disables) and the secrets that sign now (database clock). No row when
+// the delivery is not pending, holds no place, or is another job's: that
+// job's attempt may be in flight on the place, which this one leaves alone.
+const claimAttempt = `
+WITH held AS (
+	UPDATE webhook_sending SET until = now() + $2::interval, worker = nullif($3::integer, 0)
+	WHERE delivery_id = $1 AND until > now()
+		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
+	RETURNING delivery_id),
+left_line AS (DELETE FROM webhook_waiting WHERE delivery_id IN (SELECT delivery_id FROM held)),
+d AS (
+	UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
+	WHERE id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM held)
+	RETURNING tenant_id, endpoint_id, event_id, chain, attempts)
+SELECT d.tenant_id, d.endpoint_id, d.event_id, d.chain, d.attempts, e.url, e.status, e.version,
+	ARRAY(SELECT s.ciphertext FROM webhook_endpoint_secrets s
+		WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now()) ORDER BY s.id)
+FROM d JOIN webhook_endpoints e ON e.id = d.endpoint_id`
+
+// claim takes a place among the attempts in flight and counts the attempt
+// of job; pgx.ErrNoRows when the delivery is not pending or not job's, and
+// errBusy when it waits in line instead. A delivery handed a place (most of
+// them, once a line has formed) is claimed in one round trip, the claim
+// and the read of who the delivery is for sent together; one that must take
+// a place takes it in two more (takePlace).
+func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
+	a := attempt{id: id}
+	var (
+		tenant, endpoint        string
+		mine, own, may, waiting bool
+		claimErr, whoseErr      error
+	)
+	b := &pgx.Batch{}
+	b.Queue(claimAttempt, id, SlotHeld, d.Worker, job).QueryRow(func(row pgx.Row) error {
+		claimErr = d.scanAttempt(row, &a)
+		return nil
+	})
+	b.Queue(deliveryOf, id, d.EndpointInFlight, d.TenantInFlight, job).QueryRow(func(row pgx.Row) error {
+		whoseErr = row.Scan(&tenant, &endpoint, &mine, &own, &may, &waiting)
+		return nil
+	})
+	if err := d.DB.SendBatch(ctx, b).Close(); err != nil {
+		return a, err
+	}
+	switch {
+	case claimErr == nil:
+		return a, nil // its place was handed to it: no count changes, no lock
+	case !errors.Is(claimErr, pgx.ErrNoRows):
+		return a, claimErr
+	case errors.Is(whoseErr, pgx.ErrNoRows):
+		return a, d.notPending(ctx, id, job)
+	case whoseErr != nil:
+		return a, whoseErr
+	case !mine:
+		return a, pgx.ErrNoRows // another job's now: this one is over
+	case !may && waiting:
+		return a, errBusy
+	}
+	// No place of its own (or it expired since): it takes one as any other.
+	a.tenantID, a.endpoint = tenant, endpoint
+	return d.takePlace(ctx, a, job)
+}
+
+// takePlace takes a place for a's delivery, which holds none, and counts
+// the attempt of job, as claim does, in two round trips, under its tenant's
+// lock for one of them: the BEGIN, the lock, the purge, the take and the
+// claim go together, and the COMMIT (with the join of the line, when it
+// found no place) or the ROLLBACK, when the delivery stopped pending or
+// became another job's since it was read, after them, so that the tenant's
+// deliveries do not queue on its lock for longer than that.
+func (d *Deliverer) takePlace(ctx context.Context, a attempt, job int64) (attempt, error) {
+	id := a.id
+	tx, err := database.Begin(ctx, d.DB)
+	if err != nil {
+		return a, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	var (
+		taken    pgconn.CommandTag
+		claimErr error
+	)
+	take := &pgx.Batch{}
+	take.Queue(lockTenantSlots, a.tenantID)
+	take.Queue(purgeSlots, a.tenantID, database.PresenceClass)
+	take.Queue(takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Exec(func(tag pgconn.CommandTag) error {
+		taken = tag
+		return nil
+	})
+	take.Queue(claimAttempt, id, SlotHeld, d.Worker, job).QueryRow(func(row pgx.Row) error {
+		claimErr = d.scanAttempt(row, &a)
+		return nil
+	})
+	if err := tx.SendBatch(ctx, take).Close(); err != nil {
+		return a, err
+	}
+	switch {
+	case taken.RowsAffected() == 0:
+		// No place: it joins the line, unless another job's since.
+		end := &pgx.Batch{}
+		end.Queue(wait, id, a.endpoint, a.tenantID, job)
+		if err := tx.CommitWith(ctx, end); err != nil {
+			return a, err
+		}
+		return a, errBusy
+	case errors.Is(claimErr, pgx.ErrNoRows):
+		// No longer pending, or another job's, since it was read: the place
+		// taken goes back with the ROLLBACK, and one handed to it goes too
+		// when it is not pending.
+		if err := tx.Rollback(ctx); err != nil {
+			return a, err
+		}
+		return a, d.notPending(ctx, id, job)
+	case claimErr != nil:
+		return a, claimErr
+	}
+	return a, tx.Commit(ctx)
+}
+
+// notPending gives up any place delivery id holds, which is not pending,
+// when job is its job: handed to it, or taken as it stopped pending; the
+// sweep hands it on. It returns pgx.ErrNoRows, or the error that kept the
+// place.
+func (d *Deliverer) notPending(ctx context.Context, id, job int64) error {
+	if _, err := d.DB.Exec(ctx, dropSlot, id, job); err != nil {
+		return err
+	}
+	return pgx.ErrNoRows
+}
+
+// scanAttempt reads claimAttempt's row into a.
+func (d *Deliverer) scanAttempt(row pgx.Row, a *attempt) error {
+	return row.Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number, &a.url, &a.status, &a.version, &a.sealed)
+}

@@ -1,0 +1,42 @@
+package operation_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
+	"github.com/example/payments/tools/testkind"
+)
+
+// TestRegistryRefuses: NewRegistry takes the kinds as their constructors
+// declare them, and refuses a list whose declarations the machinery cannot
+// run on.
+func TestRegistryRefuses(t *testing.T) {
+	t.Parallel()
+	if _, err := operation.NewRegistry(payments.New(nil), refunds.New(nil), testkind.New(nil)); err != nil {
+		t.Fatalf("the kinds as declared: %v", err)
+	}
+	// widget is the test kind, declared as d says.
+	widget := func(d operation.Declared) operation.Kind {
+		k := testkind.New(nil)
+		k.Declared = d
+		return k
+	}
+	names := testkind.Names
+	names.Prefix = payments.Names.Prefix
+	for name, kinds := range map[string][]operation.Kind{
+		"Undeclared":   {payments.Kind{}},
+		"Twice":        {payments.New(nil), payments.New(nil)},
+		"PrefixTwice":  {payments.New(nil), widget(operation.Declare(names, testkind.Widget{}, struct{}{}))},
+		"NilObject":    {widget(operation.Declare(testkind.Names, nil, struct{}{}))},
+		"NilRequest":   {widget(operation.Declare(testkind.Names, testkind.Widget{}, nil))},
+		"RuleNoStatus": {widget(operation.Declare(testkind.Names, testkind.Widget{}, struct{}{}, operation.ErrorRule{Err: testkind.ErrTooHeavy, Code: "widget_too_heavy", Title: "Too heavy"}))},
+		"RuleNoError":  {widget(operation.Declare(testkind.Names, testkind.Widget{}, struct{}{}, operation.ErrorRule{Status: http.StatusBadRequest, Code: "widget_too_heavy", Title: "Too heavy"}))},
+	} {
+		if _, err := operation.NewRegistry(kinds...); err == nil {
+			t.Errorf("%s: the list is taken, want an error", name)
+		}
+	}
+}
