@@ -111,3 +111,29 @@ VALUES ('pay_zero', 'ten_rules', 0, 'USD', 'pm_card_visa', 'processing', now(), 
 		})
 	}
 }
+
+// TestTenantInUse: a tenant with rows in a table that carries its tenant
+// without a foreign key is not deleted (SQLSTATE 23503, tenants_in_use),
+// whichever table holds them; a tenant with none is.
+func TestTenantInUse(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	db.Exec(t, rows)
+	for _, c := range []struct{ name, empty string }{
+		{"a refund", `DELETE FROM refunds`},
+		{"a payment", `DELETE FROM payments`},
+		{"a key", `DELETE FROM idempotency_keys WHERE id > 1`},
+	} {
+		var pgErr *pgconn.PgError
+		_, err := db.Pool.Exec(t.Context(), `DELETE FROM tenants WHERE id = 'ten_rules'`)
+		if !errors.As(err, &pgErr) || pgErr.Code != "23503" || pgErr.ConstraintName != "tenants_in_use" {
+			t.Fatalf("deleting a tenant with %s left: %v", c.name, err)
+		}
+		db.Exec(t, c.empty)
+	}
+	db.Exec(t, `DELETE FROM idempotency_keys`)
+	db.Exec(t, `DELETE FROM tenants WHERE id = 'ten_rules'`)
+	if n := db.Count(t, `SELECT count(*) FROM tenants WHERE id = 'ten_rules'`); n != 0 {
+		t.Fatal("a tenant with no rows was not deleted")
+	}
+}

@@ -8,6 +8,7 @@
 package endpoints
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -97,13 +98,49 @@ type NewEndpoint struct {
 	Description   *string  `json:"description"`
 }
 
-// Update is the request to change an endpoint; absent fields stay.
+// Update is the request to change an endpoint: absent fields stay; a
+// description of null removes the endpoint's; null is no value for the
+// other fields, which cannot be null, and is refused (checkNulls).
 type Update struct {
 	URL           *string  `json:"url"`
 	EnabledEvents []string `json:"enabled_events"`
 	Description   *string  `json:"description"`
 	// Status is enabled or disabled.
 	Status *string `json:"status"`
+	// nulls are the fields the request set to null, which decoding alone
+	// would read as absent.
+	nulls []string
+}
+
+// UnmarshalJSON decodes u and notes the fields set to null.
+func (u *Update) UnmarshalJSON(b []byte) error {
+	type fields Update // without this method
+	if err := json.Unmarshal(b, (*fields)(u)); err != nil {
+		return err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	u.nulls = nil
+	for _, name := range []string{"url", "enabled_events", "description", "status"} {
+		if v, ok := raw[name]; ok && string(v) == "null" {
+			u.nulls = append(u.nulls, name)
+		}
+	}
+	return nil
+}
+
+// checkNulls refuses null for each field that cannot be null: all but the
+// description.
+func (u Update) checkNulls() []operation.FieldError {
+	var errs []operation.FieldError
+	for _, name := range u.nulls {
+		if name != "description" {
+			errs = append(errs, operation.FieldError{Field: name, Message: "must not be null: leave it out to keep it"})
+		}
+	}
+	return errs
 }
 
 // Rotation is the request to rotate an endpoint's secret.

@@ -32,11 +32,13 @@ UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = 'gone', vers
 WHERE id = $1 AND status = 'enabled' AND version = $2`
 
 // healthy records the endpoint's 2xx, which ends its run of failures: at
-// most once a minute, so that attempts to one endpoint do not queue on its
-// row (a run ends within a minute of the 2xx that ends it).
+// once while a run is on (failing_since at or after the last 2xx recorded),
+// else at most once a minute, so that the attempts to a healthy endpoint do
+// not queue on its row.
 const healthy = `
 UPDATE webhook_endpoints SET last_success_at = now()
-WHERE id = $1 AND (last_success_at IS NULL OR last_success_at < now() - interval '1 minute')`
+WHERE id = $1 AND (last_success_at IS NULL OR last_success_at < now() - interval '1 minute'
+	OR failing_since >= last_success_at)`
 
 // failing starts the endpoint's run of failures, when none runs since its
 // last 2xx, and disables it once the run has lasted $2 (database clock); in

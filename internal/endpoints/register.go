@@ -129,7 +129,7 @@ WHERE id = $1`
 // endpoint gets no new deliveries; enabling it again gets it the events
 // staged from then on.
 func (s *Service) Update(ctx context.Context, req idempotency.Request, id string, u Update) (idempotency.Lease, error) {
-	if err := operation.Invalid(s.checkFields(u.URL, u.EnabledEvents, false, u.Description, u.Status)); err != nil {
+	if err := operation.Invalid(append(u.checkNulls(), s.checkFields(u.URL, u.EnabledEvents, false, u.Description, u.Status)...)); err != nil {
 		return idempotency.Lease{}, err
 	}
 	return s.Ops.Start(ctx, req, operation.Steps{Before: s.checkingURL(u.URL),
@@ -153,7 +153,7 @@ func (u Update) apply(e Endpoint) Endpoint {
 	if u.EnabledEvents != nil {
 		e.EnabledEvents = u.EnabledEvents
 	}
-	if u.Description != nil {
+	if u.Description != nil || slices.Contains(u.nulls, "description") {
 		e.Description = u.Description
 	}
 	if u.Status != nil && *u.Status != e.Status {

@@ -253,3 +253,56 @@ func TestWebhookDelivery(t *testing.T) {
 		stacktest.WaitFor(t, "the event verified with the new secret", func() bool { return len(holdsNew.events()) == 1 })
 	})
 }
+
+// TestWebhookEndpointURLTooLongOnceEncoded: a URL short enough in its own
+// bytes but past the bound once percent-encoded, as it is stored, is a 400
+// naming the url, at registration and in an update, and changes nothing.
+func TestWebhookEndpointURLTooLongOnceEncoded(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{})
+	long := "https://127.0.0.1:8443/" + strings.Repeat("é", 1000) // 2,023 bytes
+	res, _ := register(t, s, acme, "we-long", long)
+	if res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), `"url"`) {
+		t.Fatalf("register: %d %s", res.Status, res.Body)
+	}
+	res, e := register(t, s, acme, "we-short", "https://127.0.0.1:8443/hooks")
+	if res.Status != http.StatusCreated {
+		t.Fatalf("register: %d %s", res.Status, res.Body)
+	}
+	b, _ := json.Marshal(map[string]string{"url": long})
+	if res := updateEndpoint(s, e.ID, "we-update", string(b)); res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), `"url"`) {
+		t.Fatalf("update: %d %s", res.Status, res.Body)
+	}
+	if got := getEndpoint(t, s, e.ID); got.URL != "https://127.0.0.1:8443/hooks" {
+		t.Fatalf("after the refused update: %+v", got)
+	}
+}
+
+// TestWebhookEndpointUpdateNulls: null is no value for a field that cannot
+// be null: a 400 naming it, and nothing changes; a description of null
+// removes the description.
+func TestWebhookEndpointUpdateNulls(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{})
+	b, _ := json.Marshal(map[string]any{"url": "https://127.0.0.1:8443/hooks", "enabled_events": []string{"*"}, "description": "Orders"})
+	res := s.Request(http.MethodPost, "/v1/webhook_endpoints", acme, string(b), "Idempotency-Key", "we-nulls")
+	if res.Status != http.StatusCreated {
+		t.Fatalf("register: %d %s", res.Status, res.Body)
+	}
+	e := decode[endpointJSON](t, res)
+	for _, field := range []string{"url", "enabled_events", "status"} {
+		res := updateEndpoint(s, e.ID, "null-"+field, `{"`+field+`": null, "description": "changed"}`)
+		if res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), `"field":"`+field+`"`) {
+			t.Fatalf("%s: null: %d %s", field, res.Status, res.Body)
+		}
+	}
+	if got := getEndpoint(t, s, e.ID); got.Description == nil || *got.Description != "Orders" || got.Status != "enabled" {
+		t.Fatalf("after the refused updates: %+v", got)
+	}
+	if res := updateEndpoint(s, e.ID, "null-description", `{"description": null}`); res.Status != http.StatusOK {
+		t.Fatalf("description: null: %d %s", res.Status, res.Body)
+	}
+	if got := getEndpoint(t, s, e.ID); got.Description != nil || got.URL != "https://127.0.0.1:8443/hooks" {
+		t.Fatalf("after description: null: %+v", got)
+	}
+}

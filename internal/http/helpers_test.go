@@ -71,6 +71,7 @@ type endpointJSON struct {
 	Object         string   `json:"object"`
 	URL            string   `json:"url"`
 	EnabledEvents  []string `json:"enabled_events"`
+	Description    *string  `json:"description"`
 	Status         string   `json:"status"`
 	DisabledReason *string  `json:"disabled_reason"`
 	Secret         *string  `json:"secret"`

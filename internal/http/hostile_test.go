@@ -326,8 +326,8 @@ func TestExpiredKey(t *testing.T) {
 	}
 }
 
-// TestRateLimit: a tenant's idempotent POSTs past its limit get 429 with
-// Retry-After and change nothing; reads and other tenants are not limited;
+// TestRateLimit: a tenant's idempotent POSTs past its limit, new keys and
+// retries alike, get 429 with Retry-After and change nothing; reads and other tenants are not limited;
 // the refusals and the misuse of keys are counted per tenant.
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
@@ -345,6 +345,12 @@ func TestRateLimit(t *testing.T) {
 	if s.RecoveryPoint(stacktest.AcmeID, "c") != "" {
 		t.Fatal("a limited request reserved its key")
 	}
+	// A retry of a key already made is counted too, and the 429 says so.
+	retry := s.Pay(acme, "a", visa, "Prefer", "respond-async")
+	if detail, _ := decodeProblem(t, retry.Body)["detail"].(string); retry.Status != http.StatusTooManyRequests ||
+		!strings.Contains(detail, "new keys and retries alike") {
+		t.Fatalf("a retry over the limit: %d %s", retry.Status, retry.Body)
+	}
 	if got := s.Request(http.MethodGet, "/v1/payments", acme, ""); got.Status != http.StatusOK {
 		t.Fatalf("a read: %d", got.Status)
 	}
@@ -352,7 +358,7 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("another tenant: %d %s", got.Status, got.Body)
 	}
 	metrics := s.APIMetrics()
-	if !strings.Contains(metrics, `payments_rate_limited_total 1`) {
+	if !strings.Contains(metrics, `payments_rate_limited_total 2`) {
 		t.Fatalf("metrics lack the refusal:\n%s", metrics)
 	}
 }

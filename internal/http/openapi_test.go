@@ -297,7 +297,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	checkEnum(t, "WebhookEndpoint.status", schemas["WebhookEndpoint"].Properties["status"].Enum,
 		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled})
 	checkEnum(t, "WebhookEndpointUpdate.status", schemas["WebhookEndpointUpdate"].Properties["status"].Enum,
-		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled, nil})
+		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled})
 	checkEnum(t, "WebhookDelivery.status", schemas["WebhookDelivery"].Properties["status"].Enum,
 		[]any{endpoints.DeliveryPending, endpoints.DeliveryDelivered, endpoints.DeliveryFailed})
 }

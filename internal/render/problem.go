@@ -53,7 +53,7 @@ var (
 	ErrStorable         = errors.New("the request holds a value that cannot be stored, such as a NUL character or invalid UTF-8")
 	ErrRouteNotFound    = errors.New("no such endpoint")
 	ErrMethodNotAllowed = errors.New("method not allowed on this endpoint")
-	ErrRateLimited      = errors.New("this API key sends requests that create idempotency keys faster than its limit")
+	ErrRateLimited      = errors.New("this API key sends idempotent POST requests faster than its limit")
 	ErrAuthThrottled    = errors.New("too many failed authentications from this address: wait before trying again")
 	ErrWebhookSignature = errors.New("the webhook's signature could not be verified with the processor's secret, or its timestamp is more than five minutes from now")
 )
@@ -104,7 +104,7 @@ var genericRules = []operation.ErrorRule{
 	rule(ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", ""),
 	rule(ErrTooLarge, http.StatusRequestEntityTooLarge, "payload_too_large", "Payload too large", ""),
 	rule(ErrRateLimited, http.StatusTooManyRequests, "rate_limited", "Too many requests",
-		"This API key sends requests that create idempotency keys faster than its limit. Retry after the time in Retry-After, with the same Idempotency-Key."),
+		"This API key sends idempotent POST requests (new keys and retries alike) faster than its limit. Retry after the time in Retry-After, with the same Idempotency-Key."),
 	rule(ErrWebhookSignature, http.StatusBadRequest, "webhook_signature_invalid", "Webhook signature invalid", ""),
 	rule(operation.ErrEventMalformed, http.StatusBadRequest, "webhook_payload_invalid", "Webhook payload invalid", ""),
 	rule(ErrAuthThrottled, http.StatusTooManyRequests, "authentication_throttled", "Too many failed authentications", ""),

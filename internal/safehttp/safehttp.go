@@ -66,7 +66,7 @@ func (r *refusal) Unwrap() []error {
 
 // CheckURL validates a URL at registration: absolute, scheme https (http
 // only with AllowPrivate), a host, no userinfo, a port if any in 1..65535, at
-// most MaxURLLength bytes; then it resolves the host (a literal IP is checked
+// most MaxURLLength bytes as given and once normalised; then it resolves the host (a literal IP is checked
 // as is) and refuses the URL if any resolved address is not public, since the
 // client may connect to any of them. With AllowPrivate the host is not
 // resolved: every address would be allowed anyway, and in development the
@@ -119,6 +119,11 @@ func (p Policy) parse(raw string) (*url.URL, error) {
 	}
 	u.Host = strings.ToLower(u.Host)
 	u.Fragment, u.RawFragment = "", ""
+	if len(u.String()) > MaxURLLength {
+		// The normal form is what is stored and sent: percent-encoding
+		// can take a URL short in its own bytes past the bound.
+		return nil, refuse("the URL is longer than %d bytes once percent-encoded", MaxURLLength)
+	}
 	return u, nil
 }
 

@@ -88,6 +88,9 @@ func TestCheckURLRefuses(t *testing.T) {
 		{"SchemeRelative", "//hooks.example.com/", "absolute"},
 		{"Empty", "", "empty"},
 		{"TooLong", "https://hooks.example.com/" + strings.Repeat("a", safehttp.MaxURLLength), "longer than 2048"},
+		// Short enough in its own bytes, too long once percent-encoded, as
+		// it is stored and sent.
+		{"TooLongEncoded", "https://hooks.example.com/" + strings.Repeat("é", 998), "longer than 2048"},
 		{"PlainHTTP", "http://example.com/", `scheme "http" is not allowed; use https`},
 		{"NoHost", "https:///path", "no host"},
 		{"Opaque", "https:hooks.example.com", "no host"},
