@@ -8,18 +8,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/example/payments/internal/crash"
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/example/payments/internal/crash"
+	"github.com/example/payments/internal/database"
 )
 
 // Reconciler settles what the worker could not know: operations marked for
 // reconciliation, and entries of the processor's ledgers, one per kind, that
 // our records do not account for. Runs may overlap (every worker runs its own
-// Loop): each claims its own batch, and each operation is settled by
-// whichever runner's phase commits first.
+// Loop): each claims its own batch, held for its Lease, and each operation is
+// settled by whichever runner's phase commits first.
 type Reconciler struct {
 	Ops    *Runner
 	Logger *slog.Logger
@@ -36,6 +38,18 @@ type Reconciler struct {
 	// requests) spent its whole pass on them, and an operation marked
 	// behind a long queue waited several passes for its next try.
 	Parallel int
+	// Lease is how long an operation a run claims is left to that run: no
+	// other run claims it until the run notes its try (an operation still
+	// unsettled is free again at once), the lease ends, or the run's process
+	// is known dead (Worker). It is the bound of a pass (Loop's timeout),
+	// past which the run holds nothing; zero leaves overlapping runs only
+	// the claim itself to keep them apart.
+	Lease time.Duration
+	// Worker is the database.Presence ID of the process running the passes,
+	// recorded with each claim, so that what a process that died had
+	// claimed is free at the next pass of any other, not when the lease
+	// ends. Zero: none, and only the lease frees it.
+	Worker int32
 	// Tracer makes the span of each Loop pass; nil means the global one.
 	Tracer trace.TracerProvider
 }
@@ -105,14 +119,21 @@ type Report struct {
 	Flagged int
 }
 
-// claimMarked takes the batch of marked operations that were tried least
-// recently (never tried first) and stamps them as tried, in one statement:
-// what cannot be settled yet goes to the back, so it never blocks what can,
-// and a run that overlaps this one takes a different batch.
+// claimMarked takes the batch of marked operations, among those no run
+// holds, that were tried least recently (never tried first), stamps them as
+// tried and holds them for the lease ($2) in the name of this process ($3),
+// in one statement: what cannot be settled yet goes to the back, so it never
+// blocks what can, and a run that overlaps this one, or comes before this
+// one's lease ends, takes others. A claim of a process whose presence is
+// gone ($4 its class) holds nothing: the statement learns it by taking that
+// presence lock, as only a lock nobody holds can be taken.
 const claimMarked = `
-UPDATE reconciliations r SET tried_at = now(), attempts = r.attempts + 1
+UPDATE reconciliations r SET tried_at = now(), attempts = r.attempts + 1,
+	claimed_until = now() + $2::interval, claimed_by = nullif($3::integer, 0)
 FROM (
 	SELECT resource_type, resource_id FROM reconciliations
+	WHERE claimed_until IS NULL OR claimed_until <= now()
+		OR (claimed_by IS NOT NULL AND pg_try_advisory_xact_lock($4, claimed_by))
 	ORDER BY tried_at NULLS FIRST, marked_at, resource_id
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
@@ -120,7 +141,9 @@ FROM (
 WHERE r.resource_type = batch.resource_type AND r.resource_id = batch.resource_id
 RETURNING r.resource_type, r.resource_id`
 
-const noteError = `UPDATE reconciliations SET last_error = $3 WHERE resource_type = $1 AND resource_id = $2`
+// noteError notes why an operation is not settled yet, and frees it for the
+// next run.
+const noteError = `UPDATE reconciliations SET last_error = $3, claimed_until = NULL, claimed_by = NULL WHERE resource_type = $1 AND resource_id = $2`
 
 // unmark clears the mark of an operation whose key is finished.
 const unmark = `DELETE FROM reconciliations WHERE resource_type = $1 AND resource_id = $2`
@@ -140,7 +163,7 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 // settled stays marked for a later run, behind the others.
 func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 	var report Report
-	rows, err := r.Ops.DB.Query(ctx, claimMarked, r.BatchSize)
+	rows, err := r.Ops.DB.Query(ctx, claimMarked, r.BatchSize, r.Lease, r.Worker, database.PresenceClass)
 	if err != nil {
 		return report, fmt.Errorf("claim marked operations: %w", err)
 	}

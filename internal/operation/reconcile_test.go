@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
@@ -317,5 +318,99 @@ func TestLedgerAmountMismatch(t *testing.T) {
 				t.Fatalf("%s cases for %s = %d, want %d", tc.kind, id, c, want)
 			}
 		})
+	}
+}
+
+// TestReconcilerLease: a run holds what it claims for its lease, so that a
+// run that comes meanwhile (another worker's) claims none of it and makes
+// no processor call for it; once the first run has noted its tries, the
+// operations still unsettled are free again at once.
+func TestReconcilerLease(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.rec.Lease = time.Hour
+	release := make(chan struct{})
+	var held []string
+	for range 2 {
+		p := h.pay("pm_card_visa")
+		held = append(held, p.ID)
+		h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
+		h.mark(payments.Names.Type, p.ID)
+	}
+	first := make(chan operation.Report, 1)
+	go func() {
+		r, err := h.rec.Settle(t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	testwait.For(t, "the first run's two calls in flight", func() bool { return h.proc.holding.Load() == 2 })
+
+	second := make(chan operation.Report, 1)
+	go func() {
+		r, err := h.rec.Settle(t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		second <- r
+	}()
+	select {
+	case r := <-second:
+		if r != (operation.Report{}) {
+			t.Errorf("the second run, within the first's lease: %+v; want nothing claimed", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the second run waited on the first run's operations: it claimed them too")
+	}
+	close(release)
+	if r := <-first; r.Unsettled != 2 {
+		t.Fatalf("first run: %+v; want its 2 held unsettled", r)
+	}
+	if n := h.count(`SELECT count(*) FROM reconciliations WHERE claimed_until IS NULL`); n != 2 {
+		t.Fatalf("%d of the 2 unsettled operations free for the next run", n)
+	}
+	for _, id := range held {
+		if made := h.proc.made(payments.Names.DownstreamKey(id)); made != 1 {
+			t.Fatalf("payment %s: %d processor calls", id, made)
+		}
+	}
+}
+
+// TestReconcilerLeaseOfTheDead: a claim holds only while its worker lives:
+// what a worker whose presence is gone (killed) had claimed is taken by the
+// next pass of another, its lease notwithstanding, and what a live worker
+// claimed is not.
+func TestReconcilerLeaseOfTheDead(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.rec.Lease, h.rec.Worker = time.Hour, 1
+	alive, dead := h.pay("pm_card_visa"), h.pay("pm_card_visa")
+	for _, p := range []struct {
+		id     string
+		worker int32
+	}{{alive.ID, 7}, {dead.ID, 8}} {
+		h.mark(payments.Names.Type, p.id)
+		h.exec(`UPDATE reconciliations SET claimed_until = now() + interval '1 hour', claimed_by = $2 WHERE resource_id = $1`, p.id, p.worker)
+	}
+	// Worker 7 lives: its presence lock is held, on a session of its own.
+	conn, err := h.db.Pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(t.Context(), `SELECT pg_advisory_lock($1, 7)`, database.PresenceClass); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1, 7)`, database.PresenceClass) //nolint:errcheck
+
+	if r, err := h.rec.Settle(t.Context()); err != nil || r.Settled != 1 {
+		t.Fatalf("run: %+v, %v; want the dead worker's claim settled", r, err)
+	}
+	if got := h.payment(dead.ID); got.Status != operation.StatusSucceeded {
+		t.Fatalf("the dead worker's claim: %+v", got)
+	}
+	if !h.marked(alive.ID) || h.proc.made(payments.Names.DownstreamKey(alive.ID)) != 0 {
+		t.Fatalf("the live worker's claim was taken: marked %t, %d calls", h.marked(alive.ID), h.proc.made(payments.Names.DownstreamKey(alive.ID)))
 	}
 }

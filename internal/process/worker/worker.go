@@ -59,7 +59,7 @@ type Config struct {
 	RetryMaxDelay          time.Duration      `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
 	Deadline               time.Duration      `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
 	ReconcileInterval      time.Duration      `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often each worker runs a reconcile pass (sweep and a batch), and the ledger comparison runs (0: never)"`
-	ReconcileTimeout       time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile pass (sweep and a batch); OPERATION_DEADLINE must cover the retry horizon, RECONCILE_INTERVAL and this"`
+	ReconcileTimeout       time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile pass (sweep and a batch), and the lease on the batch it claims; OPERATION_DEADLINE must cover the retry horizon, RECONCILE_INTERVAL and this"`
 	LedgerTimeout          time.Duration      `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
 	ReconcileWindow        time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
 	StuckAfter             time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
@@ -283,7 +283,7 @@ func (w *Worker) buildOperations(registry *prometheus.Registry, kinds *operation
 		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: queue,
 		Worker: w.presence.ID}
 	w.Reconciler = &operation.Reconciler{Ops: w.Ops, Logger: w.logger, Window: cfg.ReconcileWindow, Grace: cfg.StuckAfter,
-		BatchSize: cfg.ReconcileBatch, Parallel: reconcileParallel, Tracer: cfg.Provider()}
+		BatchSize: cfg.ReconcileBatch, Parallel: reconcileParallel, Lease: cfg.ReconcileTimeout, Worker: w.presence.ID, Tracer: cfg.Provider()}
 	registry.MustRegister(backlogCollector(w.Keys, pool, queue, cfg.StuckAfter))
 	w.Sweeper = &operation.Sweeper{DB: pool, Jobs: queue,
 		StuckAfter: cfg.StuckAfter, BatchSize: cfg.ReconcileBatch}
