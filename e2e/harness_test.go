@@ -84,7 +84,8 @@ var (
 const poolerConns = 5
 
 // serviceEnv is how the API and the worker reach the database of s: through
-// the pooler when there is one, with the session URL past it.
+// the pooler when there is one, with the session URL past it. Started as make
+// run does (startAsMakeRun), every program gets it.
 func (s *stack) serviceEnv() []string {
 	if !usePooler {
 		return []string{s.db}

@@ -41,6 +41,12 @@ func TestReadmeWalkthrough(t *testing.T) {
 		!strings.Contains(string(runScript), "PROCESSOR_WEBHOOK_URL:-") {
 		t.Fatalf("scripts/run.sh no longer sets the processor's webhooks as startAsMakeRun does (%v)", err)
 	}
+	// startAsMakeRun gives every program the same database settings, as
+	// scripts/run.sh does by setting none of its own: each program decides
+	// what goes past a pooler.
+	if strings.Contains(string(runScript), "DATABASE_") {
+		t.Fatal("scripts/run.sh sets a DATABASE_ variable, which startAsMakeRun does not")
+	}
 	makefile, err := os.ReadFile("../Makefile")
 	if err != nil || !strings.Contains(string(makefile), "WEBHOOK_SECRETS_KEY ?= "+demoSecretsKey) ||
 		!strings.Contains(string(makefile), "RECEIVER_SECRET ?= "+demoReceiverSecret) || !strings.Contains(string(makefile), "WEBHOOK_ALLOW_PRIVATE_NETWORKS ?= true") {
@@ -53,7 +59,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	addrs := strings.NewReplacer("localhost:8080", s.apiAddr, "localhost:8090", s.procAddr, "localhost:9091", metricsAddr)
 	// ./bin/worker review reads the same database as the stack, as it does
 	// beside make run.
-	outputs := runWalkthrough(t, steps, addrs, s.db)
+	outputs := runWalkthrough(t, steps, addrs, s.serviceEnv()...)
 
 	ids := idBindings{}
 	var answers []*response
@@ -79,6 +85,12 @@ func TestReadmeWalkthrough(t *testing.T) {
 	}
 	checkReplays(t, answers)
 	checkOneChargeEach(t, s, answers)
+	// The timeout card's answer came within its wait, shorter than the
+	// worker's processor call: the processor's webhook settled it.
+	testwait.For(t, "the worker counting a payment settled by the processor's webhook", func() bool {
+		_, _, body := do(t, http.MethodGet, "http://"+metricsAddr+"/metrics", "", "", "")
+		return webhookSettledRE.Match(body)
+	})
 	// The demo endpoint got the walkthrough's events, verified: the
 	// receiver prints each new one.
 	testwait.For(t, "the demo receiver printing the walkthrough's events", func() bool {
@@ -104,33 +116,36 @@ const (
 // startAsMakeRun does what `make run` does, on free ports and databaseURL:
 // api migrate, APP_ENV=development api seed, then the processor, the worker
 // and the API with their default settings (but one, below) and logs as text. It returns the
-// stack and the worker's metrics address.
+// stack and the worker's metrics address. Through the pooler (E2E_POOLER),
+// every program gets DATABASE_URL at it and DATABASE_SESSION_URL past it, as
+// docs/SCALING.md says to run make run, and as scripts/run.sh passes them on.
 func startAsMakeRun(t *testing.T, databaseURL string) (*stack, string) {
 	t.Helper()
-	db, text := "DATABASE_URL="+databaseURL, "LOG_FORMAT=text"
-	run(t, "api", []string{db, text}, "migrate")
+	s := newStack(t, databaseURL)
+	db, text := s.serviceEnv(), "LOG_FORMAT=text"
+	with := func(env ...string) []string { return append(append([]string{}, db...), env...) }
+	run(t, "api", with(text), "migrate")
 	// The Makefile's demo settings: the key of the endpoints' secrets, and
 	// Acme's endpoint at the demo receiver, whose secret it holds.
 	key, private := "WEBHOOK_SECRETS_KEY="+demoSecretsKey, "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"
 	receiverAddr := freeAddr(t)
-	run(t, "api", []string{db, text, key, "APP_ENV=development"}, "seed",
+	run(t, "api", with(text, key, "APP_ENV=development"), "seed",
 		"-webhook-url", "http://"+receiverAddr+"/webhooks", "-webhook-secret", demoReceiverSecret)
 
-	s := newStack(t, databaseURL)
 	metricsAddr := freeAddr(t)
 	// scripts/run.sh: the processor's webhooks go to the API, with the demo
 	// secret.
 	secret := "PROCESSOR_WEBHOOK_SECRET=" + demoWebhookSecret
-	s.processor = start(t, "fakeprocessor", []string{db, text, "PROCESSOR_ADDR=" + s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", secret,
-		"PROCESSOR_WEBHOOK_URL=" + s.apiURL + "/v1/processor/webhooks"})
-	s.worker = start(t, "worker", []string{db, text, key, private, "METRICS_ADDR=" + metricsAddr, "PROCESSOR_URL=" + s.processorURL})
+	s.processor = start(t, "fakeprocessor", with(text, "PROCESSOR_ADDR="+s.procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", secret,
+		"PROCESSOR_WEBHOOK_URL="+s.apiURL+"/v1/processor/webhooks"))
+	s.worker = start(t, "worker", with(text, key, private, "METRICS_ADDR="+metricsAddr, "PROCESSOR_URL="+s.processorURL))
 	// The one setting that differs: a payment answers 201 once its charge
 	// is done, within the default 5 s wait on any machine a person runs the
 	// walkthrough on; a test run shares its machine with every other test,
 	// so it waits up to the longest wait instead. The answers are the same.
-	s.api = start(t, "api", []string{db, text, key, private, "API_ADDR=" + s.apiAddr, internalAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret})
-	s.receiver = start(t, "demoreceiver", []string{text, "RECEIVER_ADDR=" + receiverAddr, "RECEIVER_SECRET=" + demoReceiverSecret,
-		"RECEIVER_DEDUPE_FILE=" + filepath.Join(t.TempDir(), "seen.log")})
+	s.api = start(t, "api", with(text, key, private, "API_ADDR="+s.apiAddr, internalAddr, "IDEMPOTENCY_DEFAULT_WAIT=30s", secret))
+	s.receiver = start(t, "demoreceiver", with(text, "RECEIVER_ADDR="+receiverAddr, "RECEIVER_SECRET="+demoReceiverSecret,
+		"RECEIVER_DEDUPE_FILE="+filepath.Join(t.TempDir(), "seen.log")))
 	waitHealthy(t, "http://"+receiverAddr+"/healthz", s.receiver)
 	waitHealthy(t, s.processorURL+"/healthz", s.processor)
 	waitHealthy(t, "http://"+metricsAddr+"/healthz", s.worker)
@@ -279,6 +294,10 @@ func runWalkthrough(t *testing.T, steps []step, addrs *strings.Replacer, env ...
 	}
 	return outputs
 }
+
+// webhookSettledRE finds, in the worker's metrics, a payment settled by the
+// processor's webhook.
+var webhookSettledRE = regexp.MustCompile(`(?m)^payments_operations_settled_total\{path="webhook",resource_type="payment"\} [1-9]`)
 
 // localhostRE finds an address the test did not rewrite.
 var localhostRE = regexp.MustCompile(`localhost:\d+`)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/demoreceiver"
 	"github.com/example/payments/tools/testdb"
@@ -163,6 +165,49 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	}
 	if n := strings.Count(printed.String(), "payment.succeeded"); n != 1 {
 		t.Fatalf("the receiver processed the event %d times:\n%s", n, printed.String())
+	}
+}
+
+// TestWorkerKilledBeforeThePOST: the worker is SIGKILLed once it has
+// claimed a delivery's attempt and before it sends anything. The attempt
+// never left, so it is not one: the restarted worker's sweep finds the dead
+// worker's place and gives it back to its delivery with a new job, which
+// makes the attempt within seconds (not when River's rescuer comes by for
+// the dead job), numbered as the first the endpoint saw.
+func TestWorkerKilledBeforeThePOST(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	s := startStack(t, db.URL, nil, []string{"APP_ENV=test", "CRASH_POINT=webhook_after_claim"})
+	var posts atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	registerEndpoint(t, s, srv.URL+"/hooks")
+	pay(t, s, "pay")
+	s.worker.killed(t)
+	restarted := time.Now()
+	s.startWorker()
+	testwait.Within(t, 60*time.Second, "the delivery delivered by the restarted worker", func() bool {
+		var n int
+		err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	if took := time.Since(restarted); took > 10*time.Second {
+		t.Errorf("delivered %s after the restart: the dead worker's attempt waited for River's rescuer", took.Round(time.Millisecond))
+	}
+	rows, _ := db.Pool.Query(context.Background(), `SELECT attempt FROM webhook_delivery_attempts ORDER BY id`)
+	numbers, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts int
+	if err := db.Pool.QueryRow(context.Background(), `SELECT attempts FROM webhook_deliveries`).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if len(numbers) != 1 || numbers[0] != 1 || attempts != 1 || posts.Load() != 1 {
+		t.Fatalf("attempts logged %v, counted %d, %d POSTs: want one, numbered 1", numbers, attempts, posts.Load())
 	}
 }
 

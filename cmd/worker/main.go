@@ -29,7 +29,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if args[0] != "review" {
 			return fmt.Errorf("unknown command %q: use review, or no command to work jobs", args[0])
 		}
-		return worker.Review(ctx, cfg.DatabaseURL, args[1:], stdout)
+		return worker.Review(ctx, cfg.Common, args[1:], stdout)
 	}
 	return process.Run(ctx, "worker", cfg.Common, stdout, func(logger *slog.Logger) error {
 		return process.Serve(ctx, worker.New, cfg, logger)

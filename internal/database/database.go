@@ -64,7 +64,17 @@ func open(ctx context.Context, url string, maxConns int32, pooled bool) (*pgxpoo
 
 // Connect opens a pool, as Open does, and checks that the database answers.
 func Connect(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
-	pool, err := Open(ctx, url, maxConns)
+	return connect(ctx, url, maxConns, false)
+}
+
+// ConnectPooled opens a pool through a pooler in transaction mode, as
+// OpenPooled does, and checks that the database answers.
+func ConnectPooled(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	return connect(ctx, url, maxConns, true)
+}
+
+func connect(ctx context.Context, url string, maxConns int32, pooled bool) (*pgxpool.Pool, error) {
+	pool, err := open(ctx, url, maxConns, pooled)
 	if err != nil {
 		return nil, err
 	}

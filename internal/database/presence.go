@@ -45,7 +45,8 @@ const presenceCheck = 2 * time.Second
 // HoldPresence takes a presence on a fresh random ID, connecting to url,
 // which must reach Postgres past any pooler in transaction mode (a session
 // lock taken through one would belong to whichever client got the server
-// connection next). It keeps it until Close.
+// connection next). It keeps it until Close. It returns
+// ErrPresenceThroughPooler, holding nothing, when it finds such a pooler.
 func HoldPresence(ctx context.Context, url string, logger *slog.Logger) (*Presence, error) {
 	p := &Presence{url: url, logger: logger, done: make(chan struct{})}
 	for range 10 {
@@ -68,7 +69,18 @@ func HoldPresence(ctx context.Context, url string, logger *slog.Logger) (*Presen
 
 var errPresenceTaken = errors.New("the presence ID is held by another session")
 
-// lock connects and takes the lock on p.ID.
+// ErrPresenceThroughPooler reports that the presence's URL leads through a
+// pooler that hands one server session to several clients between their
+// transactions (PgBouncer in transaction or statement mode). A presence
+// taken there would sit on a backend that other clients' transactions run
+// on too, and advisory locks are re-entrant within a backend: one of them
+// would take pg_try_advisory_xact_lock on it and the live process for dead.
+var ErrPresenceThroughPooler = errors.New("the presence's connection reaches Postgres through a pooler " +
+	"in transaction or statement mode, which shares its server session with other clients")
+
+// lock connects and takes the lock on p.ID, on a session of its own: the
+// one place a presence is taken, at start and when taken back, so that
+// both refuse a pooler that shares sessions.
 func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgxpool.ParseConfig(p.url) // takes the pool's settings out
 	if err != nil {
@@ -76,6 +88,12 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
+		return nil, fmt.Errorf("hold presence: %w", err)
+	}
+	// Checked before the lock is taken: through such a pooler, closing the
+	// connection would leave a lock taken on the pooler's backend held.
+	if err := ownSession(ctx, conn, cfg.ConnConfig); err != nil {
+		conn.Close(ctx)
 		return nil, fmt.Errorf("hold presence: %w", err)
 	}
 	var ok bool
@@ -87,6 +105,42 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("hold presence: %w", err)
 	}
 	return conn, nil
+}
+
+// ownSession returns ErrPresenceThroughPooler when conn's server session
+// also serves another client: another connection to the same place, opened
+// while conn is open and idle, runs on the same backend. Postgres never
+// gives two open connections one backend, so equal pids prove a pooler that
+// moves server sessions between clients; PgBouncer gives a transaction the
+// server connection released last, conn's. Different pids prove nothing (a
+// busy pooler may hand out another), which only lets such a pooler pass.
+func ownSession(ctx context.Context, conn *pgx.Conn, cfg *pgx.ConnConfig) error {
+	pid, err := backendPID(ctx, conn)
+	if err != nil {
+		return fmt.Errorf("read the backend's pid: %w", err)
+	}
+	probe, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to compare backends: %w", err)
+	}
+	defer probe.Close(ctx)
+	other, err := backendPID(ctx, probe)
+	if err != nil {
+		return fmt.Errorf("read the other backend's pid: %w", err)
+	}
+	if other == pid {
+		return fmt.Errorf("%w (backend %d served two open connections)", ErrPresenceThroughPooler, pid)
+	}
+	return nil
+}
+
+// backendPID is the pid of the backend that runs conn's statement. It is
+// sent on the simple protocol: through a pooler, a named prepared statement
+// would stay on the server connection, where the probe's would collide
+// with it.
+func backendPID(ctx context.Context, conn *pgx.Conn) (pid int32, err error) {
+	err = conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid)
+	return pid, err
 }
 
 // keep checks the lock's session every presenceCheck and takes the lock
@@ -102,9 +156,15 @@ func (p *Presence) keep(ctx context.Context) {
 			p.conn.Close(ctx)
 			p.conn = nil
 		}
-		if conn, err := p.lock(ctx); err == nil {
+		conn, err := p.lock(ctx)
+		switch {
+		case err == nil:
 			p.conn = conn
 			p.logger.Info("presence taken back", "presence", p.ID)
+		case errors.Is(err, ErrPresenceThroughPooler):
+			// The URL now leads through such a pooler: the presence stays
+			// lost, and the operator is told why at every try.
+			p.logger.Error("presence not taken back", "presence", p.ID, "err", err)
 		}
 	})
 }

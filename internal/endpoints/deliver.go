@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/webhook"
 )
@@ -101,6 +102,10 @@ type outcome struct {
 // attempts in flight: it waits in line.
 var errBusy = errors.New("the endpoint or its tenant has its share of attempts in flight")
 
+// CrashAfterClaim is the worker's crash point once a delivery's attempt is
+// claimed, before anything is sent.
+const CrashAfterClaim = "webhook_after_claim"
+
 // Deliver makes the next attempt of delivery id, by its job (a River job's
 // ID), and records it. It returns how long to wait before the next attempt
 // (the job snoozes that long), or zero when the job is over: the delivery
@@ -108,12 +113,12 @@ var errBusy = errors.New("the endpoint or its tenant has its share of attempts i
 // already done), or waiting in line: a delivery over its share of attempts
 // in flight waits there without a job, its attempt not spent, until an
 // attempt hands it its place and inserts its next job (or SweepLine does,
-// for a place that expired). Whatever fails once the attempt is counted (the
-// event's read, a secret that does not decrypt, the POST) is that attempt's
-// outcome, logged and on the schedule. A job that is not the delivery's own
-// any more (enqueue) does nothing, and is over. An error is the service's
-// own (the database, while claiming or recording), and the job is retried as
-// any other.
+// for a place that expired). Whatever fails once the event is read (a
+// secret that does not decrypt, the POST) is that attempt's outcome, logged
+// and on the schedule. A job that is not the delivery's own any more
+// (enqueue) does nothing, and is over. An error is the service's own (the
+// database, while claiming, reading the event or recording), and the job
+// is retried as any other, the attempt not counted (claimAttempt).
 func (d *Deliverer) Deliver(ctx context.Context, id, job int64) (time.Duration, error) {
 	a, err := d.claim(ctx, id, job)
 	switch {
@@ -122,10 +127,14 @@ func (d *Deliverer) Deliver(ctx context.Context, id, job int64) (time.Duration, 
 	case err != nil:
 		return 0, fmt.Errorf("claim delivery %d: %w", id, err)
 	}
+	crash.At(CrashAfterClaim)
 	if a.status != StatusEnabled {
 		return 0, d.record(ctx, a, outcome{result: ResultDisabled, err: "the endpoint is disabled"})
 	}
-	out := d.attempt(ctx, a)
+	out, err := d.attempt(ctx, a)
+	if err != nil {
+		return 0, fmt.Errorf("delivery %d: %w", id, err)
+	}
 	// The attempt is recorded even when the job's own time ran out during
 	// it (River cancels ctx at JOB_TIMEOUT, which may be shorter than
 	// AttemptTimeout): its log line, its place among the attempts in flight

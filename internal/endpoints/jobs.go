@@ -9,10 +9,14 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// Jobs stages the jobs of deliveries in the transaction that writes them,
-// and returns their IDs, in the order of deliveryIDs.
+// Jobs are the deliveries' jobs, in the job queue.
 type Jobs interface {
+	// EnqueueDeliveries stages the jobs of deliveries in the transaction
+	// that writes them, and returns their IDs, in the order of deliveryIDs.
 	EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...int64) ([]int64, error)
+	// Unfinished reports the jobs among jobIDs that the queue will still
+	// run, however late.
+	Unfinished(ctx context.Context, jobIDs []int64) (map[int64]bool, error)
 }
 
 // ownJobs makes each job ($2) the one job of its delivery ($1): the only one

@@ -12,60 +12,58 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// handOn hands the place of attempt $1, to endpoint $2, to the delivery to
-// that endpoint that has waited longest in line, and returns it; no row when
-// none waits (or each is being handed a place by another attempt), or the
-// attempt holds no place any more (past its until, purged). It needs no
-// lock: the place stays with its endpoint and its tenant, and their counts
-// do not change. The place moves first, so that a delivery leaves the line
-// only when it has one. A place handed on has no worker until its
-// delivery's job claims it.
-const handOn = `
-WITH next AS (
-	SELECT delivery_id FROM webhook_waiting WHERE endpoint_id = $2
-	ORDER BY since LIMIT 1 FOR UPDATE SKIP LOCKED),
-moved AS (
-	UPDATE webhook_sending s SET delivery_id = next.delivery_id, until = now() + $3::interval, worker = NULL
-	FROM next WHERE s.delivery_id = $1
-	RETURNING s.delivery_id)
-DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
-RETURNING w.delivery_id`
-
-// handOver is handOn when no delivery to the attempt's endpoint waits: the
-// place of attempt $1 goes to the delivery of its tenant $2 that has waited
-// longest among those whose endpoint has room under its share ($3), and
-// moves to that endpoint. It runs under the tenant's lock, as every change
-// of the counts does.
-const handOver = `
-WITH next AS (
-	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w
-	WHERE w.tenant_id = $2 AND (SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = w.endpoint_id) < $3
-	ORDER BY w.since LIMIT 1 FOR UPDATE SKIP LOCKED),
-moved AS (
-	UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id, until = now() + $4::interval,
-		worker = NULL
-	FROM next WHERE s.delivery_id = $1
-	RETURNING s.delivery_id)
-DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
-RETURNING w.delivery_id`
-
-// handFree gives a free place of tenant $1 to the delivery that has waited
-// longest in line among those whose endpoint ($2) and tenant ($3) have room,
-// and returns it; no row when there is none. It runs under the tenant's
-// lock, after purgeSlots, one place a statement so that each sees the last.
-// The tenant's places are counted once, by endpoint, not once for each
-// delivery in a line that may be thousands long.
-const handFree = `
-WITH held AS (
-	SELECT endpoint_id, count(*) AS n FROM webhook_sending WHERE tenant_id = $1 GROUP BY endpoint_id),
+// nextInLine picks, for tenant $1, the delivery in line that a place goes
+// to: the head of the line of the tenant's endpoint that holds the fewest
+// places among those with a line and fewer than their share ($2), place $3
+// (the attempt handing its own on; 0 for none) not counted; between
+// endpoints holding as many, the head that has waited longest. The tenant's
+// places so split evenly among its endpoints with work: busy endpoints
+// with long lines cannot keep every place cycling between them while
+// another endpoint's deliveries wait, and a healthy endpoint is sent to as
+// fast as it answers. A tenant has at most 16 endpoints, so the pick reads
+// 16 counts and 16 heads by index, however long the lines. It runs under
+// the tenant's lock, as every change of the counts does.
+const nextInLine = `heads AS (
+	SELECT h.delivery_id, h.endpoint_id, h.since, n.held FROM webhook_endpoints e
+	CROSS JOIN LATERAL (
+		SELECT count(*) AS held FROM webhook_sending s WHERE s.endpoint_id = e.id AND s.delivery_id <> $3) n
+	CROSS JOIN LATERAL (
+		SELECT w.delivery_id, w.endpoint_id, w.since FROM webhook_waiting w
+		WHERE w.endpoint_id = e.id ORDER BY w.since LIMIT 1) h
+	WHERE e.tenant_id = $1 AND n.held < $2),
 next AS (
-	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w LEFT JOIN held h ON h.endpoint_id = w.endpoint_id
-	WHERE w.tenant_id = $1 AND coalesce(h.n, 0) < $2
-		AND (SELECT coalesce(sum(n), 0) FROM held) < $3
-	ORDER BY w.since LIMIT 1 FOR UPDATE OF w SKIP LOCKED),
+	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w
+	WHERE w.delivery_id = (SELECT delivery_id FROM heads ORDER BY held, since LIMIT 1)
+	FOR UPDATE SKIP LOCKED)`
+
+// handOn hands the place of attempt $3, made by worker $5, to the next in
+// line (nextInLine) and moves it to that delivery's endpoint; the tenant's
+// count does not change. The place moves first, so that a delivery leaves
+// the line only when it has one. A place handed on has no worker until its
+// delivery's job claims it. No row when nobody in line may take it, or the
+// attempt holds no place any more: past its until (purged), or given back
+// to its delivery for another job while the worker's presence was lost
+// (reviveSlots), which that job's attempt holds now.
+const handOn = `
+WITH ` + nextInLine + `,
+moved AS (
+	UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id,
+		until = now() + $4::interval, worker = NULL
+	FROM next WHERE s.delivery_id = $3 AND s.worker IS NOT DISTINCT FROM nullif($5::integer, 0)
+	RETURNING s.delivery_id)
+DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
+RETURNING w.delivery_id`
+
+// handFree gives a free place of tenant $1, when it holds fewer than its
+// share ($5), to the next in line (nextInLine), and returns it; no row when
+// there is none. It runs under the tenant's lock, after purgeSlots, one
+// place a statement so that each sees the last.
+const handFree = `
+WITH ` + nextInLine + `,
 taken AS (
 	INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 	SELECT delivery_id, endpoint_id, $1, now() + $4::interval FROM next
+	WHERE (SELECT count(*) FROM webhook_sending WHERE tenant_id = $1) < $5
 	ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL
 	RETURNING delivery_id)
 DELETE FROM webhook_waiting w USING taken WHERE w.delivery_id = taken.delivery_id
@@ -76,20 +74,34 @@ RETURNING w.delivery_id`
 // little longer than they count; a sweep with no line is one read.
 const SweepLineInterval = time.Second
 
-// SweepLines runs SweepLine every interval until ctx ends. Every worker
-// runs it, not River's leader alone, so that neither a dead leader's term
-// nor a new leader's election holds a line up: sweeps of several workers may
-// overlap, each tenant's taken under its lock.
+// SweepLines runs SweepLine every interval, and RejobOrphans every
+// OrphanLookInterval, until ctx ends. Every worker runs it, not River's
+// leader alone, so that neither a dead leader's term nor a new leader's
+// election holds a line up: sweeps of several workers may overlap, each
+// tenant's taken under its lock, and each orphan's under its row's.
 func (d *Deliverer) SweepLines(ctx context.Context, interval time.Duration, logger *slog.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var orphans orphanCursor
+	looked := time.Now()
 	for {
 		handed, err := d.SweepLine(ctx)
 		if err != nil && ctx.Err() == nil {
 			logger.WarnContext(ctx, "sweep the webhook lines", "err", err)
 		}
 		if handed > 0 {
-			logger.InfoContext(ctx, "webhook places handed to deliveries in line", "handed", handed)
+			logger.InfoContext(ctx, "webhook places handed to deliveries in line, or back to a dead worker's", "handed", handed)
+		}
+		if time.Since(looked) >= OrphanLookInterval {
+			looked = time.Now()
+			var rejobbed int
+			orphans, rejobbed, err = d.RejobOrphans(ctx, orphans)
+			if err != nil && ctx.Err() == nil {
+				logger.WarnContext(ctx, "look for pending deliveries without a job", "err", err)
+			}
+			if rejobbed > 0 {
+				logger.WarnContext(ctx, "pending deliveries whose job was gone given a new one", "deliveries", rejobbed)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -99,16 +111,23 @@ func (d *Deliverer) SweepLines(ctx context.Context, interval time.Duration, logg
 	}
 }
 
-// linesWaiting lists the tenants with deliveries in line.
-const linesWaiting = `SELECT DISTINCT tenant_id FROM webhook_waiting`
+// linesWaiting lists the tenants with deliveries in line, or with a place
+// whose worker's presence ($1 its class) is gone: a dead worker's attempt
+// to revive (reviveSlots).
+const linesWaiting = `
+SELECT tenant_id FROM webhook_waiting
+UNION
+SELECT tenant_id FROM webhook_sending WHERE worker IS NOT NULL AND pg_try_advisory_xact_lock($1, worker)`
 
-// SweepLine hands the free places of every tenant with deliveries in line,
-// those a dead worker left among them (purgeSlots), to the deliveries
-// that have waited longest, and inserts their jobs: the backstop of
-// handOver, which hands on only the places of attempts that end. Every
-// worker runs it (SweepLines). It returns how many places it handed.
+// SweepLine gives the places of dead workers' attempts back to their
+// deliveries with a new job each (reviveSlots), and hands the free places
+// of every tenant with deliveries in line, those a dead worker left among
+// them (purgeSlots), to the next in line (handFree), and inserts their
+// jobs: the backstop of passOn, which hands on only the places of attempts
+// that end. Every worker runs it (SweepLines). It returns how many places
+// it handed or gave back.
 func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
-	rows, _ := d.DB.Query(ctx, linesWaiting)
+	rows, _ := d.DB.Query(ctx, linesWaiting, database.PresenceClass)
 	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return 0, fmt.Errorf("list the lines: %w", err)
@@ -120,12 +139,18 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 			if _, err := tx.Exec(ctx, lockTenantSlots, tenant); err != nil {
 				return err
 			}
+			rows, _ := tx.Query(ctx, reviveSlots, tenant, database.PresenceClass, SlotHeld)
+			revived, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			ids = revived
 			if _, err := tx.Exec(ctx, purgeSlots, tenant, database.PresenceClass); err != nil {
 				return err
 			}
 			for {
 				var id int64
-				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Scan(&id)
+				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, 0, SlotHeld, d.TenantInFlight).Scan(&id)
 				if errors.Is(err, pgx.ErrNoRows) {
 					return enqueue(ctx, d.Jobs, tx, ids...)
 				}
@@ -143,27 +168,26 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 	return handed, nil
 }
 
-// releaseSlot gives up the attempt's place among those in flight.
-const releaseSlot = `DELETE FROM webhook_sending WHERE delivery_id = $1`
+// releaseSlot gives up the place of attempt $1, made by worker $2, among
+// those in flight, while it holds it (handOn).
+const releaseSlot = `
+DELETE FROM webhook_sending WHERE delivery_id = $1 AND worker IS NOT DISTINCT FROM nullif($2::integer, 0)`
 
-// passOn hands a's place to the next delivery in line, to its endpoint
-// (handOn) or, under the tenant's lock, to another (handOver), and inserts
-// that delivery's job; or releases the place when nobody waits who could
-// take it. What tx has queued goes with the hand-on; the release is
-// queued, to go with the COMMIT.
+// passOn hands a's place, under its tenant's lock, to the next delivery in
+// line (handOn), whichever endpoint it is for, and inserts that delivery's
+// job; or releases the place when nobody waits who could take it. The lock
+// and the hand-on go with what tx has queued; the release is queued, to go
+// with the COMMIT.
 func (d *Deliverer) passOn(ctx context.Context, tx *database.Tx, a attempt) error {
+	lock := &pgx.Batch{}
+	lock.Queue(lockTenantSlots, a.tenantID)
+	tx.Queue(lock)
 	var next int64
-	err := tx.QueryRow(ctx, handOn, a.id, a.endpoint, SlotHeld).Scan(&next)
-	if errors.Is(err, pgx.ErrNoRows) {
-		lock := &pgx.Batch{}
-		lock.Queue(lockTenantSlots, a.tenantID)
-		tx.Queue(lock)
-		err = tx.QueryRow(ctx, handOver, a.id, a.tenantID, d.EndpointInFlight, SlotHeld).Scan(&next)
-	}
+	err := tx.QueryRow(ctx, handOn, a.tenantID, d.EndpointInFlight, a.id, SlotHeld, d.Worker).Scan(&next)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		release := &pgx.Batch{}
-		release.Queue(releaseSlot, a.id)
+		release.Queue(releaseSlot, a.id, d.Worker)
 		tx.Queue(release)
 		return nil
 	case err != nil:

@@ -13,6 +13,12 @@ const logAttempt = `
 INSERT INTO webhook_delivery_attempts (delivery_id, endpoint_id, event_id, attempt, status_code, duration_ms, error, next_retry_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $8::bigint > 0 THEN now() + make_interval(secs => $8::bigint / 1000.0) END)`
 
+// countAttempt counts the attempt recorded, number $2 of chain $3
+// (claimAttempt): once, and only in the chain it was made in.
+const countAttempt = `
+UPDATE webhook_deliveries SET attempts = $2, updated_at = now()
+WHERE id = $1 AND chain = $3 AND attempts = $2 - 1`
+
 // deliver ends a delivery delivered, whichever chain's attempt got the
 // 2xx: a 2xx is never thrown away.
 const deliver = `
@@ -56,13 +62,13 @@ WHERE id = $1 AND status = 'enabled'
 	AND (failing_since IS NULL OR failing_since < last_success_at OR failing_since <= now() - $2::interval)
 RETURNING status = 'disabled'`
 
-// record writes the attempt to the delivery log and, when the delivery is
-// over, its end, in one transaction, with what the attempt says of the
-// endpoint (endOf). The attempt's place in flight is given up with it
-// (passOn). The transaction spends three round trips whatever the outcome
-// (database.Tx): the log line goes with the BEGIN and the place's hand-on,
-// the next delivery's job with River's insert, and the rest with the
-// COMMIT.
+// record writes the attempt to the delivery log, counts it and, when the
+// delivery is over, writes its end, in one transaction, with what the
+// attempt says of the endpoint (endOf). The attempt's place in flight is
+// given up with it (passOn). The transaction spends three round trips
+// whatever the outcome (database.Tx): the log line, the count, the tenant's
+// lock and the place's hand-on go with the BEGIN, the next delivery's job
+// with River's insert, and the rest with the COMMIT.
 func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 	tx, err := database.Begin(ctx, d.DB)
 	if err != nil {
@@ -76,6 +82,7 @@ func (d *Deliverer) record(ctx context.Context, a attempt, out outcome) error {
 	log := &pgx.Batch{}
 	log.Queue(logAttempt, a.id, a.endpoint, a.eventID, a.number, out.statusCode,
 		out.duration.Milliseconds(), errText, out.wait.Milliseconds())
+	log.Queue(countAttempt, a.id, a.number, a.chain)
 	tx.Queue(log)
 	if err := d.passOn(ctx, tx, a); err != nil {
 		return err

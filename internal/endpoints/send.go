@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,17 +16,21 @@ import (
 	"github.com/example/payments/internal/webhook"
 )
 
-// attempt makes a's attempt: the event read, signed and POSTed.
-func (d *Deliverer) attempt(ctx context.Context, a attempt) outcome {
+// attempt makes a's attempt: the event read, signed and POSTed. An event
+// that cannot be read is the service's own error (its database), returned:
+// nothing left for the endpoint, so no attempt is spent and the job is
+// retried. Secrets that do not decrypt are the endpoint's, and an attempt
+// that failed.
+func (d *Deliverer) attempt(ctx context.Context, a attempt) (outcome, error) {
 	ev, err := d.Events.GetEvent(ctx, a.tenantID, a.eventID)
 	if err != nil {
-		return d.retry(a, outcome{err: "the event could not be read"}, 0)
+		return outcome{}, fmt.Errorf("read event %s: %w", a.eventID, err)
 	}
 	secrets, err := d.secrets(a)
 	if err != nil {
-		return d.retry(a, outcome{err: "the endpoint's signing secrets could not be read"}, 0)
+		return d.retry(a, outcome{err: "the endpoint's signing secrets could not be read"}, 0), nil
 	}
-	return d.post(ctx, a, d.Encode(ev), secrets)
+	return d.post(ctx, a, d.Encode(ev), secrets), nil
 }
 
 // post makes the attempt: body signed with secrets, POSTed to the

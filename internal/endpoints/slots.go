@@ -42,16 +42,21 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 // (lockTenantSlots), so that two workers cannot both take the last place,
 // after purgeSlots has dropped the tenant's places that no longer count:
 // past their until, or held by a worker whose presence is gone (killed,
-// its session ended: database.Presence), which the purge's transaction
-// learns by taking that worker's presence lock ($2 its class), as only a
-// lock nobody holds can be taken. A delivery that finds no place joins the line (wait, keeping
-// its place there if it had one), in the same transaction, and its job
-// ends; one that takes a place leaves the line (claimAttempt).
+// its session ended: database.Presence) for a delivery no longer pending,
+// which the purge's transaction learns by taking that worker's presence
+// lock ($2 its class), as only a lock nobody holds can be taken; a dead
+// worker's place of a pending delivery stays that delivery's, for the sweep
+// to give it a new job (reviveSlots). A delivery that finds no place joins
+// the line (wait, keeping its place there if it had one), in the same
+// transaction, and its job ends; one that takes a place leaves the line
+// (claimAttempt).
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
 	purgeSlots      = `
-DELETE FROM webhook_sending WHERE tenant_id = $1
-	AND (until <= now() OR (worker IS NOT NULL AND pg_try_advisory_xact_lock($2, worker)))`
+DELETE FROM webhook_sending s WHERE tenant_id = $1
+	AND (until <= now() OR (worker IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = s.delivery_id AND d.status = 'pending')
+		AND pg_try_advisory_xact_lock($2, worker)))`
 	takeSlot = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
@@ -59,6 +64,18 @@ WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
 	OR ((SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
 		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
 ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
+	// reviveSlots keeps the places of tenant $1 whose worker's presence
+	// ($2 its class) is gone, while their until runs and their delivery is
+	// pending, for that delivery: the dead worker's attempt never recorded,
+	// and the sweep inserts a new job to make it again at once, under the
+	// same number (claimAttempt), rather than when River's rescuer comes by
+	// for the dead job, which then finds the delivery another job's.
+	reviveSlots = `
+UPDATE webhook_sending s SET worker = NULL, until = now() + $3::interval
+FROM webhook_deliveries d
+WHERE s.tenant_id = $1 AND s.worker IS NOT NULL AND s.until > now()
+	AND d.id = s.delivery_id AND d.status = 'pending' AND pg_try_advisory_xact_lock($2, s.worker)
+RETURNING s.delivery_id`
 	wait = `
 INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id)
 SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
@@ -70,13 +87,18 @@ DELETE FROM webhook_sending
 WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $2)`
 )
 
-// claimAttempt counts an attempt of a pending delivery that holds a place
-// ($1's, whose until it moves on by $2, now held by worker $3: zero for
-// none), by its job ($4: enqueue), takes it out of the line, and reads
-// what it needs: its chain, its endpoint as it stands (with the version a
-// 410 disables) and the secrets that sign now (database clock). No row when
-// the delivery is not pending, holds no place, or is another job's: that
-// job's attempt may be in flight on the place, which this one leaves alone.
+// claimAttempt claims the next attempt of a pending delivery that holds a
+// place ($1's, whose until it moves on by $2, now held by worker $3: zero
+// for none), by its job ($4: enqueue), takes it out of the line, and reads
+// what it needs: its chain, the attempt's number, its endpoint as it stands
+// (with the version a 410 disables) and the secrets that sign now
+// (database clock). The number is the chain's recorded attempts and one:
+// the attempt is counted when it is recorded (countAttempt), so that one
+// that never recorded (its worker killed, its connection lost, before or
+// during the POST) is made again under the same number, not the schedule's
+// next. No row when the delivery is not pending, holds no place, or is
+// another job's: that job's attempt may be in flight on the place, which
+// this one leaves alone.
 const claimAttempt = `
 WITH held AS (
 	UPDATE webhook_sending SET until = now() + $2::interval, worker = nullif($3::integer, 0)
@@ -85,10 +107,9 @@ WITH held AS (
 	RETURNING delivery_id),
 left_line AS (DELETE FROM webhook_waiting WHERE delivery_id IN (SELECT delivery_id FROM held)),
 d AS (
-	UPDATE webhook_deliveries SET attempts = attempts + 1, updated_at = now()
-	WHERE id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM held)
-	RETURNING tenant_id, endpoint_id, event_id, chain, attempts)
-SELECT d.tenant_id, d.endpoint_id, d.event_id, d.chain, d.attempts, e.url, e.status, e.version,
+	SELECT tenant_id, endpoint_id, event_id, chain, attempts + 1 AS attempt FROM webhook_deliveries
+	WHERE id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM held))
+SELECT d.tenant_id, d.endpoint_id, d.event_id, d.chain, d.attempt, e.url, e.status, e.version,
 	ARRAY(SELECT s.ciphertext FROM webhook_endpoint_secrets s
 		WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now()) ORDER BY s.id)
 FROM d JOIN webhook_endpoints e ON e.id = d.endpoint_id`

@@ -14,6 +14,7 @@ import (
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
+	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/tools/stacktest"
 )
 
@@ -224,22 +225,7 @@ func TestWebhookFairness(t *testing.T) {
 		WebhookConcurrency: 10, TenantInFlight: 4, EndpointInFlight: 2})
 	s.StartWorker()
 	const hold = 8 * time.Second
-	var held atomic.Int64
-	tarpit := newReceiver(t, 0)
-	tarpit.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
-		held.Add(1)
-		select {
-		case <-time.After(hold):
-		case <-r.Context().Done():
-		}
-		w.WriteHeader(http.StatusInternalServerError)
-		return true
-	}
-	for i := range 8 {
-		if res, _ := register(t, s, globex, fmt.Sprintf("tarpit-%d", i), tarpit.srv.URL+"/hooks"); res.Status != http.StatusCreated {
-			t.Fatalf("register the tarpit: %d %s", res.Status, res.Body)
-		}
-	}
+	held := registerTarpits(t, s, globex, 8, hold)
 	for i := range 4 {
 		created(t, s, globex, fmt.Sprintf("tarpit-pay-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
 	}
@@ -258,6 +244,97 @@ func TestWebhookFairness(t *testing.T) {
 	}
 	if n := s.Count(`SELECT count(*) FROM webhook_sending WHERE tenant_id = $1`, stacktest.GlobexID); n > 4 {
 		t.Fatalf("%d tarpit attempts in flight, over the tenant's share of 4", n)
+	}
+}
+
+// registerTarpits registers n endpoints of apiKey's at a receiver that
+// holds each attempt for hold (or until the attempt gives up) and then
+// answers 500, and returns how many attempts it has held.
+func registerTarpits(t *testing.T, s *stacktest.Stack, apiKey string, n int, hold time.Duration) *atomic.Int64 {
+	t.Helper()
+	held := &atomic.Int64{}
+	tarpit := newReceiver(t, 0)
+	tarpit.front = func(w http.ResponseWriter, r *http.Request, _ int64) bool {
+		held.Add(1)
+		select {
+		case <-time.After(hold):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+		return true
+	}
+	for i := range n {
+		if res, _ := register(t, s, apiKey, fmt.Sprintf("tarpit-%d", i), tarpit.srv.URL+"/hooks"); res.Status != http.StatusCreated {
+			t.Fatalf("register a tarpit: %d %s", res.Status, res.Body)
+		}
+	}
+	return held
+}
+
+// TestWebhookPlacesSplitEvenly: two of a tenant's endpoints hold each
+// attempt for seconds and have long lines, and they hold every place of
+// the tenant; a third endpoint registered then gets the next place that
+// ends, and every place after while it holds the fewest, so its
+// deliveries arrive within two of the slow attempts, though the slow lines
+// take half a minute to drain. Handing a place on to its own endpoint's
+// line first, the slow endpoints kept every place cycling between them.
+func TestWebhookPlacesSplitEvenly(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour},
+		WebhookConcurrency: 10, TenantInFlight: 4, EndpointInFlight: 4})
+	s.StartWorker()
+	const hold = 3 * time.Second
+	registerTarpits(t, s, acme, 2, hold)
+	for i := range 16 {
+		paidPayment(t, s, fmt.Sprintf("backlog-%d", i))
+	}
+	// At least 32 slow deliveries, four at a time, 3 s each: 24 s of line.
+	stacktest.WaitFor(t, "long lines at the slow endpoints", func() bool {
+		return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 16
+	})
+	h := newReceiver(t, 0)
+	e := registerWith(t, s, h)
+	start := time.Now()
+	for i := range 3 {
+		paidPayment(t, s, fmt.Sprintf("healthy-%d", i))
+	}
+	stacktest.WaitFor(t, "the third endpoint's deliveries", func() bool {
+		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'delivered'`, e.ID) >= 3 &&
+			s.Count(`SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status <> 'delivered'`, e.ID) == 0
+	})
+	if took := time.Since(start); took > 2*hold+2*time.Second {
+		t.Fatalf("the third endpoint's deliveries took %s behind its siblings' lines, more than two of their attempts and 2 s", took)
+	}
+	if w := s.Count(`SELECT count(*) FROM webhook_waiting`); w == 0 {
+		t.Fatal("the slow lines drained first: the test proves nothing")
+	}
+	if n := s.Count(`SELECT count(*) FROM webhook_sending WHERE tenant_id = $1`, stacktest.AcmeID); n > 4 {
+		t.Fatalf("%d attempts in flight, over the tenant's share of 4", n)
+	}
+}
+
+// TestWebhookOrphanRejobbed: a pending delivery whose job is gone
+// (cancelled by hand in River's dashboard, here through River's client, or
+// discarded after its attempts) gets a new job from the workers' look for
+// orphans, and is delivered, though its retry was an hour away and a resend
+// refuses a delivery still pending.
+func TestWebhookOrphanRejobbed(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+	h := newReceiver(t, 1)
+	e := registerWith(t, s, h)
+	paidPayment(t, s, "orphan")
+	stacktest.WaitFor(t, "the first attempt, failed", func() bool { return len(deliveryLog(t, s, e.ID)) == 1 })
+	var job int64
+	if err := s.DB.Pool.QueryRow(t.Context(), `SELECT job FROM webhook_deliveries WHERE status = 'pending'`).Scan(&job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Deliverer.Jobs.(jobs.Queue).Client.JobCancel(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	stacktest.WaitFor(t, "the orphan delivered", func() bool { return deliveries(s, "delivered") == 1 })
+	if log := deliveryLog(t, s, e.ID); len(log) != 2 {
+		t.Fatalf("%d attempts logged, want the failed one and the one its new job made", len(log))
 	}
 }
 

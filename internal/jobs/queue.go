@@ -144,23 +144,49 @@ func (q Queue) Backlog(ctx context.Context) (available int, oldest time.Duration
 // maxListed is the most jobs River lists at once (JobListParams.First).
 const maxListed = 10_000
 
-// Live implements operation.LiveJobs, by asking River for the jobs among
-// jobIDs in a live state, at most maxListed at a time, and leaving out
-// those River has left behind (stalled).
+// Live implements operation.LiveJobs: the jobs among jobIDs River will still
+// run (Unfinished), leaving out those it has left behind (stalled).
 func (q Queue) Live(ctx context.Context, jobIDs []int64, now time.Time) (map[int64]bool, error) {
+	jobs, err := q.unfinished(ctx, jobIDs)
+	if err != nil {
+		return nil, err
+	}
 	live := map[int64]bool{}
+	for _, job := range jobs {
+		if !q.stalled(job, now) {
+			live[job.ID] = true
+		}
+	}
+	return live, nil
+}
+
+// Unfinished implements endpoints.Jobs: the jobs among jobIDs River will
+// still run, however late, a dead worker's running job included (River's
+// rescuer runs it again).
+func (q Queue) Unfinished(ctx context.Context, jobIDs []int64) (map[int64]bool, error) {
+	jobs, err := q.unfinished(ctx, jobIDs)
+	if err != nil {
+		return nil, err
+	}
+	unfinished := map[int64]bool{}
+	for _, job := range jobs {
+		unfinished[job.ID] = true
+	}
+	return unfinished, nil
+}
+
+// unfinished asks River for the jobs among jobIDs in a live state, at most
+// maxListed at a time.
+func (q Queue) unfinished(ctx context.Context, jobIDs []int64) ([]*rivertype.JobRow, error) {
+	var jobs []*rivertype.JobRow
 	for ids := range slices.Chunk(jobIDs, maxListed) {
 		res, err := q.Client.JobList(ctx, river.NewJobListParams().IDs(ids...).States(liveStates...).First(len(ids)))
 		if err != nil {
 			return nil, fmt.Errorf("list live jobs: %w", err)
 		}
-		for _, job := range res.Jobs {
-			if !q.stalled(job, now) {
-				live[job.ID] = true
-			}
-		}
+		jobs = append(jobs, res.Jobs...)
 	}
-	return live, nil
+	return jobs, nil
 }
 
 // stalled reports a job River will run again only late: one running for

@@ -71,6 +71,9 @@ func TestEnqueueIsInsertTx(t *testing.T) {
 	if live, err = q.Live(ctx, []int64{charge, refund}, time.Now()); err != nil || live[charge] || !live[refund] {
 		t.Fatalf("live after cancelling the charge job = %v, %v", live, err)
 	}
+	if unfinished, err := q.Unfinished(ctx, []int64{charge, refund}); err != nil || unfinished[charge] || !unfinished[refund] {
+		t.Fatalf("unfinished after cancelling the charge job = %v, %v", unfinished, err)
+	}
 	if live, err = q.Live(ctx, nil, time.Now()); err != nil || len(live) != 0 {
 		t.Fatalf("live of none = %v, %v", live, err)
 	}

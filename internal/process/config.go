@@ -30,7 +30,7 @@ type Common struct {
 	DatabaseURL string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable" desc:"Postgres connection URL, or a pooler's in transaction mode (then set DATABASE_SESSION_URL too)"`
 	// SessionURL, when set, reaches Postgres past the pooler DatabaseURL
 	// names, for what needs a session of its own.
-	SessionURL string `envconfig:"DATABASE_SESSION_URL" desc:"when DATABASE_URL is a pooler in transaction mode: Postgres past it, for what needs a session (LISTEN, River's client, migrations); unset: DATABASE_URL"`
+	SessionURL string `envconfig:"DATABASE_SESSION_URL" desc:"when DATABASE_URL is a pooler in transaction mode: Postgres past it, for what needs a session (LISTEN, River's client, migrations, the worker's presence); unset: DATABASE_URL, and the worker refuses to start if that is such a pooler"`
 	AppEnv     string `envconfig:"APP_ENV" default:"production" desc:"production, development (allows api seed) or test (allows CRASH_POINT)"`
 	// Logging is LOG_FORMAT and LOG_LEVEL.
 	Logging
@@ -81,6 +81,16 @@ func (c Common) OpenPool(ctx context.Context, maxConns int32) (*pgxpool.Pool, er
 		return database.OpenPooled(ctx, c.DatabaseURL, maxConns)
 	}
 	return database.Open(ctx, c.DatabaseURL, maxConns)
+}
+
+// Connect opens a pool on DatabaseURL, through the pooler when there is one,
+// as OpenPool does, and checks that the database answers: for a command
+// that runs once (the review, the seed).
+func (c Common) Connect(ctx context.Context) (*pgxpool.Pool, error) {
+	if c.Pooled() {
+		return database.ConnectPooled(ctx, c.DatabaseURL, 0)
+	}
+	return database.Connect(ctx, c.DatabaseURL, 0)
 }
 
 // ClosePools closes what OpenPools opened.

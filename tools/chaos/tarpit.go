@@ -224,12 +224,6 @@ type down struct {
 	worker bool
 }
 
-// deadSlot is how long an attempt's place among those in flight outlives a
-// worker killed during the attempt (SPEC.md, "Fair": the attempt's 15 s
-// timeout and a margin), unless the delivery's job, rescued, takes its
-// place back first.
-const deadSlot = 20 * time.Second
-
 // receiverShadow is how long after the receiver came back its absence may
 // still hold an event up: the attempts meanwhile failed, the schedule's
 // waits grew about as fast as the time spent (the first attempt after it
@@ -252,10 +246,6 @@ func receiverShadow(down time.Duration) time.Duration { return 2*down + 5*time.S
 //     creation, an attempt logged, an earlier rescue), which is when it
 //     was stuck at the latest (the latest kill before the rescue is often
 //     the other worker's);
-//   - its endpoint short of a place a killed worker held mid-attempt (an
-//     attempt counted but never recorded), from the kill until the place
-//     was taken back by its delivery's next attempt or stopped counting
-//     (deadSlot), and as long again while the backlog drains;
 //   - the receiver killed or taken down, until receiverShadow after it was
 //     back;
 //   - each attempt the receiver failed (an answer other than a 2xx, on
@@ -275,11 +265,7 @@ func checkFairDelivery(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 		}
 	}
 	slices.SortFunc(ks, time.Time.Compare)
-	short, err := shortPlaces(ctx, pool, ks)
-	if err != nil {
-		return nil, Latency{}, err
-	}
-	bad, lat, err := deliveryWaits(ctx, pool, bound, ks, common, short)
+	bad, lat, err := deliveryWaits(ctx, pool, bound, ks, common)
 	if err != nil {
 		return nil, Latency{}, err
 	}
@@ -292,16 +278,6 @@ func checkFairDelivery(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 // kills are the times workers were killed, in order.
 type kills []time.Time
 
-// last is the latest kill in (after, before).
-func (ks kills) last(after, before time.Time) (time.Time, bool) {
-	for i := len(ks) - 1; i >= 0; i-- {
-		if ks[i].Before(before) && ks[i].After(after) {
-			return ks[i], true
-		}
-	}
-	return time.Time{}, false
-}
-
 // first is the earliest kill in (after, before).
 func (ks kills) first(after, before time.Time) (time.Time, bool) {
 	for _, k := range ks {
@@ -312,56 +288,10 @@ func (ks kills) first(after, before time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// shortPlaces are the windows in which an endpoint was short of a place a
-// killed worker held mid-attempt, by endpoint (checkFairDelivery).
-func shortPlaces(ctx context.Context, pool *pgxpool.Pool, ks kills) (map[string][]window, error) {
-	short := map[string][]window{}
-	rows, err := pool.Query(ctx, `
-SELECT d.endpoint_id, d.attempts, coalesce(array_agg(a.attempt ORDER BY a.attempt) FILTER (WHERE a.id IS NOT NULL), '{}'),
-	coalesce(array_agg(a.created_at ORDER BY a.attempt) FILTER (WHERE a.id IS NOT NULL), '{}')
-FROM webhook_deliveries d LEFT JOIN webhook_delivery_attempts a ON a.delivery_id = d.id
-WHERE d.tenant_id <> $1
-GROUP BY d.id, d.endpoint_id, d.attempts HAVING d.attempts > count(a.id)`, tarpitTenantID)
-	if err != nil {
-		return nil, err
-	}
-	var (
-		endpoint string
-		attempts int
-		numbers  []int32
-		times    []time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&endpoint, &attempts, &numbers, &times}, func() error {
-		for n := 1; n <= attempts; n++ {
-			if slices.Contains(numbers, int32(n)) {
-				continue
-			}
-			// Attempt n was counted, never recorded: killed between the
-			// attempts around it.
-			prev, next := time.Time{}, time.Now()
-			for i, m := range numbers {
-				if int(m) < n {
-					prev = times[i]
-				} else if int(m) > n && next.After(times[i]) {
-					next = times[i]
-				}
-			}
-			if k, ok := ks.last(prev, next); ok {
-				// And as long again for the backlog of the time short to
-				// drain: the endpoint, at two places, is far from idle.
-				end := minTime(k.Add(deadSlot), next)
-				short[endpoint] = append(short[endpoint], window{k, end.Add(end.Sub(k))})
-			}
-		}
-		return nil
-	})
-	return short, err
-}
-
 // deliveryWaits lists the events of the tenants other than the tarpit not
 // delivered within bound, less their time in the shadow of what the run did
 // (checkFairDelivery), and measures their waits.
-func deliveryWaits(ctx context.Context, pool *pgxpool.Pool, bound time.Duration, ks kills, common []window, short map[string][]window) ([]string, Latency, error) {
+func deliveryWaits(ctx context.Context, pool *pgxpool.Pool, bound time.Duration, ks kills, common []window) ([]string, Latency, error) {
 	rows, err := pool.Query(ctx, `
 WITH failed AS (
 	SELECT delivery_id, array_agg(created_at ORDER BY attempt) AS at, array_agg(next_retry_at ORDER BY attempt) AS due
@@ -370,7 +300,7 @@ WITH failed AS (
 	GROUP BY delivery_id),
 logged AS (
 	SELECT delivery_id, array_agg(created_at) AS at FROM webhook_delivery_attempts GROUP BY delivery_id)
-SELECT e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id,
+SELECT e.id, e.tenant_id, e.created_at, d.delivered_at,
 	coalesce(array_agg((x->>'at')::timestamptz) FILTER (WHERE x->>'error' LIKE 'Stuck job rescued%'), '{}'),
 	coalesce(f.at, '{}'), coalesce(f.due, '{}'), coalesce(l.at, '{}')
 FROM events e
@@ -380,7 +310,7 @@ LEFT JOIN logged l ON l.delivery_id = d.id
 LEFT JOIN river_job j ON j.kind = 'deliver_webhook' AND (j.args->>'delivery_id')::bigint = d.id
 LEFT JOIN LATERAL unnest(j.errors) x ON true
 WHERE e.tenant_id <> $1
-GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f.due, l.at`, tarpitTenantID)
+GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, f.at, f.due, l.at`, tarpitTenantID)
 	if err != nil {
 		return nil, Latency{}, err
 	}
@@ -390,20 +320,18 @@ GROUP BY e.id, e.tenant_id, e.created_at, d.delivered_at, d.endpoint_id, f.at, f
 		id, ten     string
 		created     time.Time
 		delivered   *time.Time
-		endpointID  *string
 		rescues     []time.Time
 		failed      []time.Time // the receiver's failed attempts
 		retries     []time.Time // and the next attempt each scheduled
 		logged      []time.Time // every attempt
 		waits, nets []time.Duration
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &ten, &created, &delivered, &endpointID, &rescues, &failed, &retries, &logged}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &ten, &created, &delivered, &rescues, &failed, &retries, &logged}, func() error {
 		if delivered == nil {
 			bad = append(bad, fmt.Sprintf("%s (%s): never delivered", id, ten))
 			return nil
 		}
 		shadows := append([]window(nil), common...)
-		shadows = append(shadows, short[*endpointID]...)
 		for _, r := range rescues {
 			alive := created
 			for _, at := range slices.Concat(logged, rescues) {

@@ -273,7 +273,7 @@ func Seed(ctx context.Context, cfg Config, webhookURL, webhookSecret string) err
 	if cfg.AppEnv != "development" {
 		return errors.New("seed creates demo tenants with public API keys: it runs only with APP_ENV=development")
 	}
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, 0)
+	pool, err := cfg.Connect(ctx)
 	if err != nil {
 		return err
 	}

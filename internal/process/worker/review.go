@@ -12,22 +12,22 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/process"
 )
 
 // Review is the operator's view of the needs-review queue:
 //
 //	worker review [-all]        list the open cases (-all: resolved ones too)
 //	worker review resolve ID    close a case once it has been dealt with
-func Review(ctx context.Context, databaseURL string, args []string, stdout io.Writer) error {
+func Review(ctx context.Context, cfg process.Common, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("review", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	all := fs.Bool("all", false, "list resolved cases too")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	pool, err := database.Connect(ctx, databaseURL, 0)
+	pool, err := cfg.Connect(ctx)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/example/payments/internal/catalog"
+	"github.com/example/payments/internal/process"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -22,7 +23,7 @@ func TestReview(t *testing.T) {
 	list := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
-		if err := Review(t.Context(), db.URL, args, &out); err != nil {
+		if err := Review(t.Context(), process.Common{DatabaseURL: db.URL}, args, &out); err != nil {
 			t.Fatalf("review %v: %v", args, err)
 		}
 		return out.String()
@@ -47,7 +48,7 @@ func TestReview(t *testing.T) {
 	if out := list("-all"); !strings.Contains(out, "ch_1") {
 		t.Fatalf("-all: %q", out)
 	}
-	if err := Review(t.Context(), db.URL, []string{"resolve", id}, &bytes.Buffer{}); err == nil {
+	if err := Review(t.Context(), process.Common{DatabaseURL: db.URL}, []string{"resolve", id}, &bytes.Buffer{}); err == nil {
 		t.Fatal("resolving a resolved case succeeded")
 	}
 

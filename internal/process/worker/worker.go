@@ -7,6 +7,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -207,7 +208,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider()).Metered(registry)
 	gw.PageSize = cfg.LedgerPageSize
 	kinds := catalog.Kinds(gw)
-	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay)...); err != nil {
+	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, endpoints.CrashAfterClaim)...); err != nil {
 		return nil, err
 	}
 	w, err := openDB(ctx, cfg, logger)
@@ -238,9 +239,25 @@ func openDB(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, erro
 	presence, err := database.HoldPresence(ctx, cfg.Session(), logger)
 	if err != nil {
 		process.ClosePools(pool, session)
-		return nil, err
+		return nil, pastPooler(cfg, err)
 	}
 	return &Worker{cfg: cfg, logger: logger, pool: pool, session: session, presence: presence}, nil
+}
+
+// pastPooler says, when the presence found a pooler that shares sessions
+// where it connects, which setting must lead past it: the worker cannot
+// start, and only the operator can fix it.
+func pastPooler(cfg Config, err error) error {
+	switch {
+	case !errors.Is(err, database.ErrPresenceThroughPooler):
+		return err
+	case cfg.Pooled():
+		return fmt.Errorf("%w: DATABASE_SESSION_URL leads through one; point it at Postgres directly "+
+			"(or at a pooler in session mode)", err)
+	default:
+		return fmt.Errorf("%w: DATABASE_URL is one; set DATABASE_SESSION_URL to reach Postgres past it "+
+			"(directly, or through a pooler in session mode)", err)
+	}
 }
 
 // build makes, on the worker's open pools, the parts that run its jobs,

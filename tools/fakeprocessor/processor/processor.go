@@ -72,7 +72,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 		return nil, err
 	}
 	process.LogConfig(logger, cfg)
-	pool, err := database.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	// Past the pooler, when there is one (DATABASE_SESSION_URL): a real
+	// processor is not in our database at all, so its stand-in connects
+	// straight to Postgres, where its migrations' session lock and pgx's
+	// prepared statements work, rather than through the service's pooler.
+	pool, err := database.Connect(ctx, cfg.Session(), cfg.DBMaxConns)
 	if err != nil {
 		return nil, err
 	}
