@@ -54,7 +54,7 @@ WHERE contype = 'c' AND conrelid IN ('idempotency_keys'::regclass, 'payments'::r
 		{"an empty key", `UPDATE idempotency_keys SET key = '' WHERE id = 1`, "idempotency_keys_key_check"},
 		{"a key of 256 characters", `UPDATE idempotency_keys SET key = repeat('k', 256) WHERE id = 1`, "idempotency_keys_key_check"},
 		{"a key of 255 characters", `UPDATE idempotency_keys SET key = repeat('k', 255) WHERE id = 1`, ""},
-		{"an unknown recovery point", `UPDATE idempotency_keys SET recovery_point = 'payout_created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
+		{"an unknown recovery point", `UPDATE idempotency_keys SET recovery_point = 'no_such_point' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
 		{"a created point", `UPDATE idempotency_keys SET recovery_point = 'refund_created' WHERE id = 1`, ""},
 		{"finished without a response", `UPDATE idempotency_keys SET recovery_point = 'finished' WHERE id = 1`, "idempotency_keys_check"},
 		{"finished with its response and times", `

@@ -62,8 +62,7 @@ type chargeRequest struct {
 // since nothing was charged. A closed key wraps operation.ErrKeyClosed; a
 // timeout, connection error, 5xx, 409 or 429 wraps
 // operation.ErrProcessorUnknown.
-func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (_ operation.Outcome, err error) {
-	defer c.observe(ctx, callCharge, time.Now(), &err)
+func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, error) {
 	return chargeObjects.create(ctx, c, req.IdempotencyKey, chargeRequest{
 		Amount:        req.Amount,
 		Currency:      req.Currency,
@@ -86,8 +85,7 @@ func declined(resp []byte) (operation.Outcome, error) {
 // FindCharge asks the processor for the charge made under key; the newest
 // one, should the key have expired and been used again. found is false only
 // on a definite answer that no charge was made under key.
-func (c *Client) FindCharge(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
-	defer c.observe(ctx, callFindCharge, time.Now(), &err)
+func (c *Client) FindCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return chargeObjects.find(ctx, c, key)
 }
 
@@ -96,8 +94,7 @@ func (c *Client) FindCharge(ctx context.Context, key string) (_ operation.Outcom
 // failure to get the processor's definite answer wraps
 // operation.ErrProcessorUnknown: the key may or may not be closed yet, and
 // the close is asked again later.
-func (c *Client) CloseCharge(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
-	defer c.observe(ctx, callCloseCharge, time.Now(), &err)
+func (c *Client) CloseCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return chargeObjects.close(ctx, c, key)
 }
 
@@ -138,8 +135,7 @@ func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error)
 // LedgerCharges lists one page of the processor's charges created after
 // since (payments.Processor); each entry's Reference is the payment the
 // charge names.
-func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) (_ []operation.LedgerEntry, _ string, err error) {
-	defer c.observe(ctx, callLedgerCharges, time.Now(), &err)
+func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
 	return chargeObjects.ledger(ctx, c, since, cursor, func(ch ChargeObject) operation.LedgerEntry {
 		return operation.LedgerEntry{ID: ch.ID, IdempotencyKey: ch.IdempotencyKey, Reference: ch.PaymentID,
 			Succeeded: ch.Succeeded(), Amount: ch.Amount, Currency: ch.Currency, CreatedAt: ch.CreatedAt}

@@ -50,8 +50,6 @@ type Client struct {
 
 	baseURL string
 	http    *http.Client
-	// metrics, when set (Metered), time each call.
-	metrics *callMetrics
 }
 
 // New returns a client for the processor at baseURL, such as

@@ -49,22 +49,19 @@ type refundRequest struct {
 // with other parameters) is an Outcome with no ID: nothing was refunded. A
 // closed key wraps operation.ErrKeyClosed; a timeout, connection error, 5xx,
 // 409 or 429 wraps operation.ErrProcessorUnknown.
-func (c *Client) Refund(ctx context.Context, req refunds.Request) (_ operation.Outcome, err error) {
-	defer c.observe(ctx, callRefund, time.Now(), &err)
+func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Outcome, error) {
 	return refundObjects.create(ctx, c, req.IdempotencyKey, refundRequest{Charge: req.ChargeID, Amount: req.Amount}, nil)
 }
 
 // FindRefund asks the processor for the refund made under key; the newest
 // one, should the key have expired and been used again. found is false only
 // on a definite answer that no refund was made under key.
-func (c *Client) FindRefund(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
-	defer c.observe(ctx, callFindRefund, time.Now(), &err)
+func (c *Client) FindRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return refundObjects.find(ctx, c, key)
 }
 
 // CloseRefund is CloseCharge for refunds.
-func (c *Client) CloseRefund(ctx context.Context, key string) (_ operation.Outcome, _ bool, err error) {
-	defer c.observe(ctx, callCloseRefund, time.Now(), &err)
+func (c *Client) CloseRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
 	return refundObjects.close(ctx, c, key)
 }
 
@@ -77,8 +74,7 @@ func (c *Client) RefundsByIdempotencyKey(ctx context.Context, key string) ([]Ref
 // LedgerRefunds lists one page of the processor's refunds created after
 // since (refunds.Processor). The processor's refund names no currency and
 // no refund of ours: each entry's Reference is its downstream key's refund.
-func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) (_ []operation.LedgerEntry, _ string, err error) {
-	defer c.observe(ctx, callLedgerRefunds, time.Now(), &err)
+func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
 	return refundObjects.ledger(ctx, c, since, cursor, func(r RefundObject) operation.LedgerEntry {
 		// A refund made under a key of no refund of ours names none.
 		ours, ok := strings.CutPrefix(r.IdempotencyKey, refunds.Names.DownstreamKey(""))

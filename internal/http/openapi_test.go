@@ -20,6 +20,7 @@ import (
 	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/endpoints"
 	httpapi "github.com/example/payments/internal/http"
+	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
@@ -47,6 +48,12 @@ type schema struct {
 	MaxLength     *int              `yaml:"maxLength"`
 	MaxItems      *int              `yaml:"maxItems"`
 	MaxProperties *int              `yaml:"maxProperties"`
+	OneOf         []ref             `yaml:"oneOf"`
+}
+
+// ref is a schema that only refers to another.
+type ref struct {
+	Ref string `yaml:"$ref"`
 }
 
 // operationMethods are the keys of a path item that name an operation.
@@ -300,6 +307,113 @@ func TestOpenAPISchemas(t *testing.T) {
 		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled})
 	checkEnum(t, "WebhookDelivery.status", schemas["WebhookDelivery"].Properties["status"].Enum,
 		[]any{endpoints.DeliveryPending, endpoints.DeliveryDelivered, endpoints.DeliveryFailed})
+}
+
+// TestOpenAPIFollowsTheKinds: every part of the document that lists the
+// kinds, or their events, lists exactly the declared ones: a webhook entry
+// for each event type, carrying its kind's object; the objects an event may
+// carry; the recovery points of a key; the types of the resources a key
+// names; and the values of every query parameter named type. (The event
+// type enums of the endpoints' schemas and the Problem's members are
+// checked by TestOpenAPISchemas.)
+func TestOpenAPIFollowsTheKinds(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Paths    map[string]map[string]any `yaml:"paths"`
+		Webhooks map[string]struct {
+			Post struct {
+				OperationID string `yaml:"operationId"`
+				RequestBody struct {
+					Content map[string]struct {
+						Schema struct {
+							AllOf []struct {
+								ref        `yaml:",inline"`
+								Properties struct {
+									Type struct {
+										Const string `yaml:"const"`
+									} `yaml:"type"`
+									Data struct {
+										Properties struct {
+											Object ref `yaml:"object"`
+										} `yaml:"properties"`
+									} `yaml:"data"`
+								} `yaml:"properties"`
+							} `yaml:"allOf"`
+						} `yaml:"schema"`
+					} `yaml:"content"`
+				} `yaml:"requestBody"`
+			} `yaml:"post"`
+		} `yaml:"webhooks"`
+	}
+	served := servedYAML(t)
+	if err := yaml.Unmarshal(served, &doc); err != nil {
+		t.Fatal(err)
+	}
+	kinds := catalog.Kinds(nil)
+	var eventTypes, objects []any
+	for _, k := range kinds.Kinds() {
+		schemaRef := "#/components/schemas/" + schemaName(k.Names().Type)
+		objects = append(objects, schemaRef)
+		for _, typ := range k.Names().EventTypes() {
+			eventTypes = append(eventTypes, typ)
+			hook, ok := doc.Webhooks[typ]
+			if !ok {
+				t.Errorf("webhooks: no entry for %s", typ)
+				continue
+			}
+			if want := strings.ReplaceAll(typ, ".", "_") + "_webhook"; hook.Post.OperationID != want {
+				t.Errorf("webhooks.%s operationId = %q, want %q", typ, hook.Post.OperationID, want)
+			}
+			body := hook.Post.RequestBody.Content["application/json"].Schema.AllOf
+			if len(body) != 2 || body[0].Ref != "#/components/schemas/Event" || body[1].Properties.Type.Const != typ ||
+				body[1].Properties.Data.Properties.Object.Ref != schemaRef {
+				t.Errorf("webhooks.%s: the body is not an Event of type %s carrying a %s (%s)", typ, typ, k.Names().Type, schemaRef)
+			}
+		}
+	}
+	for typ := range doc.Webhooks {
+		if !slices.Contains(eventTypes, any(typ)) {
+			t.Errorf("webhooks: %s is not an event type of a declared kind", typ)
+		}
+	}
+	schemas := parseDoc(t, served).Components.Schemas
+	var carried []any
+	for _, r := range schemas["Event"].Properties["data"].Properties["object"].OneOf {
+		carried = append(carried, r.Ref)
+	}
+	checkEnum(t, "Event.data.object oneOf", carried, objects)
+	points := []any{idempotency.RecoveryStarted, idempotency.RecoveryFinished, idempotency.RecoveryExpired}
+	for _, p := range kinds.CreatedPoints() {
+		points = append(points, p)
+	}
+	checkEnum(t, "IdempotencyKey.recovery_point", schemas["IdempotencyKey"].Properties["recovery_point"].Enum, points)
+	resources := []any{endpoints.Resource.Type}
+	for _, typ := range kinds.Types() {
+		resources = append(resources, typ)
+	}
+	checkEnum(t, "ResourceRef.type", schemas["ResourceRef"].Properties["type"].Enum, resources)
+	typed := 0
+	for path, item := range doc.Paths {
+		for method, op := range item {
+			b, _ := yaml.Marshal(op)
+			var params struct {
+				Parameters []struct {
+					Name, In string
+					Schema   schema
+				}
+			}
+			_ = yaml.Unmarshal(b, &params)
+			for _, p := range params.Parameters {
+				if p.Name == "type" && p.In == "query" {
+					typed++
+					checkEnum(t, method+" "+path+" type", p.Schema.Enum, eventTypes)
+				}
+			}
+		}
+	}
+	if typed == 0 {
+		t.Error("no query parameter named type: the check is vacuous")
+	}
 }
 
 // responseSchemas are the schemas of response objects besides the kinds',

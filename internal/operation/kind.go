@@ -131,8 +131,10 @@ type Names struct {
 	Path string
 	// Object is what the processor makes for it ("charge"). It names the
 	// downstream key (charge_<id>), the recovery point once the processor's
-	// answer is recorded (charge_created) and the ledger's review cases
-	// (unknown_charge, duplicate_charge, charge_amount_mismatch).
+	// answer is recorded (charge_created), the ledger's review cases
+	// (unknown_charge, duplicate_charge, charge_amount_mismatch) and the
+	// timings of its processor calls (charge, find_charge, close_charge,
+	// ledger_charges: Calls).
 	Object string
 	// Done is what the processor does to the money, in the past ("charged"):
 	// the review case charged_after_failure, and the words of a give-up.

@@ -168,37 +168,41 @@ type charge struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
+// chargeColumns are the columns of processor.charges that every charge
+// query writes or selects, in the order of (*charge).columns.
+const chargeColumns = `id, idempotency_key, payment_id, amount, currency, payment_method,
+    description, status, failure_code, failure_message, amount_refunded, created_at`
+
+// columns are pointers to c's members in the order of chargeColumns: what a
+// charge is inserted from and scanned into.
+func (c *charge) columns() []any {
+	return []any{&c.ID, &c.IdempotencyKey, &c.PaymentID, &c.Amount, &c.Currency, &c.PaymentMethod,
+		&c.Description, &c.Status, &c.FailureCode, &c.FailureMessage, &c.AmountRefunded, &c.CreatedAt}
+}
+
+// scanCharge reads a row of chargeColumns.
+func scanCharge(row pgx.Row) (charge, error) {
+	return scanObject(row, charge{Object: "charge"})
+}
+
 const insertChargeSQL = `
-INSERT INTO processor.charges (id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at)
+INSERT INTO processor.charges (` + chargeColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
 // queueCharge queues in tx the insert of a charge.
 func queueCharge(tx *database.Tx, c charge) {
 	b := &pgx.Batch{}
-	b.Queue(insertChargeSQL, c.ID, c.IdempotencyKey, c.PaymentID, c.Amount, c.Currency,
-		c.PaymentMethod, c.Description, c.Status, c.FailureCode, c.FailureMessage, c.AmountRefunded, c.CreatedAt)
+	b.Queue(insertChargeSQL, c.columns()...)
 	tx.Queue(b)
 }
 
-// scanCharge reads the columns every charge query selects, in their order.
-func scanCharge(row pgx.Row) (charge, error) {
-	c := charge{Object: "charge"}
-	err := row.Scan(&c.ID, &c.IdempotencyKey, &c.PaymentID, &c.Amount, &c.Currency, &c.PaymentMethod,
-		&c.Description, &c.Status, &c.FailureCode, &c.FailureMessage, &c.AmountRefunded, &c.CreatedAt)
-	c.CreatedAt = c.CreatedAt.UTC()
-	return c, err
-}
-
 const getChargeSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
+SELECT ` + chargeColumns + `
 FROM processor.charges
 WHERE id = $1`
 
 const getChargeForUpdateSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
+SELECT ` + chargeColumns + `
 FROM processor.charges
 WHERE id = $1
 FOR UPDATE`
@@ -232,8 +236,7 @@ const chargeCreatedAtSQL = `SELECT created_at FROM processor.charges WHERE id = 
 // pageChargesSQL is one page of charges: created after $1, and after the
 // cursor row ($2, $3) in the order of the index on (created_at, id).
 const pageChargesSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
+SELECT ` + chargeColumns + `
 FROM processor.charges
 WHERE created_at > $1
   AND (created_at, id) > ($2::timestamptz, $3::text)
@@ -243,16 +246,14 @@ LIMIT $4`
 // listChargesByKeySQL is the charges made under an idempotency key, oldest
 // first. There is at most one unless the key expired and was used again.
 const listChargesByKeySQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
+SELECT ` + chargeColumns + `
 FROM processor.charges
 WHERE idempotency_key = $1
 ORDER BY created_at, id`
 
 // listChargesByPaymentSQL is the charges referencing a payment, oldest first.
 const listChargesByPaymentSQL = `
-SELECT id, idempotency_key, payment_id, amount, currency, payment_method,
-    description, status, failure_code, failure_message, amount_refunded, created_at
+SELECT ` + chargeColumns + `
 FROM processor.charges
 WHERE payment_id = $1
 ORDER BY created_at, id`

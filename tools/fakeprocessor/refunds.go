@@ -128,8 +128,23 @@ type failedRefund struct {
 	refund
 }
 
+// refundColumns are the columns of processor.refunds that every refund
+// query writes or selects, in the order of (*refund).columns.
+const refundColumns = `id, charge_id, amount, status, idempotency_key, created_at`
+
+// columns are pointers to r's members in the order of refundColumns: what a
+// refund is inserted from and scanned into.
+func (r *refund) columns() []any {
+	return []any{&r.ID, &r.Charge, &r.Amount, &r.Status, &r.IdempotencyKey, &r.CreatedAt}
+}
+
+// scanRefund reads a row of refundColumns.
+func scanRefund(row pgx.Row) (refund, error) {
+	return scanObject(row, refund{Object: "refund"})
+}
+
 const insertRefundSQL = `
-INSERT INTO processor.refunds (id, charge_id, amount, status, idempotency_key, created_at)
+INSERT INTO processor.refunds (` + refundColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6)`
 
 const addRefundedSQL = `
@@ -142,17 +157,9 @@ WHERE id = $1`
 // lock.
 func queueRefund(tx *database.Tx, r refund) {
 	b := &pgx.Batch{}
-	b.Queue(insertRefundSQL, r.ID, r.Charge, r.Amount, r.Status, r.IdempotencyKey, r.CreatedAt)
+	b.Queue(insertRefundSQL, r.columns()...)
 	b.Queue(addRefundedSQL, r.Charge, r.Amount)
 	tx.Queue(b)
-}
-
-// scanRefund reads the columns every refund query selects, in their order.
-func scanRefund(row pgx.Row) (refund, error) {
-	r := refund{Object: "refund"}
-	err := row.Scan(&r.ID, &r.Charge, &r.Amount, &r.Status, &r.IdempotencyKey, &r.CreatedAt)
-	r.CreatedAt = r.CreatedAt.UTC()
-	return r, err
 }
 
 // refundTable reads processor.refunds, listed by idempotency_key or
@@ -168,7 +175,7 @@ const refundCreatedAtSQL = `SELECT created_at FROM processor.refunds WHERE id = 
 
 // pageRefundsSQL is pageChargesSQL for refunds.
 const pageRefundsSQL = `
-SELECT id, charge_id, amount, status, idempotency_key, created_at
+SELECT ` + refundColumns + `
 FROM processor.refunds
 WHERE created_at > $1
   AND (created_at, id) > ($2::timestamptz, $3::text)
@@ -178,7 +185,7 @@ LIMIT $4`
 // listRefundsByKeySQL is the refunds made under an idempotency key, oldest
 // first. There is at most one unless the key expired and was used again.
 const listRefundsByKeySQL = `
-SELECT id, charge_id, amount, status, idempotency_key, created_at
+SELECT ` + refundColumns + `
 FROM processor.refunds
 WHERE idempotency_key = $1
 ORDER BY created_at, id`

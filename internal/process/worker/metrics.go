@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -73,6 +74,38 @@ func (m operationMetrics) Attempted(resourceType, result string) {
 // Reconciliation implements operation.Observer.
 func (m operationMetrics) Reconciliation(result string, n int) {
 	m.reconciliations.WithLabelValues(result).Add(float64(n))
+}
+
+// timedCalls is kinds, each of its processor calls timed in reg's histogram
+// payments_processor_call_duration_seconds, by operation (the call, named
+// for its kind's processor object: Names.Calls) and outcome
+// (operation.CallOutcomes), every series there at zero from the start; an
+// observation's exemplar is the trace id of its call's span.
+func timedCalls(reg prometheus.Registerer, kinds *operation.Registry) *operation.Registry {
+	names := kinds.Calls()
+	h := metrics.NewHistogram(reg, "payments_processor_call_duration_seconds",
+		"Processor calls' latency, each call alone (PROCESSOR_TIMEOUT bounds it), by operation, each kind's calls named for "+
+			"the object its processor makes (<object>, find_<object>, close_<object>, ledger_<object>s: "+strings.Join(names, ", ")+
+			"), and outcome: ok (a definite answer, a decline included), unknown_outcome (none: timeout, connection, 5xx, 409, 429) or error.",
+		"operation", "outcome")
+	calls := callMetrics{}
+	for _, name := range names {
+		for _, outcome := range operation.CallOutcomes {
+			calls[[2]string{name, outcome}] = h.With(name, outcome)
+		}
+	}
+	return kinds.Timed(calls)
+}
+
+// callMetrics are the latencies of the processor calls, by call and
+// outcome, each series resolved once. It implements operation.CallTimer.
+type callMetrics map[[2]string]*metrics.Latency
+
+// Called implements operation.CallTimer.
+func (m callMetrics) Called(ctx context.Context, call, outcome string, d time.Duration) {
+	if l, ok := m[[2]string{call, outcome}]; ok {
+		l.Observe(ctx, d)
+	}
 }
 
 // newReapMetrics counts the keys the reaper expired and the tombstones it

@@ -205,9 +205,9 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 	registry := prometheus.NewRegistry()
-	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider()).Metered(registry)
+	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider())
 	gw.PageSize = cfg.LedgerPageSize
-	kinds := catalog.Kinds(gw)
+	kinds := timedCalls(registry, catalog.Kinds(gw))
 	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, endpoints.CrashAfterClaim)...); err != nil {
 		return nil, err
 	}
