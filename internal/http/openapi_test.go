@@ -354,7 +354,7 @@ func TestOpenAPIFollowsTheKinds(t *testing.T) {
 	for _, k := range kinds.Kinds() {
 		schemaRef := "#/components/schemas/" + schemaName(k.Names().Type)
 		objects = append(objects, schemaRef)
-		for _, typ := range k.Names().EventTypes() {
+		for _, typ := range operation.EventTypes(k) {
 			eventTypes = append(eventTypes, typ)
 			hook, ok := doc.Webhooks[typ]
 			if !ok {

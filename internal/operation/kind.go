@@ -53,7 +53,7 @@ type Kind interface {
 	// database's clock.
 	Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (Pending, error)
 	// Record queues in b what writes a definite outcome on the operation's
-	// rows, with its status (StatusSucceeded or StatusFailed) and the path
+	// rows, with its status (one of its States) and the path
 	// that learned it (PathWorker, PathWebhook, PathReconciler). The
 	// statements go with the next the phase sends, in one round trip; a
 	// callback may refuse what it reads (a row that is not there).
@@ -81,6 +81,9 @@ type Kind interface {
 	// Errors are the refusals the kind's first phase decides, with how they
 	// are answered (see ErrorRule).
 	Errors() []ErrorRule
+	// States are the statuses an operation of the kind can end in, what
+	// each means, how it renders and the event it stages (see State).
+	States() []State
 	// Object and Request are zero values of the resource the API shows and
 	// of the request that creates it, for the drift tests of the API
 	// document: their schemas are named for the type (Payment, NewPayment).
@@ -89,22 +92,45 @@ type Kind interface {
 }
 
 // Declared is what a kind declares and the machinery only reads: its names,
-// the zero values of its object and of its request, and its first phase's
-// refusals. A kind embeds the Declared that Declare makes, for the methods
-// of Kind of those names; NewRegistry checks them as it checks every kind,
-// so a kind left undeclared (the zero Declared) is refused.
+// the zero values of its object and of its request, its first phase's
+// refusals and its states. A kind embeds the Declared that Declare makes,
+// for the methods of Kind of those names; NewRegistry checks them as it
+// checks every kind, so a kind left undeclared (the zero Declared) is
+// refused.
 type Declared struct {
 	names           Names
 	object, request any
 	errors          []ErrorRule
+	states          []State
 }
 
 // Declare is the Declared of the kind named names, whose resource is object
 // and whose creating request is request (zero values, as Kind.Object and
-// Kind.Request), and whose first phase refuses with errors.
+// Kind.Request), and whose first phase refuses with errors. Its states are
+// succeeded and failed (DefaultStates), unless WithStates declares others.
 func Declare(names Names, object, request any, errors ...ErrorRule) Declared {
-	return Declared{names: names, object: object, request: request, errors: errors}
+	return Declared{names: names, object: object, request: request, errors: errors, states: DefaultStates(names)}
 }
+
+// WithStates is d with states instead of its own, each State's Event,
+// when empty, <type>.<status>.
+func (d Declared) WithStates(states ...State) Declared {
+	d.states = make([]State, len(states))
+	for i, st := range states {
+		if st.Event == "" {
+			st.Event = d.names.Type + "." + st.Status
+		}
+		d.states[i] = st
+	}
+	return d
+}
+
+// States implements Kind.
+func (d Declared) States() []State { return d.states }
+
+// State is the declared state of status; an error for a status the kind
+// does not declare, which is never taken for a failure.
+func (d Declared) State(status string) (State, error) { return stateOf(d.names, d.states, status) }
 
 // Names implements Kind.
 func (d Declared) Names() Names { return d.names }
@@ -178,12 +204,6 @@ func (n Names) CreatedPoint() string { return n.Object + "_created" }
 // Location is the URL of operation id.
 func (n Names) Location(id string) string { return n.Path + "/" + id }
 
-// EventTypes are the events a finished operation stages: <type>.succeeded
-// and <type>.failed.
-func (n Names) EventTypes() []string {
-	return []string{n.Type + "." + StatusSucceeded, n.Type + "." + StatusFailed}
-}
-
 // CrashPoint is the worker's crash point once the processor has answered
 // and nothing is recorded yet (see CrashAfterProcessorResponse).
 func (n Names) CrashPoint() string { return n.Type + "_" + CrashAfterProcessorResponse }
@@ -234,8 +254,13 @@ type Pending struct {
 	// operation on another may ask in that one's currency.
 	Amount   int64
 	Currency string
-	// Recorded is the outcome recorded on the operation; nil while it is
-	// processing (see Recorded).
+	// Status is the operation's status as stored, and ProcessorID and
+	// FailureCode what its processor made and the code it failed with.
+	Status                   string
+	ProcessorID, FailureCode *string
+	// Recorded is the outcome recorded on the operation, as its kind's
+	// states read Status (the machinery sets it when it loads the
+	// operation); nil while it is processing.
 	Recorded *Outcome
 	// Make is the one processor call, made with the operation's downstream
 	// key: a definite Outcome, or an error wrapping ErrProcessorUnknown or
@@ -243,13 +268,18 @@ type Pending struct {
 	Make func(ctx context.Context) (Outcome, error)
 }
 
-// Recorded is the outcome recorded on an operation of status, with the
-// processor's id and its failure code; nil while it is processing.
-func Recorded(status string, processorID, failureCode *string) *Outcome {
-	if status == StatusProcessing {
-		return nil
+// recordedOf is the outcome recorded on p, an operation of kind k, as its
+// status, its processor's id and failure code say: nil while it is
+// processing, and an error for a status k does not declare.
+func recordedOf(k Kind, p Pending) (*Outcome, error) {
+	if p.Status == StatusProcessing {
+		return nil, nil
 	}
-	return &Outcome{ID: deref(processorID), Succeeded: status == StatusSucceeded, FailureCode: deref(failureCode)}
+	st, err := StateOf(k, p.Status)
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome{ID: deref(p.ProcessorID), Succeeded: st.Succeeded, Status: st.Status, FailureCode: deref(p.FailureCode)}, nil
 }
 
 // ScanPending reads the row of a kind's Load query, which selects, in this
@@ -259,12 +289,8 @@ func Recorded(status string, processorID, failureCode *string) *Outcome {
 // subquery); then what the kind's processor call needs, into extra. A
 // missing row is an error wrapping ErrNotFound. The kind sets Make.
 func ScanPending(row pgx.Row, resourceType string, extra ...any) (Pending, error) {
-	var (
-		p                        Pending
-		status                   string
-		processorID, failureCode *string
-	)
-	err := row.Scan(append([]any{&p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &status, &processorID, &failureCode,
+	var p Pending
+	err := row.Scan(append([]any{&p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.Status, &p.ProcessorID, &p.FailureCode,
 		&p.PastDeadline, &p.RecoveryPoint}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Pending{}, NotFound(resourceType)
@@ -272,7 +298,6 @@ func ScanPending(row pgx.Row, resourceType string, extra ...any) (Pending, error
 	if err != nil {
 		return Pending{}, fmt.Errorf("scan %s: %w", resourceType, err)
 	}
-	p.Recorded = Recorded(status, processorID, failureCode)
 	return p, nil
 }
 
@@ -298,7 +323,7 @@ func QueryAccounted(ctx context.Context, db database.DBTX, sql string, ids []str
 // Final is a finished operation, as its last phase stores it.
 type Final struct {
 	TenantID string
-	// Status is StatusSucceeded or StatusFailed.
+	// Status is one of the kind's States.
 	Status string
 	// Object is the operation as its event carries it.
 	Object any
@@ -310,8 +335,12 @@ type Final struct {
 // succeeded, made and declined, or refused without being made (ID empty).
 type Outcome struct {
 	// ID is the processor's id of what it made; empty when nothing was.
-	ID             string
-	Succeeded      bool
+	ID        string
+	Succeeded bool
+	// Status is the kind's state the outcome puts the operation in (one of
+	// its States, agreeing with Succeeded); empty: the first of its states
+	// that succeeded, or that failed, as Succeeded says.
+	Status         string
 	FailureCode    string
 	FailureMessage string
 }

@@ -122,11 +122,53 @@ func TestAKindNoListNames(t *testing.T) {
 			key.Response.Header["Location"] != "/v1/widgets/"+id {
 			t.Fatalf("key = %+v, %v", key, err)
 		}
-		if gadgets.Made() != 1 || !events.has("widget.succeeded") {
+		if gadgets.Made() != 1 || !events.has("widget.made") {
 			t.Fatalf("gadgets %d, events %v", gadgets.Made(), events.events)
 		}
-		if n := h.count(`SELECT count(*) FROM events WHERE type = 'widget.succeeded' AND resource_id = $1`, id); n != 1 {
-			t.Fatalf("widget.succeeded events = %d", n)
+		if n := h.count(`SELECT count(*) FROM events WHERE type = 'widget.made' AND resource_id = $1`, id); n != 1 {
+			t.Fatalf("widget.made events = %d", n)
+		}
+	})
+
+	// The processor's answer names a state of the widget's own: it is
+	// recorded, answered and announced as the widget declares it.
+	onWidgets(t, "ItsOwnState", func(t *testing.T, h *harness, _ *testkind.Processor, events *notified) {
+		id := h.widget(testkind.QueuedAmount)
+		h.run(testkind.Names.Type, id)
+		key, err := h.svc.Keys.GetByID(t.Context(), h.db.Pool, int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id)))
+		if err != nil || !key.Finished() || key.Response.Status != http.StatusAccepted {
+			t.Fatalf("key = %+v, %v: want the 202 the queued state answers", key, err)
+		}
+		if h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND status = 'queued'`, id) != 1 || !events.has("widget.queued") {
+			t.Fatalf("the widget is not queued, or no widget.queued event: %v", events.events)
+		}
+	})
+
+	// A status the kind does not declare (its table admits one its
+	// declaration lacks) is an error wherever it is read, never a failure:
+	// not a contradiction of the processor's event, not a 402.
+	onWidgets(t, "AnUndeclaredStatusIsAnError", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
+		id := h.widget(100)
+		h.exec(`ALTER TABLE widgets DROP CONSTRAINT widgets_status_check`)
+		h.exec(`UPDATE widgets SET status = 'melted', gadget_id = 'gad_1' WHERE id = $1`, id)
+		ev := operation.ProcessorEvent{ID: "evt_melted", Type: "gadget.succeeded", DownstreamKey: testkind.Names.DownstreamKey(id),
+			Outcome: operation.Outcome{ID: "gad_1", Succeeded: true}, Amount: 100, Currency: "USD", Payload: []byte(`{}`)}
+		if _, err := h.svc.ReceiveProcessorEvent(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+		if result, err := h.ops.SettleFromEvent(t.Context(), ev.ID); err == nil {
+			t.Fatalf("an event about a widget in an undeclared status: %s, want an error", result)
+		}
+		if n := h.count(`SELECT count(*) FROM needs_review`); n != 0 {
+			t.Fatalf("%d review cases: the undeclared status was read as an outcome", n)
+		}
+		tx, err := h.db.Pool.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(t.Context()) //nolint:errcheck // read only
+		if final, err := testkind.New(nil).Final(t.Context(), tx, id); err == nil {
+			t.Fatalf("the widget in an undeclared status renders %d", final.Response.Status)
 		}
 	})
 
@@ -194,7 +236,7 @@ func TestAKindNoListNames(t *testing.T) {
 		if result, err := h.ops.SettleFromEvent(t.Context(), ev.ID); err != nil || result != operation.EventSettled {
 			t.Fatalf("settle: %s, %v", result, err)
 		}
-		if !events.has("widget.succeeded") || h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND settled_by = 'webhook'`, id) != 1 {
+		if !events.has("widget.made") || h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND settled_by = 'webhook'`, id) != 1 {
 			t.Fatal("the event did not settle the widget")
 		}
 	})

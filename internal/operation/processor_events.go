@@ -232,7 +232,9 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 // phase commits in its transaction; so does the event's result.
 func (o *Runner) eventPhase(k Kind, id, tenant string, ev ProcessorEvent, r *recorded) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		r.record(tx, k, id, tenant, ev.Outcome, PathWebhook)
+		if err := r.record(tx, k, id, tenant, ev.Outcome, PathWebhook); err != nil {
+			return idempotency.Next{}, err
+		}
 		b := &pgx.Batch{}
 		b.Queue(markEventProcessed, ev.ID, EventSettled)
 		tx.Queue(b)

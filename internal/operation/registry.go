@@ -37,6 +37,9 @@ func NewRegistry(kinds ...Kind) (*Registry, error) {
 		case k.Object() == nil || k.Request() == nil:
 			return nil, fmt.Errorf("%s: Object or Request is nil", n.Type)
 		}
+		if err := checkStates(n, k.States()); err != nil {
+			return nil, err
+		}
 		for _, rule := range k.Errors() {
 			if rule.Err == nil || rule.Status < 400 || rule.Code == "" || rule.Title == "" {
 				return nil, fmt.Errorf("%s: an error rule lacks its error, status, code or title: %+v", n.Type, rule)
@@ -109,7 +112,7 @@ func (r *Registry) Resources() []Resource {
 func (r *Registry) EventTypes() []string {
 	var types []string
 	for _, k := range r.kinds {
-		types = append(types, k.Names().EventTypes()...)
+		types = append(types, EventTypes(k)...)
 	}
 	return types
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // TestRegistryRefuses: NewRegistry takes the kinds as their constructors
-// declare them, and refuses a list whose declarations the machinery cannot
-// run on.
+// declare them, and refuses, at startup, a list whose declarations the
+// machinery cannot run on: among them, states that do not say what each
+// status means, how it answers and what it announces.
 func TestRegistryRefuses(t *testing.T) {
 	t.Parallel()
 	if _, err := operation.NewRegistry(payments.New(nil), refunds.New(nil), testkind.New(nil)); err != nil {
@@ -24,6 +25,10 @@ func TestRegistryRefuses(t *testing.T) {
 		k.Declared = d
 		return k
 	}
+	// states is the test kind with states of its own.
+	states := func(states ...operation.State) operation.Kind {
+		return widget(operation.Declare(testkind.Names, testkind.Widget{}, struct{}{}).WithStates(states...))
+	}
 	names := testkind.Names
 	names.Prefix = payments.Names.Prefix
 	for name, kinds := range map[string][]operation.Kind{
@@ -34,6 +39,15 @@ func TestRegistryRefuses(t *testing.T) {
 		"NilRequest":   {widget(operation.Declare(testkind.Names, testkind.Widget{}, nil))},
 		"RuleNoStatus": {widget(operation.Declare(testkind.Names, testkind.Widget{}, struct{}{}, operation.ErrorRule{Err: testkind.ErrTooHeavy, Code: "widget_too_heavy", Title: "Too heavy"}))},
 		"RuleNoError":  {widget(operation.Declare(testkind.Names, testkind.Widget{}, struct{}{}, operation.ErrorRule{Status: http.StatusBadRequest, Code: "widget_too_heavy", Title: "Too heavy"}))},
+		"NoStates":     {states()},
+		"NoFailure":    {states(operation.State{Status: "made", Succeeded: true, Answer: http.StatusCreated})},
+		"NoSuccess":    {states(operation.State{Status: "failed", Answer: http.StatusPaymentRequired})},
+		"StateTwice":   {states(append(testkind.States, testkind.States[0])...)},
+		"Processing":   {states(append(testkind.States, operation.State{Status: operation.StatusProcessing, Answer: http.StatusPaymentRequired})...)},
+		"NotAName":     {states(append(testkind.States, operation.State{Status: "Made!", Succeeded: true, Answer: http.StatusCreated})...)},
+		"SuccessAs402": {states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusPaymentRequired})...)},
+		"FailureAs201": {states(append(testkind.States, operation.State{Status: "odd", Answer: http.StatusCreated})...)},
+		"OthersEvent":  {states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusCreated, Event: "payment.odd"})...)},
 	} {
 		if _, err := operation.NewRegistry(kinds...); err == nil {
 			t.Errorf("%s: the list is taken, want an error", name)

@@ -207,6 +207,9 @@ func (o *Runner) driveWith(ctx context.Context, k Kind, id string, p Pending, pa
 // the operation is finished.
 func (o *Runner) load(ctx context.Context, k Kind, id string) (Pending, error) {
 	p, err := k.Load(ctx, o.DB, id, o.Deadline)
+	if err == nil {
+		p.Recorded, err = recordedOf(k, p)
+	}
 	if err != nil {
 		return Pending{}, fmt.Errorf("load %s %s: %w", k.Names().Type, id, err)
 	}
@@ -217,14 +220,6 @@ func (o *Runner) load(ctx context.Context, k Kind, id string) (Pending, error) {
 type outcome struct {
 	Outcome
 	gaveUp bool
-}
-
-// statusOf is the status an outcome records.
-func statusOf(out Outcome) string {
-	if out.Succeeded {
-		return StatusSucceeded
-	}
-	return StatusFailed
 }
 
 // outcomePhase is the phase whose one foreign side effect is the processor
@@ -241,7 +236,9 @@ func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string, r *reco
 			return err
 		},
 		Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
-			r.record(tx, k, id, p.TenantID, out.Outcome, path)
+			if err := r.record(tx, k, id, p.TenantID, out.Outcome, path); err != nil {
+				return idempotency.Next{}, err
+			}
 			if out.gaveUp {
 				detail := fmt.Sprintf("gave up on %s %s: the processor confirmed through the fence that nothing was made", n.Type, id)
 				if _, err := flagForReview(ctx, tx, n.Reviews().GivenUp, id, detail); err != nil {
@@ -285,26 +282,33 @@ func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconc
 	return outcome{Outcome: out}, nil
 }
 
-// recorded is the status a first phase recorded on an operation of tenant,
+// recorded is the state a first phase recorded on an operation of tenant,
 // and the transaction it did so in: the finish phase that follows in the same
 // transaction knows the event's type before it reads the operation, and fans
 // the event out with that read (finishPhase).
 type recorded struct {
 	tx     *database.Tx
 	tenant string
-	status string
+	state  State
 }
 
 // record queues in tx the write of a definite outcome of operation id of
-// tenant, learned by path: it goes with the phase's next statement. A non-nil
-// r notes it.
-func (r *recorded) record(tx *database.Tx, k Kind, id, tenant string, out Outcome, path string) {
+// tenant, learned by path, in the state of k's it means: it goes with the
+// phase's next statement. A non-nil r notes it. An outcome in a state k
+// does not declare is an error, and writes nothing.
+func (r *recorded) record(tx *database.Tx, k Kind, id, tenant string, out Outcome, path string) error {
+	st, err := stateFor(k, out)
+	if err != nil {
+		return err
+	}
+	out.Status = st.Status
 	b := &pgx.Batch{}
-	k.Record(b, id, statusOf(out), out, path)
+	k.Record(b, id, st.Status, out, path)
 	tx.Queue(b)
 	if r != nil {
-		*r = recorded{tx: tx, tenant: tenant, status: statusOf(out)}
+		*r = recorded{tx: tx, tenant: tenant, state: st}
 	}
+	return nil
 }
 
 // giveUp closes the operation's downstream key at the processor, the fence,
@@ -337,19 +341,23 @@ func (o *Runner) finishPhase(k Kind, id string, r *recorded) idempotency.Phase {
 		eventID := NewID("evt_")
 		var notified func(context.Context) error
 		if r != nil && r.tx == tx && o.Subscribers != nil {
-			notified = o.Subscribers.Notify(tx, r.tenant, eventID, n.Type+"."+r.status)
+			notified = o.Subscribers.Notify(tx, r.tenant, eventID, r.state.Event)
 		}
 		final, err := k.Final(ctx, tx, id)
 		if err != nil {
 			return idempotency.Next{}, fmt.Errorf("read %s %s: %w", n.Type, id, err)
 		}
-		if final.Status != StatusSucceeded && final.Status != StatusFailed {
+		if final.Status == StatusProcessing {
 			return idempotency.Next{}, fmt.Errorf("%s %s has no outcome to finish with", n.Type, id)
 		}
-		if notified != nil && (final.Status != r.status || final.TenantID != r.tenant) {
-			return idempotency.Next{}, fmt.Errorf("%s %s reads %s of %s, not the %s of %s just recorded", n.Type, id, final.Status, final.TenantID, r.status, r.tenant)
+		st, err := StateOf(k, final.Status)
+		if err != nil {
+			return idempotency.Next{}, fmt.Errorf("finish %s %s: %w", n.Type, id, err)
 		}
-		ev := event{ID: eventID, Type: n.Type + "." + final.Status, TenantID: final.TenantID, Object: final.Object}
+		if notified != nil && (st != r.state || final.TenantID != r.tenant) {
+			return idempotency.Next{}, fmt.Errorf("%s %s reads %s of %s, not the %s of %s just recorded", n.Type, id, final.Status, final.TenantID, r.state.Status, r.tenant)
+		}
+		ev := event{ID: eventID, Type: st.Event, TenantID: final.TenantID, Object: final.Object}
 		if err := o.settle(ctx, tx, n.Type, id, ev, key, notified); err != nil {
 			return idempotency.Next{}, err
 		}

@@ -88,10 +88,14 @@ func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path 
 
 const getPaymentByID = `SELECT ` + columns + ` FROM payments WHERE id = $1`
 
-// Final implements operation.Kind: 201 with the payment when it succeeded,
-// else a 402 problem (502 when the service gave up on it) carrying it.
-func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
+// Final implements operation.Kind: the payment in its state, rendered as
+// the state says (render.Final).
+func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
 	p, err := scan(tx.QueryRow(ctx, getPaymentByID, id))
+	if err != nil {
+		return operation.Final{}, err
+	}
+	st, err := k.State(p.Status)
 	if err != nil {
 		return operation.Final{}, err
 	}
@@ -99,7 +103,7 @@ func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, e
 	if p.FailureMessage != nil {
 		message = *p.FailureMessage
 	}
-	resp := render.Final(Names, p.ID, p, p.Status, p.FailureCode, render.Declined{Title: "Payment declined", Detail: message})
+	resp := render.Final(Names, st, p.ID, p, p.FailureCode, render.Declined{Title: "Payment declined", Detail: message})
 	return operation.Final{TenantID: p.TenantID, Status: p.Status, Object: p, Response: resp}, nil
 }
 

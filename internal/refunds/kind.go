@@ -109,14 +109,18 @@ func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path 
 
 const getRefundByID = `SELECT ` + columns + ` FROM refunds r WHERE r.id = $1`
 
-// Final implements operation.Kind: 201 with the refund when it succeeded,
-// else a 402 problem (502 when the service gave up on it) carrying it.
-func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
+// Final implements operation.Kind: the refund in its state, rendered as
+// the state says (render.Final).
+func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
 	ref, err := scan(tx.QueryRow(ctx, getRefundByID, id))
 	if err != nil {
 		return operation.Final{}, err
 	}
-	resp := render.Final(Names, ref.ID, ref, ref.Status, ref.FailureCode,
+	st, err := k.State(ref.Status)
+	if err != nil {
+		return operation.Final{}, err
+	}
+	resp := render.Final(Names, st, ref.ID, ref, ref.FailureCode,
 		render.Declined{Title: "Refund failed", Detail: "The processor refused the refund."})
 	return operation.Final{TenantID: ref.TenantID, Status: ref.Status, Object: ref, Response: resp}, nil
 }

@@ -64,6 +64,7 @@ func (k kind) Names() operation.Names      { return k.names }
 func (kind) Object() any                   { return struct{}{} }
 func (kind) Request() any                  { return struct{}{} }
 func (kind) Errors() []operation.ErrorRule { return nil }
+func (k kind) States() []operation.State   { return operation.DefaultStates(k.names) }
 func (kind) Load(context.Context, database.DBTX, string, time.Duration) (operation.Pending, error) {
 	return operation.Pending{}, nil
 }

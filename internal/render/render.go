@@ -24,26 +24,27 @@ type Declined struct {
 // gave no failure code: payment_failed.
 func FailedCode(n operation.Names) string { return n.Type + "_failed" }
 
-// Final is the final response of an operation of kind n in its final
-// status: 201 with object when it succeeded; otherwise a problem carrying
-// object as the member named by its type, 502 processor_error when the
-// service gave up on it through the fence, else 402 with its failure code.
-// Every kind renders through it, so that all read alike.
-func Final(n operation.Names, id string, object any, status string, failureCode *string, d Declined) idempotency.Response {
+// Final is the final response of an operation of kind n in its state st,
+// as the kind declares it: st.Answer (201 or 202) with object when it
+// succeeded; otherwise a problem carrying object as the member named by its
+// type, 502 processor_error when the service gave up on it through the
+// fence, else 402 with its failure code. Every kind renders through it, so
+// that all read alike.
+func Final(n operation.Names, st operation.State, id string, object any, failureCode *string, d Declined) idempotency.Response {
 	location := n.Location(id)
-	if status == operation.StatusSucceeded {
-		return Stored(http.StatusCreated, "application/json", location, Encode(object))
+	if st.Succeeded {
+		return Stored(st.Answer, "application/json", location, Encode(object))
 	}
-	code, title, detail, code402 := FailedCode(n), d.Title, d.Detail, http.StatusPaymentRequired
+	code, title, detail, answer := FailedCode(n), d.Title, d.Detail, st.Answer
 	if failureCode != nil {
 		code = *failureCode
 	}
 	if code == operation.FailureProcessorError {
-		code402, title, detail = http.StatusBadGateway, "Processor error", n.GaveUp().FailureMessage
+		answer, title, detail = http.StatusBadGateway, "Processor error", n.GaveUp().FailureMessage
 	}
-	problem := NewProblem(code402, code, title, detail)
+	problem := NewProblem(answer, code, title, detail)
 	problem.Member, problem.Object = n.Type, object
-	return Stored(code402, "application/problem+json", location, Encode(problem))
+	return Stored(answer, "application/problem+json", location, Encode(problem))
 }
 
 // Stored is a final response to store on a key: its status, its

@@ -53,7 +53,7 @@ CREATE TABLE widgets (
     idempotency_key_id bigint UNIQUE REFERENCES idempotency_keys (id) ON DELETE SET NULL,
     amount             bigint NOT NULL,
     currency           text NOT NULL,
-    status             text NOT NULL CHECK (status IN ('processing', 'succeeded', 'failed')),
+    status             text NOT NULL CHECK (status IN ('processing', 'made', 'queued', 'failed')),
     failure_code       text,
     gadget_id          text,
     settled_by         text,
@@ -104,9 +104,21 @@ type Kind struct {
 // tooHeavy is how the error table answers ErrTooHeavy.
 var tooHeavy = operation.ErrorRule{Err: ErrTooHeavy, Status: http.StatusBadRequest, Code: "widget_too_heavy", Title: "Widget too heavy"}
 
+// States are the widget's own: made (201, widget.made) when the processor
+// made its gadget, queued (202, widget.queued) when it took a gadget of
+// QueuedAmount to make later, and failed (402, widget.failed).
+var States = []operation.State{
+	{Status: "made", Succeeded: true, Answer: http.StatusCreated},
+	{Status: "queued", Succeeded: true, Answer: http.StatusAccepted},
+	{Status: "failed", Answer: http.StatusPaymentRequired},
+}
+
+// QueuedAmount is the amount of a widget whose gadget the processor queues.
+const QueuedAmount = 777
+
 // New declares the widget, its gadgets made by p.
 func New(p *Processor) Kind {
-	return Kind{Declared: operation.Declare(Names, Widget{}, struct{ Amount int64 }{}, tooHeavy), processor: p}
+	return Kind{Declared: operation.Declare(Names, Widget{}, struct{ Amount int64 }{}, tooHeavy).WithStates(States...), processor: p}
 }
 
 const columns = `id, tenant_id, idempotency_key_id, amount, currency, status, failure_code, gadget_id, created_at`
@@ -148,12 +160,16 @@ func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path 
 }
 
 // Final implements operation.Kind.
-func (Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
+func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
 	w, err := scan(tx.QueryRow(ctx, `SELECT `+columns+` FROM widgets WHERE id = $1`, id))
 	if err != nil {
 		return operation.Final{}, err
 	}
-	resp := render.Final(Names, w.ID, w, w.Status, w.FailureCode, render.Declined{Title: "Widget failed", Detail: "No gadget."})
+	st, err := k.State(w.Status)
+	if err != nil {
+		return operation.Final{}, err
+	}
+	resp := render.Final(Names, st, w.ID, w, w.FailureCode, render.Declined{Title: "Widget failed", Detail: "No gadget."})
 	return operation.Final{TenantID: w.TenantID, Status: w.Status, Object: w, Response: resp}, nil
 }
 
@@ -213,6 +229,9 @@ func (p *Processor) make(key, id string, amount int64) (operation.Outcome, error
 		e = operation.LedgerEntry{ID: "gad_" + strings.TrimPrefix(id, Names.Prefix), IdempotencyKey: key, Reference: id,
 			Succeeded: true, Amount: amount, Currency: "USD", CreatedAt: time.Now()}
 		p.made[key] = e
+	}
+	if amount == QueuedAmount {
+		return operation.Outcome{ID: e.ID, Succeeded: true, Status: "queued"}, nil
 	}
 	return operation.Outcome{ID: e.ID, Succeeded: true}, nil
 }
