@@ -1,6 +1,7 @@
 package operation_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -52,6 +53,29 @@ func widgetHarness(t *testing.T) (*harness, *testkind.Processor, *notified) {
 	subscribers := &notified{}
 	h.ops.Subscribers = subscribers
 	return h, gadgets, subscribers
+}
+
+// receiveGadgetEvent records the processor's event evID about widget id's
+// gadget, saying out.
+func (h *harness) receiveGadgetEvent(id, evID string, out operation.Outcome) {
+	h.t.Helper()
+	ev := operation.ProcessorEvent{ID: evID, Type: "gadget.answered", DownstreamKey: testkind.Names.DownstreamKey(id),
+		Outcome: out, Amount: testkind.QueuedAmount, Currency: "USD", Payload: []byte(`{}`)}
+	if result, err := h.svc.ReceiveProcessorEvent(h.t.Context(), ev); err != nil || result != operation.EventAccepted {
+		h.t.Fatalf("receive %s: %s, %v", evID, result, err)
+	}
+}
+
+// gadgetEvent records and processes the processor's event evID about
+// widget id's gadget, saying out, and returns what processing found.
+func (h *harness) gadgetEvent(id, evID string, out operation.Outcome) string {
+	h.t.Helper()
+	h.receiveGadgetEvent(id, evID, out)
+	result, err := h.ops.SettleFromEvent(h.t.Context(), evID)
+	if err != nil {
+		h.t.Fatalf("settle %s: %v", evID, err)
+	}
+	return result
 }
 
 // onWidgets runs body as the parallel subtest name of t, on a widget
@@ -130,17 +154,69 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 	})
 
-	// The processor's answer names a state of the widget's own: it is
-	// recorded, answered and announced as the widget declares it.
-	onWidgets(t, "ItsOwnState", func(t *testing.T, h *harness, _ *testkind.Processor, events *notified) {
+	// The processor's answer names a state of the widget's own, one that
+	// waits: it is recorded, answered and announced as the widget declares
+	// it; the processor's webhook then moves the widget on, with the new
+	// state's event, and the key's answer stays the first.
+	onWidgets(t, "AWaitingStateMovesOn", func(t *testing.T, h *harness, _ *testkind.Processor, events *notified) {
 		id := h.widget(testkind.QueuedAmount)
 		h.run(testkind.Names.Type, id)
-		key, err := h.svc.Keys.GetByID(t.Context(), h.db.Pool, int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id)))
+		keyID := int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id))
+		key, err := h.svc.Keys.GetByID(t.Context(), h.db.Pool, keyID)
 		if err != nil || !key.Finished() || key.Response.Status != http.StatusAccepted {
 			t.Fatalf("key = %+v, %v: want the 202 the queued state answers", key, err)
 		}
 		if h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND status = 'queued'`, id) != 1 || !events.has("widget.queued") {
 			t.Fatalf("the widget is not queued, or no widget.queued event: %v", events.events)
+		}
+		gadget := testkind.GadgetID(id)
+		if result := h.gadgetEvent(id, "evt_made", operation.Outcome{ID: gadget, Succeeded: true}); result != operation.EventSettled {
+			t.Fatalf("the webhook that says made: %s", result)
+		}
+		if h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND status = 'made' AND settled_by = 'webhook'`, id) != 1 || !events.has("widget.made") ||
+			h.count(`SELECT count(*) FROM events WHERE resource_id = $1`, id) != 2 {
+			t.Fatalf("the widget did not move on to made with its event: %v", events.events)
+		}
+		if again, err := h.svc.Keys.GetByID(t.Context(), h.db.Pool, keyID); err != nil || !bytes.Equal(again.Response.Body, key.Response.Body) {
+			t.Fatalf("the key's answer changed: %+v, %v", again, err)
+		}
+		// Made is final: another answer moves nothing.
+		if result := h.gadgetEvent(id, "evt_failed", operation.Outcome{ID: gadget}); result != operation.EventContradiction {
+			t.Fatalf("a later failure of a made widget: %s, want a contradiction", result)
+		}
+	})
+
+	// Two answers of the processor race to move a waiting widget on: the
+	// operation's lock lets one, and the other finds it moved.
+	onWidgets(t, "TwoAnswersRace", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
+		id := h.widget(testkind.QueuedAmount)
+		h.run(testkind.Names.Type, id)
+		gadget := testkind.GadgetID(id)
+		answers := map[string]operation.Outcome{"evt_made": {ID: gadget, Succeeded: true}, "evt_failed": {ID: gadget}}
+		results := make(chan string, len(answers))
+		var wg sync.WaitGroup
+		for evID, out := range answers {
+			h.receiveGadgetEvent(id, evID, out)
+			wg.Go(func() {
+				result, err := h.ops.SettleFromEvent(t.Context(), evID)
+				if err != nil {
+					t.Error(err)
+				}
+				results <- result
+			})
+		}
+		wg.Wait()
+		close(results)
+		var got []string
+		for r := range results {
+			got = append(got, r)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, []string{operation.EventContradiction, operation.EventSettled}) {
+			t.Fatalf("results %v: want one settled, one contradiction", got)
+		}
+		if n := h.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type IN ('widget.made', 'widget.failed')`, id); n != 1 {
+			t.Fatalf("%d events of a final state, want 1", n)
 		}
 	})
 

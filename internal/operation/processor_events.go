@@ -214,6 +214,20 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 			return "", err
 		}
 	}
+	if p.Recorded != nil && sameTerms(ev.ProcessorEvent, p) && movesOn(k, *p.Recorded, ev.Outcome) {
+		moved, err := o.moveOn(ctx, k, id, *p.Recorded, ev)
+		if err != nil {
+			return "", err
+		}
+		if moved {
+			o.observeEvent(EventSettled)
+			return EventSettled, nil
+		}
+		// Another answer moved it first: what does it record now?
+		if p, err = o.load(ctx, k, id); err != nil {
+			return "", err
+		}
+	}
 	result := EventAgreed
 	if !sameTerms(ev.ProcessorEvent, p) || p.Recorded == nil || !sameOutcome(ev.Outcome, *p.Recorded) {
 		result = EventContradiction
@@ -240,6 +254,72 @@ func (o *Runner) eventPhase(k Kind, id, tenant string, ev ProcessorEvent, r *rec
 		tx.Queue(b)
 		return idempotency.AdvanceTo(k.Names().CreatedPoint()), nil
 	}}
+}
+
+// movesOn reports whether out, the processor's later answer about an
+// operation of kind k that recorded outcome recorded, moves it on: it
+// waits (its state is one of k's that wait), and out is about the same
+// processor object and puts it in another state.
+func movesOn(k Kind, recorded, out Outcome) bool {
+	from, err := StateOf(k, recorded.Status)
+	if err != nil || !from.Waiting || out.ID != recorded.ID {
+		return false
+	}
+	to, err := stateFor(k, out)
+	return err == nil && to.Status != from.Status
+}
+
+// lockOperation holds, until its transaction ends, the lock of operation
+// $2 of kind $1, under which a waiting operation moves on: two answers of
+// the processor never both move it.
+const lockOperation = `SELECT pg_advisory_xact_lock(hashtextextended('operation:' || $1 || ':' || $2, 0))`
+
+// moveOn moves operation id of kind k on from its waiting outcome, as ev,
+// the processor's later answer, says, in one transaction under the
+// operation's lock, while it still records that outcome: the new state's
+// outcome recorded (Kind.Record, by the webhook's path), its event staged
+// and ev marked settled. The key's final response stays what the first
+// answer made it. It reports whether it moved it: not when another answer
+// did first.
+func (o *Runner) moveOn(ctx context.Context, k Kind, id string, from Outcome, ev storedEvent) (bool, error) {
+	n := k.Names()
+	tx, err := database.Begin(ctx, o.DB)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	lock := &pgx.Batch{}
+	lock.Queue(lockOperation, n.Type, id)
+	tx.Queue(lock)
+	p, err := k.Load(ctx, tx, id, o.Deadline)
+	if err != nil {
+		return false, fmt.Errorf("load %s %s: %w", n.Type, id, err)
+	}
+	if p.Status != from.Status {
+		return false, nil
+	}
+	r := &recorded{}
+	if err := r.record(tx, k, id, p.TenantID, ev.Outcome, PathWebhook); err != nil {
+		return false, err
+	}
+	final, err := k.Final(ctx, tx, id)
+	if err != nil {
+		return false, fmt.Errorf("read %s %s: %w", n.Type, id, err)
+	}
+	var key idempotency.Key
+	if p.KeyID != nil {
+		key.ID = *p.KeyID
+	}
+	moved := event{ID: NewID("evt_"), Type: r.state.Event, TenantID: final.TenantID, Object: final.Object}
+	if err := o.settle(ctx, tx, n.Type, id, moved, key, nil); err != nil {
+		return false, err
+	}
+	done := &pgx.Batch{}
+	done.Queue(markEventProcessed, ev.ID, EventSettled)
+	if err := tx.CommitWith(ctx, done); err != nil {
+		return false, fmt.Errorf("move %s %s on: %w", n.Type, id, err)
+	}
+	return true, nil
 }
 
 // closeEvent stores the result of an event that did not settle its

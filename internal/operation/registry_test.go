@@ -48,6 +48,9 @@ func TestRegistryRefuses(t *testing.T) {
 		"SuccessAs402": {states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusPaymentRequired})...)},
 		"FailureAs201": {states(append(testkind.States, operation.State{Status: "odd", Answer: http.StatusCreated})...)},
 		"OthersEvent":  {states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusCreated, Event: "payment.odd"})...)},
+		"WaitingFails": {states(append(testkind.States, operation.State{Status: "odd", Answer: http.StatusPaymentRequired, Waiting: true})...)},
+		"OnlyWaits": {states(operation.State{Status: "queued", Succeeded: true, Answer: http.StatusAccepted, Waiting: true},
+			operation.State{Status: "failed", Answer: http.StatusPaymentRequired})},
 	} {
 		if _, err := operation.NewRegistry(kinds...); err == nil {
 			t.Errorf("%s: the list is taken, want an error", name)

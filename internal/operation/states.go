@@ -28,6 +28,12 @@ type State struct {
 	// Event is the type of the event that entering the state stages:
 	// <type>.<word>, and <type>.<status> when WithStates finds it empty.
 	Event string
+	// Waiting marks a success the processor has not finished (a payout in
+	// transit, an authorization awaiting capture): the key's final response
+	// is the state's, and a later answer of the processor (its webhook)
+	// moves the operation on, to another state, with that state's event.
+	// Every other state is final.
+	Waiting bool
 }
 
 // DefaultStates are the states of a kind that declares none: succeeded
@@ -52,7 +58,7 @@ func stateOf(n Names, states []State, status string) (State, error) {
 
 // stateFor is the state an outcome puts an operation of kind k in: the
 // one it names, which must agree with its Succeeded, else the first of k's
-// states that succeeded, or failed, as it did.
+// final states that succeeded, or failed, as it did.
 func stateFor(k Kind, out Outcome) (State, error) {
 	if out.Status != "" {
 		st, err := StateOf(k, out.Status)
@@ -61,7 +67,7 @@ func stateFor(k Kind, out Outcome) (State, error) {
 		}
 		return st, err
 	}
-	i := slices.IndexFunc(k.States(), func(st State) bool { return st.Succeeded == out.Succeeded })
+	i := slices.IndexFunc(k.States(), func(st State) bool { return st.Succeeded == out.Succeeded && !st.Waiting })
 	return k.States()[i], nil // checkStates: k declares one of each
 }
 
@@ -79,9 +85,9 @@ func EventTypes(k Kind) []string {
 
 // checkStates refuses states the machinery cannot read: a status that is
 // not a name or is processing, one declared twice, an answer that does not
-// fit whether it succeeded, an event that is not the kind's, and a kind
-// without a state that succeeded and one that failed (the outcomes every
-// processor can answer).
+// fit whether it succeeded, an event that is not the kind's, a waiting
+// state that failed, and a kind without a final state that succeeded and
+// one that failed (the outcomes every processor can answer).
 func checkStates(n Names, states []State) error {
 	var succeeds, fails bool
 	for i, st := range states {
@@ -97,11 +103,13 @@ func checkStates(n Names, states []State) error {
 			return fmt.Errorf("%s: state %s failed, so it answers 402, not %d", n.Type, st.Status, st.Answer)
 		case !ok || !namePattern.MatchString(word):
 			return fmt.Errorf("%s: state %s stages event %q, which is not %s.<word>", n.Type, st.Status, st.Event, n.Type)
+		case st.Waiting && !st.Succeeded:
+			return fmt.Errorf("%s: state %s waits, so it succeeded so far", n.Type, st.Status)
 		}
-		succeeds, fails = succeeds || st.Succeeded, fails || !st.Succeeded
+		succeeds, fails = succeeds || st.Succeeded && !st.Waiting, fails || !st.Succeeded
 	}
 	if !succeeds || !fails {
-		return fmt.Errorf("%s: declares no state that succeeded, or none that failed", n.Type)
+		return fmt.Errorf("%s: declares no final state that succeeded, or none that failed", n.Type)
 	}
 	return nil
 }

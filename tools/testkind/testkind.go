@@ -105,11 +105,12 @@ type Kind struct {
 var tooHeavy = operation.ErrorRule{Err: ErrTooHeavy, Status: http.StatusBadRequest, Code: "widget_too_heavy", Title: "Widget too heavy"}
 
 // States are the widget's own: made (201, widget.made) when the processor
-// made its gadget, queued (202, widget.queued) when it took a gadget of
-// QueuedAmount to make later, and failed (402, widget.failed).
+// made its gadget; queued (202, widget.queued), a success not final, when
+// it took a gadget of QueuedAmount to make later, and its webhook then
+// says made, or failed; and failed (402, widget.failed).
 var States = []operation.State{
 	{Status: "made", Succeeded: true, Answer: http.StatusCreated},
-	{Status: "queued", Succeeded: true, Answer: http.StatusAccepted},
+	{Status: "queued", Succeeded: true, Answer: http.StatusAccepted, Waiting: true},
 	{Status: "failed", Answer: http.StatusPaymentRequired},
 }
 
@@ -226,7 +227,7 @@ func (p *Processor) make(key, id string, amount int64) (operation.Outcome, error
 	}
 	e, ok := p.made[key]
 	if !ok {
-		e = operation.LedgerEntry{ID: "gad_" + strings.TrimPrefix(id, Names.Prefix), IdempotencyKey: key, Reference: id,
+		e = operation.LedgerEntry{ID: GadgetID(id), IdempotencyKey: key, Reference: id,
 			Succeeded: true, Amount: amount, Currency: "USD", CreatedAt: time.Now()}
 		p.made[key] = e
 	}
@@ -235,6 +236,9 @@ func (p *Processor) make(key, id string, amount int64) (operation.Outcome, error
 	}
 	return operation.Outcome{ID: e.ID, Succeeded: true}, nil
 }
+
+// GadgetID is the id of the gadget the processor makes for widget id.
+func GadgetID(id string) string { return "gad_" + strings.TrimPrefix(id, Names.Prefix) }
 
 func (p *Processor) find(key string) (operation.Outcome, bool, error) {
 	p.mu.Lock()
