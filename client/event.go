@@ -16,7 +16,10 @@ const (
 	EventPaymentFailed    = "payment.failed"
 	EventRefundSucceeded  = "refund.succeeded"
 	EventRefundFailed     = "refund.failed"
-	EventAll              = "*"
+	// EventPaymentRefunded follows each refund.succeeded: the payment, with
+	// the refund counted in its AmountRefunded.
+	EventPaymentRefunded = "payment.refunded"
+	EventAll             = "*"
 )
 
 // Event is something that happened to a payment or a refund: the body of

@@ -375,9 +375,14 @@ func TestServerEventDeliveries(t *testing.T) {
 	if _, _, err := c.CreateRefund(ctx, "", p.ID, client.CreateRefundParams{Amount: &amount}); err != nil {
 		t.Fatal(err)
 	}
-	all.waitVerified(t, 2)
+	all.waitVerified(t, 3)
 	payments.waitVerified(t, 1)
 	paid, refunded := eventOf(t, c, client.EventPaymentSucceeded), eventOf(t, c, client.EventRefundSucceeded)
+	// The refund announces its payment refunded too, with the amount counted.
+	parent := eventOf(t, c, client.EventPaymentRefunded)
+	if pr, err := parent.Payment(); err != nil || pr.ID != p.ID || pr.AmountRefunded != amount {
+		t.Fatalf("payment.refunded carries %+v, %v: want payment %s with %d refunded", pr, err, p.ID, amount)
+	}
 
 	for _, tt := range []struct {
 		event         string
@@ -385,6 +390,7 @@ func TestServerEventDeliveries(t *testing.T) {
 	}{
 		{paid.ID, []string{eAll.ID, ePayments.ID}},
 		{refunded.ID, []string{eAll.ID}},
+		{parent.ID, []string{eAll.ID}},
 	} {
 		var l *client.WebhookDeliveryList
 		stacktest.WaitFor(t, "the deliveries recorded delivered", func() bool {
@@ -427,7 +433,7 @@ func TestServerDeliveryLogFilters(t *testing.T) {
 	_, c := newStack(t)
 	ctx := context.Background()
 	rc := newReceiver(t, 1) // the payment's first attempt fails
-	e := register(t, c, rc, client.EventAll)
+	e := register(t, c, rc, client.EventPaymentSucceeded, client.EventRefundSucceeded)
 
 	logged := func(n int) func() bool {
 		return func() bool {

@@ -352,23 +352,31 @@ func TestOpenAPIFollowsTheKinds(t *testing.T) {
 	kinds := catalog.Kinds(nil)
 	var eventTypes, objects []any
 	for _, k := range kinds.Kinds() {
+		objects = append(objects, "#/components/schemas/"+schemaName(k.Names().Type))
+	}
+	// Every event carries the object of the kind its type names: an
+	// operation's own, or its parent's.
+	for _, typ := range kinds.EventTypes() {
+		resourceType, _, _ := strings.Cut(typ, ".")
+		k, err := kinds.Kind(resourceType)
+		if err != nil {
+			t.Errorf("event %s: %v", typ, err)
+			continue
+		}
 		schemaRef := "#/components/schemas/" + schemaName(k.Names().Type)
-		objects = append(objects, schemaRef)
-		for _, typ := range operation.EventTypes(k) {
-			eventTypes = append(eventTypes, typ)
-			hook, ok := doc.Webhooks[typ]
-			if !ok {
-				t.Errorf("webhooks: no entry for %s", typ)
-				continue
-			}
-			if want := strings.ReplaceAll(typ, ".", "_") + "_webhook"; hook.Post.OperationID != want {
-				t.Errorf("webhooks.%s operationId = %q, want %q", typ, hook.Post.OperationID, want)
-			}
-			body := hook.Post.RequestBody.Content["application/json"].Schema.AllOf
-			if len(body) != 2 || body[0].Ref != "#/components/schemas/Event" || body[1].Properties.Type.Const != typ ||
-				body[1].Properties.Data.Properties.Object.Ref != schemaRef {
-				t.Errorf("webhooks.%s: the body is not an Event of type %s carrying a %s (%s)", typ, typ, k.Names().Type, schemaRef)
-			}
+		eventTypes = append(eventTypes, typ)
+		hook, ok := doc.Webhooks[typ]
+		if !ok {
+			t.Errorf("webhooks: no entry for %s", typ)
+			continue
+		}
+		if want := strings.ReplaceAll(typ, ".", "_") + "_webhook"; hook.Post.OperationID != want {
+			t.Errorf("webhooks.%s operationId = %q, want %q", typ, hook.Post.OperationID, want)
+		}
+		body := hook.Post.RequestBody.Content["application/json"].Schema.AllOf
+		if len(body) != 2 || body[0].Ref != "#/components/schemas/Event" || body[1].Properties.Type.Const != typ ||
+			body[1].Properties.Data.Properties.Object.Ref != schemaRef {
+			t.Errorf("webhooks.%s: the body is not an Event of type %s carrying a %s (%s)", typ, typ, k.Names().Type, schemaRef)
 		}
 	}
 	for typ := range doc.Webhooks {

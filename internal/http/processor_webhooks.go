@@ -106,6 +106,10 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 		attribute.String("payments.downstream_key", ev.DownstreamKey))
 	result, err := s.Ops.ReceiveProcessorEvent(r.Context(), ev)
 	if err != nil {
+		if errors.Is(err, operation.ErrEventMalformed) {
+			// A state its kind does not declare.
+			s.countWebhook(webhookMalformed)
+		}
 		s.writeError(w, r, err)
 		return
 	}

@@ -177,23 +177,33 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("refund: %d", res.Status)
 	}
 
-	var page struct {
+	type page struct {
 		Data []struct {
 			ID, Type string
 			Data     struct {
-				Object struct{ ID string }
+				Object struct {
+					ID             string
+					AmountRefunded int64 `json:"amount_refunded"`
+				}
 			}
 		}
 		HasMore bool `json:"has_more"`
 	}
-	res := s.Request(http.MethodGet, "/v1/events?limit=1", acme, "")
-	if err := json.Unmarshal(res.Body, &page); err != nil || len(page.Data) != 1 || !page.HasMore || page.Data[0].Type != "refund.succeeded" {
-		t.Fatalf("first page: %s", res.Body)
-	}
-	res = s.Request(http.MethodGet, "/v1/events?limit=1&starting_after="+page.Data[0].ID, acme, "")
-	if err := json.Unmarshal(res.Body, &page); err != nil || len(page.Data) != 1 || page.HasMore ||
-		page.Data[0].Type != "payment.succeeded" || page.Data[0].Data.Object.ID != p.ID {
-		t.Fatalf("second page: %s", res.Body)
+	// Newest first, a page of one at a time: the refund's success, and the
+	// payment refunded after it, carrying the amount refunded.
+	want := []struct {
+		typ, object string
+		refunded    int64
+	}{{"payment.refunded", p.ID, 100}, {"refund.succeeded", "", 0}, {"payment.succeeded", p.ID, 0}}
+	after := ""
+	for i, w := range want {
+		res := s.Request(http.MethodGet, "/v1/events?limit=1"+after, acme, "")
+		var got page
+		if err := json.Unmarshal(res.Body, &got); err != nil || len(got.Data) != 1 || got.HasMore != (i < len(want)-1) ||
+			got.Data[0].Type != w.typ || w.object != "" && (got.Data[0].Data.Object.ID != w.object || got.Data[0].Data.Object.AmountRefunded != w.refunded) {
+			t.Fatalf("page %d: %s, want %s", i+1, res.Body, w.typ)
+		}
+		after = "&starting_after=" + got.Data[0].ID
 	}
 	if res := s.Request(http.MethodGet, "/v1/events", globex, ""); !strings.Contains(string(res.Body), `"data":[]`) {
 		t.Fatalf("globex sees %s", res.Body)

@@ -329,6 +329,16 @@ type Final struct {
 	Object any
 	// Response is the final response, stored on the key and replayed.
 	Response idempotency.Response
+	// Parent is the operation's parent, read when its state stages an event
+	// about it (State.Parent); nil otherwise.
+	Parent *Parent
+}
+
+// Parent is the operation another one changes (the payment of a refund),
+// as the event about it carries it.
+type Parent struct {
+	ID     string
+	Object any
 }
 
 // Outcome is a definite answer about one processor operation: made and

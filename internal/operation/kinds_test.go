@@ -223,6 +223,37 @@ func TestAKindNoListNames(t *testing.T) {
 	// A status the kind does not declare (its table admits one its
 	// declaration lacks) is an error wherever it is read, never a failure:
 	// not a contradiction of the processor's event, not a 402.
+	// The processor's webhook names the state it reports, and the event
+	// keeps it: a webhook that says queued, before any call, settles the
+	// widget queued, answering 202, not in the first state that succeeded.
+	onWidgets(t, "AnEventKeepsItsState", func(t *testing.T, h *harness, _ *testkind.Processor, events *notified) {
+		id := h.widget(testkind.QueuedAmount)
+		queued := operation.Outcome{ID: testkind.GadgetID(id), Succeeded: true, Status: "queued"}
+		if result := h.gadgetEvent(id, "evt_queued", queued); result != operation.EventSettled {
+			t.Fatalf("the webhook that says queued: %s", result)
+		}
+		if h.count(`SELECT count(*) FROM widgets WHERE id = $1 AND status = 'queued' AND settled_by = 'webhook'`, id) != 1 ||
+			!events.has("widget.queued") {
+			t.Fatalf("the widget is not queued by the webhook: %v", events.events)
+		}
+		keyID := int64(h.count(`SELECT idempotency_key_id FROM widgets WHERE id = $1`, id))
+		if key, err := h.svc.Keys.GetByID(t.Context(), h.db.Pool, keyID); err != nil || key.Response.Status != http.StatusAccepted {
+			t.Fatalf("key = %+v, %v: want the 202 the queued state answers", key, err)
+		}
+		// A state the kind does not declare, or one that contradicts the
+		// outcome, is refused as malformed, and nothing is recorded.
+		for _, out := range []operation.Outcome{{ID: "gad_2", Succeeded: true, Status: "melted"}, {ID: "gad_2", Status: "queued"}} {
+			ev := operation.ProcessorEvent{ID: "evt_" + out.Status, Type: "gadget.answered", DownstreamKey: testkind.Names.DownstreamKey(id),
+				Outcome: out, Amount: testkind.QueuedAmount, Currency: "USD", Payload: []byte(`{}`)}
+			if _, err := h.svc.ReceiveProcessorEvent(t.Context(), ev); !errors.Is(err, operation.ErrEventMalformed) {
+				t.Errorf("an event in state %s, succeeded %t: %v, want malformed", out.Status, out.Succeeded, err)
+			}
+		}
+		if n := h.count(`SELECT count(*) FROM processor_events WHERE id <> 'evt_queued'`); n != 0 {
+			t.Fatalf("%d refused events recorded", n)
+		}
+	})
+
 	onWidgets(t, "AnUndeclaredStatusIsAnError", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
 		id := h.widget(100)
 		h.exec(`ALTER TABLE widgets DROP CONSTRAINT widgets_status_check`)

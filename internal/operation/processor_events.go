@@ -79,8 +79,8 @@ var EventResults = []string{EventSettled, EventAgreed, EventContradiction}
 // first to commit or roll back) and inserts nothing.
 const recordProcessorEvent = `
 INSERT INTO processor_events (id, type, downstream_key, resource_type, resource_id, processor_object_id,
-	succeeded, failure_code, failure_message, amount, currency, payload, result, processed_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, CASE WHEN $13::text IS NULL THEN NULL ELSE now() END)
+	succeeded, status, failure_code, failure_message, amount, currency, payload, result, processed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $14::text IS NULL THEN NULL ELSE now() END)
 ON CONFLICT (id) DO NOTHING`
 
 // ReceiveProcessorEvent records a verified processor event durably, in one
@@ -107,6 +107,9 @@ func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) 
 		case err != nil:
 			return "", fmt.Errorf("find the operation of %s: %w", ev.DownstreamKey, err)
 		}
+		if _, err := stateFor(k, ev.Outcome); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrEventMalformed, err)
+		}
 	}
 	var result *string
 	if !known {
@@ -114,7 +117,7 @@ func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) 
 		result = Nullable(EventUnknownOperation)
 	}
 	tag, err := tx.Exec(ctx, recordProcessorEvent, ev.ID, ev.Type, ev.DownstreamKey, Nullable(resourceType), Nullable(id),
-		Nullable(ev.Outcome.ID), ev.Outcome.Succeeded, Nullable(ev.Outcome.FailureCode), Nullable(ev.Outcome.FailureMessage),
+		Nullable(ev.Outcome.ID), ev.Outcome.Succeeded, Nullable(ev.Outcome.Status), Nullable(ev.Outcome.FailureCode), Nullable(ev.Outcome.FailureMessage),
 		ev.Amount, Nullable(ev.Currency), ev.Payload, result)
 	if err != nil {
 		return "", fmt.Errorf("record processor event: %w", err)
@@ -142,7 +145,7 @@ func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) 
 }
 
 const getProcessorEvent = `
-SELECT type, downstream_key, resource_type, resource_id, processor_object_id, succeeded, failure_code,
+SELECT type, downstream_key, resource_type, resource_id, processor_object_id, succeeded, status, failure_code,
 	failure_message, amount, coalesce(currency, ''), payload, result
 FROM processor_events WHERE id = $1`
 
@@ -156,15 +159,16 @@ type storedEvent struct {
 
 func getStoredEvent(ctx context.Context, db database.DBTX, id string) (storedEvent, error) {
 	var (
-		ev                  = storedEvent{ProcessorEvent: ProcessorEvent{ID: id}}
-		objectID, code, msg *string
+		ev                          = storedEvent{ProcessorEvent: ProcessorEvent{ID: id}}
+		objectID, status, code, msg *string
 	)
 	err := db.QueryRow(ctx, getProcessorEvent, id).Scan(&ev.Type, &ev.DownstreamKey, &ev.resourceType, &ev.resourceID,
-		&objectID, &ev.Outcome.Succeeded, &code, &msg, &ev.Amount, &ev.Currency, &ev.Payload, &ev.result)
+		&objectID, &ev.Outcome.Succeeded, &status, &code, &msg, &ev.Amount, &ev.Currency, &ev.Payload, &ev.result)
 	if err != nil {
 		return storedEvent{}, fmt.Errorf("get processor event %s: %w", id, err)
 	}
-	ev.Outcome.ID, ev.Outcome.FailureCode, ev.Outcome.FailureMessage = deref(objectID), deref(code), deref(msg)
+	ev.Outcome.ID, ev.Outcome.Status = deref(objectID), deref(status)
+	ev.Outcome.FailureCode, ev.Outcome.FailureMessage = deref(code), deref(msg)
 	return ev, nil
 }
 
@@ -310,8 +314,7 @@ func (o *Runner) moveOn(ctx context.Context, k Kind, id string, from Outcome, ev
 	if p.KeyID != nil {
 		key.ID = *p.KeyID
 	}
-	moved := event{ID: NewID("evt_"), Type: r.state.Event, TenantID: final.TenantID, Object: final.Object}
-	if err := o.settle(ctx, tx, n.Type, id, moved, key, nil); err != nil {
+	if err := o.settle(ctx, tx, n.Type, id, r.state, final, NewID("evt_"), key, nil); err != nil {
 		return false, err
 	}
 	done := &pgx.Batch{}

@@ -2,6 +2,7 @@ package operation
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -48,6 +49,13 @@ func NewRegistry(kinds ...Kind) (*Registry, error) {
 		r.kinds = append(r.kinds, k)
 		r.byType[n.Type], r.byObject[n.Object] = k, k
 		prefixes[n.Prefix], paths[n.Path] = n.Type, n.Type
+	}
+	for _, k := range r.kinds {
+		for _, typ := range parentEventTypes(k) {
+			if parent, _, _ := strings.Cut(typ, "."); r.byType[parent] == nil {
+				return nil, fmt.Errorf("%s: stages %s about its parent, but no kind of type %q is declared", k.Names().Type, typ, parent)
+			}
+		}
 	}
 	return r, nil
 }
@@ -108,11 +116,19 @@ func (r *Registry) Resources() []Resource {
 }
 
 // EventTypes are the events the kinds stage, which webhook endpoints may ask
-// for.
+// for: each kind's about its own operations, then those about its parents
+// that no kind stages before.
 func (r *Registry) EventTypes() []string {
 	var types []string
 	for _, k := range r.kinds {
 		types = append(types, EventTypes(k)...)
+	}
+	for _, k := range r.kinds {
+		for _, typ := range parentEventTypes(k) {
+			if !slices.Contains(types, typ) {
+				types = append(types, typ)
+			}
+		}
 	}
 	return types
 }

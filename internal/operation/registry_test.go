@@ -2,6 +2,7 @@ package operation_test
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/example/payments/internal/operation"
@@ -16,8 +17,14 @@ import (
 // status means, how it answers and what it announces.
 func TestRegistryRefuses(t *testing.T) {
 	t.Parallel()
-	if _, err := operation.NewRegistry(payments.New(nil), refunds.New(nil), testkind.New(nil)); err != nil {
+	kinds, err := operation.NewRegistry(payments.New(nil), refunds.New(nil), testkind.New(nil))
+	if err != nil {
 		t.Fatalf("the kinds as declared: %v", err)
+	}
+	// A refund's success announces its payment refunded too, an event type
+	// an endpoint may ask for.
+	if types := kinds.EventTypes(); !slices.Contains(types, "payment.refunded") || slices.Contains(operation.EventTypes(payments.New(nil)), "payment.refunded") {
+		t.Fatalf("event types %v: want payment.refunded, staged by the refund", types)
 	}
 	// widget is the test kind, declared as d says.
 	widget := func(d operation.Declared) operation.Kind {
@@ -49,6 +56,11 @@ func TestRegistryRefuses(t *testing.T) {
 		"FailureAs201": {states(append(testkind.States, operation.State{Status: "odd", Answer: http.StatusCreated})...)},
 		"OthersEvent":  {states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusCreated, Event: "payment.odd"})...)},
 		"WaitingFails": {states(append(testkind.States, operation.State{Status: "odd", Answer: http.StatusPaymentRequired, Waiting: true})...)},
+		// An event about a parent names a declared kind other than its own:
+		// the widget's parent is the payment.
+		"ParentUndeclared": {states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusCreated, Parent: "payment.widgeted"})...)},
+		"ParentItself":     {payments.New(nil), states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusCreated, Parent: "widget.widgeted"})...)},
+		"ParentNoWord":     {payments.New(nil), states(append(testkind.States, operation.State{Status: "odd", Succeeded: true, Answer: http.StatusCreated, Parent: "payment"})...)},
 		"OnlyWaits": {states(operation.State{Status: "queued", Succeeded: true, Answer: http.StatusAccepted, Waiting: true},
 			operation.State{Status: "failed", Answer: http.StatusPaymentRequired})},
 	} {

@@ -357,50 +357,64 @@ func (o *Runner) finishPhase(k Kind, id string, r *recorded) idempotency.Phase {
 		if notified != nil && (st != r.state || final.TenantID != r.tenant) {
 			return idempotency.Next{}, fmt.Errorf("%s %s reads %s of %s, not the %s of %s just recorded", n.Type, id, final.Status, final.TenantID, r.state.Status, r.tenant)
 		}
-		ev := event{ID: eventID, Type: st.Event, TenantID: final.TenantID, Object: final.Object}
-		if err := o.settle(ctx, tx, n.Type, id, ev, key, notified); err != nil {
+		if err := o.settle(ctx, tx, n.Type, id, st, final, eventID, key, notified); err != nil {
 			return idempotency.Next{}, err
 		}
 		return idempotency.Finish(final.Response), nil
 	}}
 }
 
-// event is the event a finishing transaction stages.
-type event struct {
-	ID, Type, TenantID string
-	// Object is what the event carries.
-	Object any
-}
-
-// settleOperation stages the event of a finished operation and clears its
-// reconciliation mark, if any, in one statement.
-const settleOperation = `
-WITH settled AS (DELETE FROM reconciliations WHERE resource_type = $6 AND resource_id = $4)
+// stageEvent stages an event about resource $4 under key $7, and, when $8,
+// clears that resource's reconciliation mark of type $6, if any, in one
+// statement: a finished operation's event settles it; an event about its
+// parent leaves the parent's mark alone. The event names the request that
+// reserved the key, and the key, as the key's row has them (the phase may
+// hold no more than its id). An event about the parent is created at the
+// clock's time, later in the transaction than its operation's own, which
+// it follows in the lists.
+const stageEvent = `
+WITH settled AS (DELETE FROM reconciliations WHERE $8 AND resource_type = $6 AND resource_id = $4)
 INSERT INTO events (id, tenant_id, type, resource_id, data, request_id, request_idempotency_key, created_at)
-SELECT $1, $2, $3, $4, $5, k.request_id, k.key, now()
+SELECT $1, $2, $3, $4, $5, k.request_id, k.key, CASE WHEN $8 THEN now() ELSE clock_timestamp() END
 FROM (VALUES (1)) AS always_one_row LEFT JOIN idempotency_keys k ON k.id = $7`
 
-// settle writes, in the finishing transaction tx, the immutable event ev
-// about resourceID, an operation of resourceType that finished under key,
-// clears the operation's reconciliation mark, and has the Subscribers finish
-// what they write: notified, when they were told of ev before (finishPhase),
-// else they are told now. The event names the request that reserved the key,
-// and the key, as the key's row has them (the phase may hold no more than
-// its id). The event's insert is queued: it goes with the Subscribers' next
-// statement, or with the COMMIT.
-func (o *Runner) settle(ctx context.Context, tx *database.Tx, resourceType, resourceID string, ev event, key idempotency.Key, notified func(context.Context) error) error {
-	data, err := json.Marshal(ev.Object)
+// settle writes, in the finishing transaction tx, the immutable event
+// eventID of state st about final, operation resourceID of resourceType
+// finished under key, clears the operation's reconciliation mark, and has
+// the Subscribers finish what they write: notified, when they were told of
+// the event before (finishPhase), else they are told now. A state that
+// stages an event about the operation's parent (State.Parent) stages it
+// next, about final.Parent, under the same key. The inserts are queued: each
+// goes with the Subscribers' next statement, or with the COMMIT.
+func (o *Runner) settle(ctx context.Context, tx *database.Tx, resourceType, resourceID string, st State, final Final, eventID string, key idempotency.Key, notified func(context.Context) error) error {
+	if err := o.stage(ctx, tx, resourceType, resourceID, eventID, st.Event, final.TenantID, final.Object, key, notified); err != nil {
+		return err
+	}
+	if st.Parent == "" {
+		return nil
+	}
+	if final.Parent == nil {
+		return fmt.Errorf("%s %s: state %s stages %s, but its Final read no parent", resourceType, resourceID, st.Status, st.Parent)
+	}
+	return o.stage(ctx, tx, "", final.Parent.ID, NewID("evt_"), st.Parent, final.TenantID, final.Parent.Object, key, nil)
+}
+
+// stage queues the insert of one event about resourceID (of resourceType,
+// whose reconciliation mark it clears; "" for none) in tx, and has the
+// Subscribers finish what they write for it.
+func (o *Runner) stage(ctx context.Context, tx *database.Tx, resourceType, resourceID, eventID, eventType, tenantID string, object any, key idempotency.Key, notified func(context.Context) error) error {
+	data, err := json.Marshal(object)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
 	b := &pgx.Batch{}
-	b.Queue(settleOperation, ev.ID, ev.TenantID, ev.Type, resourceID, data, resourceType, key.ID)
+	b.Queue(stageEvent, eventID, tenantID, eventType, resourceID, data, resourceType, key.ID, resourceType != "")
 	tx.Queue(b)
 	if o.Subscribers == nil {
 		return nil
 	}
 	if notified == nil {
-		notified = o.Subscribers.Notify(tx, ev.TenantID, ev.ID, ev.Type)
+		notified = o.Subscribers.Notify(tx, tenantID, eventID, eventType)
 	}
 	return notified(ctx)
 }

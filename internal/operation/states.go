@@ -3,6 +3,7 @@ package operation
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -34,7 +35,17 @@ type State struct {
 	// moves the operation on, to another state, with that state's event.
 	// Every other state is final.
 	Waiting bool
+	// Parent is the type of an event about the operation's parent (the
+	// operation of another kind it changes: the payment a refund refunds)
+	// that entering the state stages too, after its own:
+	// <parent's type>.<word>, "payment.refunded" say; empty for none. The
+	// kind's Final then reads the parent, as its event carries it
+	// (Final.Parent), in the same transaction.
+	Parent string
 }
+
+// eventPattern is what an event's type may be: <type>.<word>.
+var eventPattern = regexp.MustCompile(`^[a-z]+(_[a-z]+)*\.[a-z]+(_[a-z]+)*$`)
 
 // DefaultStates are the states of a kind that declares none: succeeded
 // (201, <type>.succeeded) and failed (402, <type>.failed).
@@ -71,8 +82,8 @@ func stateFor(k Kind, out Outcome) (State, error) {
 	return k.States()[i], nil // checkStates: k declares one of each
 }
 
-// EventTypes are the events kind k's operations stage, one a state, in the
-// order its states are declared.
+// EventTypes are the events kind k's operations stage about themselves,
+// one a state, in the order its states are declared.
 func EventTypes(k Kind) []string {
 	var types []string
 	for _, st := range k.States() {
@@ -83,10 +94,22 @@ func EventTypes(k Kind) []string {
 	return types
 }
 
+// parentEventTypes are the events kind k's operations stage about their
+// parents, in the order its states are declared.
+func parentEventTypes(k Kind) []string {
+	var types []string
+	for _, st := range k.States() {
+		if st.Parent != "" && !slices.Contains(types, st.Parent) {
+			types = append(types, st.Parent)
+		}
+	}
+	return types
+}
+
 // checkStates refuses states the machinery cannot read: a status that is
 // not a name or is processing, one declared twice, an answer that does not
 // fit whether it succeeded, an event that is not the kind's, a waiting
-// state that failed, and a kind without a final state that succeeded and
+// state that failed, a parent's event of the kind's own type, and a kind without a final state that succeeded and
 // one that failed (the outcomes every processor can answer).
 func checkStates(n Names, states []State) error {
 	var succeeds, fails bool
@@ -105,6 +128,10 @@ func checkStates(n Names, states []State) error {
 			return fmt.Errorf("%s: state %s stages event %q, which is not %s.<word>", n.Type, st.Status, st.Event, n.Type)
 		case st.Waiting && !st.Succeeded:
 			return fmt.Errorf("%s: state %s waits, so it succeeded so far", n.Type, st.Status)
+		case st.Parent != "" && !eventPattern.MatchString(st.Parent):
+			return fmt.Errorf("%s: state %s stages parent event %q, which is not <type>.<word>", n.Type, st.Status, st.Parent)
+		case strings.HasPrefix(st.Parent, n.Type+"."):
+			return fmt.Errorf("%s: state %s stages %q about its parent, but that is an event of its own type", n.Type, st.Status, st.Parent)
 		}
 		succeeds, fails = succeeds || st.Succeeded && !st.Waiting, fails || !st.Succeeded
 	}

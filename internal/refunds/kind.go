@@ -3,12 +3,14 @@ package refunds
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/render"
 )
 
@@ -46,7 +48,15 @@ type Kind struct {
 // refusals answered as rules says. The API, which makes no processor call,
 // passes nil.
 func New(p Processor) Kind {
-	return Kind{Declared: operation.Declare(Names, Refund{}, NewRefund{}, rules...), processor: p}
+	return Kind{Declared: operation.Declare(Names, Refund{}, NewRefund{}, rules...).WithStates(States...), processor: p}
+}
+
+// States are the refund's: succeeded, which also stages payment.refunded
+// about the payment it refunded, with the amount refunded counted, and
+// failed.
+var States = []operation.State{
+	{Status: operation.StatusSucceeded, Succeeded: true, Answer: http.StatusCreated, Event: "refund.succeeded", Parent: "payment.refunded"},
+	{Status: operation.StatusFailed, Answer: http.StatusPaymentRequired, Event: "refund.failed"},
 }
 
 // loadRefund reads what the refund phase needs of a refund, in the order
@@ -122,7 +132,15 @@ func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final,
 	}
 	resp := render.Final(Names, st, ref.ID, ref, ref.FailureCode,
 		render.Declined{Title: "Refund failed", Detail: "The processor refused the refund."})
-	return operation.Final{TenantID: ref.TenantID, Status: ref.Status, Object: ref, Response: resp}, nil
+	final := operation.Final{TenantID: ref.TenantID, Status: ref.Status, Object: ref, Response: resp}
+	if st.Parent != "" {
+		p, err := payments.Get(ctx, tx, ref.TenantID, ref.PaymentID)
+		if err != nil {
+			return operation.Final{}, fmt.Errorf("read the payment of refund %s: %w", ref.ID, err)
+		}
+		final.Parent = &operation.Parent{ID: p.ID, Object: p}
+	}
+	return final, nil
 }
 
 // Find implements operation.Kind.
