@@ -57,7 +57,7 @@ type Client struct {
 func New(baseURL string, timeout time.Duration) *Client {
 	return &Client{
 		baseURL: strings.TrimRight(baseURL, "/"),
-		http:    &http.Client{Timeout: timeout, Transport: transport()},
+		http:    &http.Client{Timeout: timeout, Transport: Transport()},
 	}
 }
 
@@ -66,12 +66,13 @@ func New(baseURL string, timeout time.Duration) *Client {
 // reconciler's and the ledger's), so that each call finds one open.
 const maxIdleConns = 256
 
-// transport is the connections to the processor, one host. Go's default
+// Transport is the connections to the processor, one host, for every
+// adapter's client (Stripe's too). Go's default
 // transport keeps two idle connections a host: past two calls at once, a
 // call dialed anew and closed its connection after the answer, and the
 // worker paid a TCP handshake (and left a socket in TIME_WAIT) on most
 // calls. An idle connection closes after IdleConnTimeout, as by default.
-func transport() *http.Transport {
+func Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 	return t

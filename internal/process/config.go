@@ -113,6 +113,30 @@ type ProcessorKeys struct {
 	ProcessorKeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h" desc:"how long the processor remembers its idempotency keys"`
 }
 
+// Processor is shared by the worker, which calls the processor, and the
+// API, which receives its webhooks: which processor the service runs
+// against.
+type Processor struct {
+	Processor string `envconfig:"PROCESSOR" default:"fake" desc:"the card processor: fake (the stand-in, tools/fakeprocessor, at PROCESSOR_URL) or stripe (Stripe's API, at STRIPE_API_BASE)"`
+}
+
+// The processors PROCESSOR names.
+const (
+	ProcessorFake   = "fake"
+	ProcessorStripe = "stripe"
+)
+
+// Stripe reports whether the processor is Stripe.
+func (p Processor) Stripe() bool { return p.Processor == ProcessorStripe }
+
+// Validate refuses a processor the service has no adapter for.
+func (p Processor) Validate() error {
+	if p.Processor != ProcessorFake && p.Processor != ProcessorStripe {
+		return fmt.Errorf("PROCESSOR (%q) must be %s or %s", p.Processor, ProcessorFake, ProcessorStripe)
+	}
+	return nil
+}
+
 // Webhooks is shared by the API, which registers endpoints and encrypts
 // their secrets, and the worker, which decrypts them and delivers.
 type Webhooks struct {

@@ -39,6 +39,7 @@ import (
 	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/fakeprocessor/processor"
+	"github.com/example/payments/tools/stripemock"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testwait"
 )
@@ -83,6 +84,9 @@ type Options struct {
 	ReconcileInterval, ReconcileTimeout time.Duration
 	// ReapInterval schedules the worker's key reaper; off by default.
 	ReapInterval time.Duration
+	// Stripe, when set, points the worker at Stripe's API instead of the fake
+	// processor, and has the API verify Stripe's webhooks.
+	Stripe *Stripe
 	// ProcessorWebhooks makes the processor send its webhooks to the API
 	// (Chaos's webhook settings apply); off by default.
 	ProcessorWebhooks bool
@@ -111,6 +115,15 @@ type Options struct {
 	// each with its process and, about a request or a job, its trace_id;
 	// unset, warnings and errors go to the test's output.
 	Logs io.Writer
+}
+
+// Stripe is the Stripe a stack runs against (PROCESSOR=stripe).
+type Stripe struct {
+	// APIBase is STRIPE_API_BASE: a stripe-mock (package stripemock).
+	APIBase string
+	// WebhookSecret is STRIPE_WEBHOOK_SECRET: whsec_ strings,
+	// comma-separated.
+	WebhookSecret string
 }
 
 // Endpoint is where a process of the stack answers.
@@ -226,6 +239,12 @@ func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger)
 	if acfg.WebhookSecret, err = webhook.ParseSecrets(s.WebhookSecret); err != nil {
 		t.Fatal(err)
 	}
+	if opts.Stripe != nil {
+		acfg.Processor.Processor = process.ProcessorStripe
+		if err := acfg.StripeWebhookSecret.Decode(opts.Stripe.WebhookSecret); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a, err := api.New(ctx, acfg, logger.With("process", "api"))
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +301,11 @@ func (s *Stack) buildWorker(ctx context.Context, opts Options, logger *slog.Logg
 	}
 	wcfg.TombstoneRetention = 7 * 24 * time.Hour
 	wcfg.TracerProvider = tracerProvider(opts.Spans, "worker")
+	if opts.Stripe != nil {
+		// Stripe keeps its keys a day: the service's are kept less.
+		wcfg.Processor.Processor, wcfg.StripeAPIBase, wcfg.StripeAPIKey = process.ProcessorStripe, opts.Stripe.APIBase, stripemock.APIKey
+		wcfg.KeyRetention.KeyRetention = 12 * time.Hour
+	}
 	var err error
 	s.worker, err = worker.New(ctx, wcfg, logger.With("process", "worker"))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/stripe"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
@@ -55,7 +56,10 @@ type Config struct {
 	MaxSecrets     int             `envconfig:"WEBHOOK_MAX_SECRETS" default:"2" desc:"signing secrets of an endpoint live at once: the current one and those rotated out (a 409 rotation_in_progress past it)"`
 	// WebhookSecret verifies the processor's webhooks; it may hold the old
 	// and the new secret during a rotation.
-	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
+	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the fake processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
+	// StripeWebhookSecret verifies Stripe's webhooks with PROCESSOR=stripe.
+	StripeWebhookSecret stripe.Secrets `envconfig:"STRIPE_WEBHOOK_SECRET" desc:"the signing secrets of Stripe's webhook endpoint (PROCESSOR=stripe), whsec_... as its dashboard shows them, comma-separated during a rotation (unset: every processor webhook is refused)"`
+	process.Processor
 }
 
 // Validate refuses settings that break the API's promises, naming the
@@ -76,6 +80,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("WEBHOOK_MAX_ENDPOINTS (%d) must be at least 1 and WEBHOOK_MAX_SECRETS (%d) at least 2 (a rotation needs two)", c.MaxEndpoints, c.MaxSecrets)
 	}
 	if err := c.Webhooks.Validate(); err != nil {
+		return err
+	}
+	if err := c.Processor.Validate(); err != nil {
 		return err
 	}
 	return c.Common.Validate()
@@ -179,7 +186,7 @@ func (a *API) newServer(cfg Config) (*httpapi.Server, error) {
 		MaxWait:           cfg.MaxWait,
 		RetryAfter:        cfg.RetryAfter,
 		Registry:          registry,
-		ProcessorWebhooks: httpapi.ProcessorWebhooks{Secrets: cfg.WebhookSecret, Parse: gateway.ParseEvent},
+		ProcessorWebhooks: cfg.processorWebhooks(),
 		TrustedProxies:    cfg.TrustedProxies,
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
 		Tracer:            cfg.Provider(),
@@ -282,4 +289,13 @@ func Seed(ctx context.Context, cfg Config, webhookURL, webhookSecret string) err
 		return err
 	}
 	return endpoints.SeedDemo(ctx, pool, cfg.SecretsKey, tenants.Demos[0].ID, webhookURL, webhookSecret)
+}
+
+// processorWebhooks is how the webhooks of the processor cfg names are
+// verified and read.
+func (c Config) processorWebhooks() httpapi.ProcessorWebhooks {
+	if c.Stripe() {
+		return httpapi.ProcessorWebhooks{Secrets: c.StripeWebhookSecret, Parse: stripe.ParseEvent}
+	}
+	return httpapi.ProcessorWebhooks{Secrets: c.WebhookSecret, Parse: gateway.ParseEvent}
 }

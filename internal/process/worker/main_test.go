@@ -41,6 +41,16 @@ func TestWorkerConfigValidate(t *testing.T) {
 	if err := noReconciler.Validate(); err != nil {
 		t.Fatalf("a deadline of the retry horizon, with no reconciler: %v", err)
 	}
+	// Stripe, with keys kept less than Stripe keeps its own, and every page
+	// the largest.
+	withStripe := defaults(t)
+	stripeConfig(&withStripe)
+	if err := withStripe.Validate(); err != nil {
+		t.Fatalf("a Stripe configuration: %v", err)
+	}
+	if withStripe.KeyRetention.KeyRetention = 23 * time.Hour; withStripe.Validate() == nil {
+		t.Fatal("Stripe with keys kept 23 h and a deadline of 1 h: taken")
+	}
 	noKey := defaults(t)
 	noKey.Webhooks = process.Webhooks{}
 	if err := noKey.Validate(); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRETS_KEY") {
@@ -62,6 +72,11 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"ErrAttempts", func(c *Config) { c.MaxAttempts = 0 }, "OPERATION_MAX_ATTEMPTS"},
 		{"ErrTombstones", func(c *Config) { c.TombstoneRetention = 0 }, "IDEMPOTENCY_TOMBSTONE_RETENTION"},
 		{"ErrLedgerPage", func(c *Config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
+		{"ErrProcessor", func(c *Config) { c.Processor.Processor = "paypal" }, "PROCESSOR"},
+		// Stripe: its key, its 24 hours of keys, its pages of 100.
+		{"ErrStripeKey", func(c *Config) { stripeConfig(c); c.StripeAPIKey = "" }, "STRIPE_API_KEY"},
+		{"ErrStripeForgetsKeys", func(c *Config) { stripeConfig(c); c.KeyRetention.KeyRetention = 24 * time.Hour }, "IDEMPOTENCY_KEY_RETENTION"},
+		{"ErrStripePage", func(c *Config) { stripeConfig(c); c.LedgerPageSize = 1000 }, "RECONCILE_LEDGER_PAGE"},
 		// Doubled that often, a base of seconds overflows a time.Duration: the
 		// horizon must not wrap around below the default deadline.
 		{"ErrDeadlineBeforeManyRetries", func(c *Config) { c.RetryBaseDelay = 10 * time.Second; c.MaxAttempts = 1000 }, "OPERATION_DEADLINE"},
@@ -87,4 +102,10 @@ func TestCommon(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "LOG_FORMAT") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// stripeConfig points c at Stripe, as README's Stripe section does.
+func stripeConfig(c *Config) {
+	c.Processor.Processor, c.StripeAPIKey = process.ProcessorStripe, "sk_test_123"
+	c.KeyRetention.KeyRetention = 12 * time.Hour
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/stripe"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/metrics"
@@ -44,9 +45,11 @@ type Config struct {
 	process.ProcessorKeys
 	process.CrashPoint
 	process.Webhooks
+	process.Processor
 	WebhookSchedule        endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
 	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:"127.0.0.1:9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/; loopback only by default"`
-	ProcessorURL           string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the processor"`
+	ProcessorURL           string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the fake processor (PROCESSOR=fake)"`
+	StripeAPIBase          string             `envconfig:"STRIPE_API_BASE" desc:"Stripe's API with PROCESSOR=stripe (unset: https://api.stripe.com; a local stripe-mock in tests)"`
 	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
 	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
 	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"40" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
@@ -65,7 +68,7 @@ type Config struct {
 	ReconcileWindow        time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
 	StuckAfter             time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
 	ReconcileBatch         int                `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
-	LedgerPageSize         int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"1000" desc:"ledger entries per page (1 to 1000)"`
+	LedgerPageSize         int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"0" desc:"ledger entries per page, up to the processor's largest (1000 for the fake, 100 for Stripe; 0: the largest)"`
 	TombstoneRetention     time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
 	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"1m" desc:"how often the reaper runs (0: never); a run reaps until nothing is left or JOB_TIMEOUT, so with a backlog it runs most of the time"`
 	ReapBatch              int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
@@ -77,7 +80,9 @@ type Config struct {
 
 	// RiverUIPassword is a process.Secret, so that the configuration logged
 	// at start shows it masked.
-	RiverUIUser     string         `envconfig:"RIVER_UI_USER" default:"admin" desc:"basic-auth user of the River dashboard"`
+	RiverUIUser string `envconfig:"RIVER_UI_USER" default:"admin" desc:"basic-auth user of the River dashboard"`
+	// StripeAPIKey is a process.Secret, as RiverUIPassword.
+	StripeAPIKey    process.Secret `envconfig:"STRIPE_API_KEY" desc:"Stripe's secret key (sk_test_… or sk_live_…), required with PROCESSOR=stripe"`
 	RiverUIPassword process.Secret `envconfig:"RIVER_UI_PASSWORD" desc:"basic-auth password of the River dashboard at /riverui/ on METRICS_ADDR; unset: no dashboard"`
 }
 
@@ -113,7 +118,12 @@ func (c Config) Validate() error {
 	case c.ReconcileInterval > 0 && c.Deadline < c.reconciledBy(horizon):
 		return fmt.Errorf("OPERATION_DEADLINE (%s) must be at least the worst-case time to reconcile (%s: the jobs' retry horizon, then RECONCILE_INTERVAL and a tenth for its jitter, then RECONCILE_TIMEOUT for the pass to reach it), or the reconciler gives up through the fence on operations it has not yet tried",
 			c.Deadline, c.reconciledBy(horizon))
-	case c.ProcessorKeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
+	case c.Stripe() && c.StripeAPIKey == "":
+		return fmt.Errorf("STRIPE_API_KEY is required with PROCESSOR=stripe")
+	case c.Stripe() && stripe.KeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
+		return fmt.Errorf("Stripe keeps its idempotency keys %s, which must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): shorten IDEMPOTENCY_KEY_RETENTION (12h, say) or OPERATION_DEADLINE; otherwise a retry could reach Stripe after it forgot the key and charge twice",
+			stripe.KeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
+	case !c.Stripe() && c.ProcessorKeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
 		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
 			c.ProcessorKeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
 	case c.ReconcileTimeout <= c.ProcessorTimeout || c.LedgerTimeout <= c.ProcessorTimeout:
@@ -126,13 +136,38 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_EVENT_RETENTION (%s) must be positive", c.EventRetention)
 	case c.TombstoneRetention <= 0:
 		return fmt.Errorf("IDEMPOTENCY_TOMBSTONE_RETENTION (%s) must be positive: a reaped key's retry must be told it expired", c.TombstoneRetention)
-	case c.LedgerPageSize < 1 || c.LedgerPageSize > 1000:
-		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to 1000, the processor's page limit", c.LedgerPageSize)
+	case c.LedgerPageSize < 0 || c.LedgerPageSize > c.largestPage():
+		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to %d, the processor's page limit (0: that limit)", c.LedgerPageSize, c.largestPage())
+	case c.Processor.Validate() != nil:
+		return c.Processor.Validate()
 	case c.RiverUIPassword != "" && (c.RiverUIUser == "" || strings.Contains(c.RiverUIUser, ":")):
 		// Basic auth sends "user:password": nobody could log in as these.
 		return fmt.Errorf("RIVER_UI_USER (%q) must be set and free of ':' when RIVER_UI_PASSWORD is", c.RiverUIUser)
 	}
 	return c.Common.Validate()
+}
+
+// largestPage is the largest ledger page the processor gives.
+func (c Config) largestPage() int {
+	if c.Stripe() {
+		return stripe.DefaultPageSize
+	}
+	return gateway.DefaultPageSize
+}
+
+// processor is the adapter of the processor cfg names, every call a span.
+func (c Config) processor() (catalog.Processor, error) {
+	if c.Stripe() {
+		s, err := stripe.New(stripe.Config{APIKey: string(c.StripeAPIKey), APIBase: c.StripeAPIBase,
+			Timeout: c.ProcessorTimeout, PageSize: c.LedgerPageSize})
+		if err != nil {
+			return nil, err
+		}
+		return s.Traced(c.Provider()), nil
+	}
+	gw := gateway.New(c.ProcessorURL, c.ProcessorTimeout).Traced(c.Provider())
+	gw.PageSize = c.LedgerPageSize
+	return gw, nil
 }
 
 // reconciledBy is the worst-case time from an operation's creation to the
@@ -205,8 +240,10 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 	registry := prometheus.NewRegistry()
-	gw := gateway.New(cfg.ProcessorURL, cfg.ProcessorTimeout).Traced(cfg.Provider())
-	gw.PageSize = cfg.LedgerPageSize
+	gw, err := cfg.processor()
+	if err != nil {
+		return nil, err
+	}
 	kinds := timedCalls(registry, catalog.Kinds(gw))
 	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, endpoints.CrashAfterClaim)...); err != nil {
 		return nil, err

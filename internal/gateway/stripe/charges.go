@@ -1,0 +1,203 @@
+package stripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	stripego "github.com/stripe/stripe-go/v83"
+
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
+)
+
+// Client makes the payment's processor calls.
+var _ payments.Processor = (*Client)(nil)
+
+// Failure codes of PaymentIntents that say none of their own.
+const (
+	// codePaymentFailed is a declined PaymentIntent's whose error names no
+	// code.
+	codePaymentFailed = "payment_failed"
+	// codeCanceled is a canceled PaymentIntent's.
+	codeCanceled = "canceled"
+)
+
+// methodCard is the only payment method type a charge's PaymentIntent
+// takes: a card needs no return_url, and a PaymentIntent confirmed with one
+// settles without a redirect.
+const methodCard = "card"
+
+// Charge creates and confirms a PaymentIntent under req.IdempotencyKey, or
+// returns the one Stripe already made under it, as the package doc
+// classifies its answer: a success or a decline with the PaymentIntent's
+// ID, a definite refusal with none, or an error wrapping
+// operation.ErrProcessorUnknown.
+func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, error) {
+	if req.IdempotencyKey == "" {
+		return operation.Outcome{}, errors.New("charge: idempotency key is required")
+	}
+	params := &stripego.PaymentIntentCreateParams{
+		Amount:             stripego.Int64(req.Amount),
+		Currency:           stripego.String(strings.ToLower(req.Currency)),
+		Confirm:            stripego.Bool(true),
+		PaymentMethod:      stripego.String(req.PaymentMethod),
+		PaymentMethodTypes: []*string{stripego.String(methodCard)},
+		Metadata:           map[string]string{metaDownstreamKey: req.IdempotencyKey},
+	}
+	if req.PaymentID != "" {
+		params.Metadata[metaPaymentID] = req.PaymentID
+	}
+	if req.Description != "" {
+		params.Description = stripego.String(req.Description)
+	}
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	pi, err := c.api.V1PaymentIntents.Create(ctx, params)
+	var out operation.Outcome
+	if err != nil {
+		out, err = declined(err)
+	} else {
+		out, err = c.settled(ctx, pi)
+	}
+	if err != nil {
+		return operation.Outcome{}, fmt.Errorf("charge: %w", err)
+	}
+	return out, nil
+}
+
+// declined classifies the error answer of a charge. A PaymentIntent it
+// carries, made and left failed by the attempt, was declined: a 402
+// card_error's, or a definite refusal's in requires_payment_method or
+// canceled. Without one, the error is a refusal or unknown.
+func declined(err error) (operation.Outcome, error) {
+	se, ok := stripeError(err)
+	if !ok {
+		return operation.Outcome{}, unknown(err)
+	}
+	pi := se.PaymentIntent
+	switch {
+	case pi == nil || pi.ID == "":
+		return refusal(err)
+	case se.Type == stripego.ErrorTypeCard && se.HTTPStatusCode == http.StatusPaymentRequired:
+	case definite(se) && (pi.Status == stripego.PaymentIntentStatusRequiresPaymentMethod ||
+		pi.Status == stripego.PaymentIntentStatusCanceled):
+	default:
+		return operation.Outcome{}, unknown(err)
+	}
+	return operation.Outcome{ID: pi.ID, FailureCode: firstOf(string(se.DeclineCode), string(se.Code), codePaymentFailed),
+		FailureMessage: se.Msg}, nil
+}
+
+// paymentOutcome is a PaymentIntent's outcome, and whether it is final:
+// succeeded, declined (requires_payment_method with the error of the
+// attempt) or canceled. Any other status may still move.
+func paymentOutcome(pi *stripego.PaymentIntent) (operation.Outcome, bool) {
+	switch pi.Status {
+	case stripego.PaymentIntentStatusSucceeded:
+		return operation.Outcome{ID: pi.ID, Succeeded: true}, true
+	case stripego.PaymentIntentStatusCanceled:
+		return operation.Outcome{ID: pi.ID, FailureCode: codeCanceled}, true
+	case stripego.PaymentIntentStatusRequiresPaymentMethod:
+		if e := pi.LastPaymentError; e != nil {
+			return operation.Outcome{ID: pi.ID, FailureCode: firstOf(string(e.DeclineCode), string(e.Code), codePaymentFailed),
+				FailureMessage: e.Msg}, true
+		}
+	}
+	return operation.Outcome{}, false
+}
+
+// settled is the outcome of pi, the PaymentIntent a call answered: as it
+// stands if final, else as retrieving it finds it.
+func (c *Client) settled(ctx context.Context, pi *stripego.PaymentIntent) (operation.Outcome, error) {
+	if pi == nil || pi.ID == "" || pi.Status == "" {
+		return operation.Outcome{}, unknownf("the answer is not a payment intent")
+	}
+	if out, ok := paymentOutcome(pi); ok {
+		return out, nil
+	}
+	return c.currentPayment(ctx, pi.ID)
+}
+
+// currentPayment retrieves PaymentIntent id and returns its outcome:
+// unknown while it is not final.
+func (c *Client) currentPayment(ctx context.Context, id string) (operation.Outcome, error) {
+	pi, err := c.api.V1PaymentIntents.Retrieve(ctx, id, nil)
+	switch {
+	case err != nil:
+		return operation.Outcome{}, unknown(err)
+	case pi.ID != id:
+		return operation.Outcome{}, unknownf("retrieving payment intent %s answered %q", id, pi.ID)
+	}
+	if out, ok := paymentOutcome(pi); ok {
+		return out, nil
+	}
+	return operation.Outcome{}, unknownf("payment intent %s is %s: not final", id, pi.Status)
+}
+
+// FindCharge reports the charge made under key: the newest PaymentIntent
+// the search finds with key in its metadata, fence PaymentIntents aside, as
+// it stands. found is false when the search finds none, safe although the
+// search lags, for the reasons the package doc gives; a PaymentIntent not
+// final is unknown.
+func (c *Client) FindCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
+	pi, err := c.searchPayment(ctx, key)
+	if err != nil {
+		return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, unknown(err))
+	}
+	if pi == nil {
+		return operation.Outcome{}, false, nil
+	}
+	out, err := c.currentPayment(ctx, pi.ID)
+	if err != nil {
+		return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, err)
+	}
+	return out, true, nil
+}
+
+// searchQuote escapes a value in a search query's quotes.
+var searchQuote = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+
+// searchPayment returns the newest PaymentIntent, fence PaymentIntents
+// aside, whose metadata names key, as Stripe's search has it indexed; nil
+// when it finds none. A result whose metadata is not exactly key's (the
+// search may match loosely) is another operation's.
+func (c *Client) searchPayment(ctx context.Context, key string) (*stripego.PaymentIntent, error) {
+	params := &stripego.PaymentIntentSearchParams{SearchParams: stripego.SearchParams{
+		Context: ctx,
+		Query:   fmt.Sprintf("metadata['%s']:'%s'", metaDownstreamKey, searchQuote.Replace(key)),
+		Limit:   stripego.Int64(maxPageSize),
+	}}
+	var newest *stripego.PaymentIntent
+	for {
+		var page stripego.PaymentIntentSearchResult
+		if err := c.get("/v1/payment_intents/search", params, &page); err != nil {
+			return nil, err
+		}
+		if page.Data == nil {
+			return nil, unknownf("the answer is not a search result")
+		}
+		for _, pi := range page.Data {
+			if pi == nil || pi.Metadata[metaDownstreamKey] != key || isFence(pi) {
+				continue
+			}
+			if newest == nil || pi.Created > newest.Created {
+				newest = pi
+			}
+		}
+		if !page.HasMore {
+			return newest, nil
+		}
+		if page.NextPage == nil || *page.NextPage == "" {
+			return nil, unknownf("a search page says more follow and names no next page")
+		}
+		params.Page = page.NextPage
+	}
+}
+
+// isFence reports whether pi is a fence PaymentIntent (CloseCharge), made
+// to hold a key and never confirmed.
+func isFence(pi *stripego.PaymentIntent) bool {
+	return pi.Metadata[metaFence] == "true"
+}

@@ -1,0 +1,188 @@
+package stripe_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
+)
+
+// chargeRequest is the charge of the recorded answers.
+func chargeRequest() payments.ChargeRequest {
+	return payments.ChargeRequest{IdempotencyKey: chargeKey, PaymentID: paymentID, Amount: 1500, Currency: "USD",
+		PaymentMethod: "pm_card_visa", Description: "Order 1"}
+}
+
+// TestCharge: each answer Stripe may give a charge is classified as the
+// package doc says.
+func TestCharge(t *testing.T) {
+	t.Parallel()
+	const create, retrieve = "POST /v1/payment_intents", "GET /v1/payment_intents/pi_1"
+	declined := func(code, declineCode string) reply {
+		return failure(http.StatusPaymentRequired, "card_error", code, map[string]any{
+			"decline_code": declineCode, "message": "Your card was declined.",
+			"payment_intent": rawJSON(paymentIntent("pi_1", "requires_payment_method", chargeKey, map[string]any{
+				"last_payment_error": lastPaymentError(code, declineCode, "Your card was declined.")})),
+		})
+	}
+	for _, tt := range []struct {
+		name    string
+		routes  map[string][]reply
+		timeout time.Duration
+		want    verdict
+		outcome operation.Outcome
+	}{
+		{name: "Succeeded", routes: map[string][]reply{create: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}},
+			outcome: operation.Outcome{ID: "pi_1", Succeeded: true}},
+		{name: "Declined", routes: map[string][]reply{create: {declined("card_declined", "generic_decline")}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "generic_decline", FailureMessage: "Your card was declined."}},
+		{name: "InsufficientFunds", routes: map[string][]reply{create: {declined("card_declined", "insufficient_funds")}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "insufficient_funds", FailureMessage: "Your card was declined."}},
+		{name: "DeclinedNoDeclineCode", routes: map[string][]reply{create: {declined("expired_card", "")}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "expired_card", FailureMessage: "Your card was declined."}},
+		{name: "DeclineReplayed", routes: map[string][]reply{create: {{status: http.StatusPaymentRequired,
+			body: declined("card_declined", "insufficient_funds").body, header: map[string]string{"Idempotent-Replayed": "true"}}}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "insufficient_funds", FailureMessage: "Your card was declined."}},
+		{name: "RequiresPaymentMethod", routes: map[string][]reply{create: {ok(paymentIntent("pi_1", "requires_payment_method", chargeKey,
+			map[string]any{"last_payment_error": lastPaymentError("card_declined", "do_not_honor", "Declined.")}))}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "do_not_honor", FailureMessage: "Declined."}},
+		{name: "Canceled", routes: map[string][]reply{create: {ok(paymentIntent("pi_1", "canceled", chargeKey, nil))}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "canceled"}},
+		{name: "ProcessingThenSucceeded", routes: map[string][]reply{
+			create:   {replayed(paymentIntent("pi_1", "processing", chargeKey, nil))},
+			retrieve: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}},
+			outcome: operation.Outcome{ID: "pi_1", Succeeded: true}},
+		{name: "StillProcessing", want: unknown, routes: map[string][]reply{
+			create:   {replayed(paymentIntent("pi_1", "processing", chargeKey, nil))},
+			retrieve: {ok(paymentIntent("pi_1", "processing", chargeKey, nil))}}},
+		{name: "RequiresAction", want: unknown, routes: map[string][]reply{
+			create:   {ok(paymentIntent("pi_1", "requires_action", chargeKey, map[string]any{"next_action": map[string]any{"type": "use_stripe_sdk"}}))},
+			retrieve: {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))}}},
+		{name: "RequiresPaymentMethodNoError", want: unknown, routes: map[string][]reply{
+			create:   {ok(paymentIntent("pi_1", "requires_payment_method", chargeKey, nil))},
+			retrieve: {ok(paymentIntent("pi_1", "requires_payment_method", chargeKey, nil))}}},
+		{name: "RetrieveFails", want: unknown, routes: map[string][]reply{
+			create:   {ok(paymentIntent("pi_1", "processing", chargeKey, nil))},
+			retrieve: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
+		{name: "IdempotencyError", want: unknown, routes: map[string][]reply{create: {failure(http.StatusBadRequest, "idempotency_error", "",
+			map[string]any{"message": "Keys for idempotent requests can only be used with the same parameters they were first used with."})}}},
+		{name: "KeyInUse", want: unknown, routes: map[string][]reply{create: {failure(http.StatusConflict, "idempotency_error", "idempotency_key_in_use", nil)}}},
+		{name: "LockTimeout", want: unknown, routes: map[string][]reply{create: {failure(http.StatusConflict, "invalid_request_error", "lock_timeout", nil)}}},
+		{name: "RateLimited", want: unknown, routes: map[string][]reply{create: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
+		{name: "ServerError", want: unknown, routes: map[string][]reply{create: {{status: http.StatusInternalServerError,
+			body: errorBody(http.StatusInternalServerError, "api_error", "", nil), header: map[string]string{"Idempotent-Replayed": "true"}}}}},
+		{name: "BadGateway", want: unknown, routes: map[string][]reply{create: {{status: http.StatusBadGateway, body: "<html>Bad Gateway</html>"}}}},
+		{name: "Unauthorized", want: unknown, routes: map[string][]reply{create: {failure(http.StatusUnauthorized, "invalid_request_error", "", nil)}}},
+		{name: "Forbidden", want: unknown, routes: map[string][]reply{create: {failure(http.StatusForbidden, "invalid_request_error", "secret_key_required", nil)}}},
+		{name: "RefusedAmountTooSmall", routes: map[string][]reply{create: {failure(http.StatusBadRequest, "invalid_request_error", "amount_too_small",
+			map[string]any{"param": "amount", "message": "Amount must be at least $0.50 usd"})}},
+			outcome: operation.Outcome{FailureCode: "amount_too_small", FailureMessage: "Amount must be at least $0.50 usd"}},
+		{name: "RefusedNoSuchPaymentMethod", routes: map[string][]reply{create: {failure(http.StatusBadRequest, "invalid_request_error", "resource_missing",
+			map[string]any{"param": "payment_method", "message": "No such PaymentMethod: 'pm_x'"})}},
+			outcome: operation.Outcome{FailureCode: "resource_missing", FailureMessage: "No such PaymentMethod: 'pm_x'"}},
+		{name: "RefusedMadeIntent", routes: map[string][]reply{create: {failure(http.StatusBadRequest, "invalid_request_error",
+			"payment_intent_authentication_failure", map[string]any{"message": "Authentication failed.",
+				"payment_intent": rawJSON(paymentIntent("pi_1", "requires_payment_method", chargeKey, nil))})}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "payment_intent_authentication_failure", FailureMessage: "Authentication failed."}},
+		{name: "CardErrorNoIntent", want: unknown, routes: map[string][]reply{create: {failure(http.StatusPaymentRequired, "card_error", "card_declined", nil)}}},
+		{name: "NotAnError", want: unknown, routes: map[string][]reply{create: {{status: http.StatusBadRequest, body: `{"message":"bad"}`}}}},
+		{name: "UnreadableSuccess", want: unknown, routes: map[string][]reply{create: {ok(`{"id":"pi_1","status":`)}}},
+		{name: "EmptySuccess", want: unknown, routes: map[string][]reply{create: {ok(`{}`)}}},
+		{name: "Timeout", want: unknown, timeout: 200 * time.Millisecond, routes: map[string][]reply{create: {{hang: true}}}},
+		{name: "Dropped", want: unknown, routes: map[string][]reply{create: {{drop: true}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			timeout := tt.timeout
+			if timeout == 0 {
+				timeout = 5 * time.Second
+			}
+			s := serve(t, tt.routes)
+			got, err := s.client(t, timeout, 0).Charge(context.Background(), chargeRequest())
+			check(t, tt.want, tt.outcome, got, err)
+			if n := len(s.requests(create)); n != 1 {
+				t.Errorf("%d creates, want 1: stripe-go must not retry", n)
+			}
+		})
+	}
+}
+
+// TestChargeRequest: the charge is one confirmed PaymentIntent under the
+// downstream key, its metadata naming the key and the payment.
+func TestChargeRequest(t *testing.T) {
+	t.Parallel()
+	s := serve(t, map[string][]reply{"POST /v1/payment_intents": {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}})
+	if _, err := s.client(t, 5*time.Second, 0).Charge(context.Background(), chargeRequest()); err != nil {
+		t.Fatal(err)
+	}
+	got := s.requests("POST /v1/payment_intents")
+	if len(got) != 1 {
+		t.Fatalf("%d requests", len(got))
+	}
+	if k := got[0].header.Get("Idempotency-Key"); k != chargeKey {
+		t.Errorf("Idempotency-Key = %q, want %q", k, chargeKey)
+	}
+	if a := got[0].header.Get("Authorization"); a != "Bearer sk_test_recorded" {
+		t.Errorf("Authorization = %q", a)
+	}
+	wantForm(t, got[0].form, map[string]string{
+		"amount": "1500", "currency": "usd", "confirm": "true", "payment_method": "pm_card_visa",
+		"payment_method_types[0]": "card", "description": "Order 1",
+		"metadata[downstream_key]": chargeKey, "metadata[payment_id]": paymentID,
+	})
+	if len(got[0].form) != 8 {
+		t.Errorf("form = %v, want the 8 fields above", got[0].form)
+	}
+}
+
+// TestFindCharge: the search by the key's metadata, its newest match as it
+// stands; fence PaymentIntents and other keys' are no match.
+func TestFindCharge(t *testing.T) {
+	t.Parallel()
+	const search = "GET /v1/payment_intents/search"
+	fence := paymentIntent("pi_f", "canceled", chargeKey, map[string]any{"metadata": map[string]string{"fence": "true", "downstream_key": chargeKey}})
+	for _, tt := range []struct {
+		name    string
+		routes  map[string][]reply
+		want    verdict
+		found   bool
+		outcome operation.Outcome
+	}{
+		{name: "Found", found: true, outcome: operation.Outcome{ID: "pi_2", Succeeded: true}, routes: map[string][]reply{
+			search: {ok(searchResult("", paymentIntent("pi_1", "canceled", chargeKey, nil),
+				paymentIntent("pi_2", "processing", chargeKey, map[string]any{"created": 1_700_000_500})))},
+			"GET /v1/payment_intents/pi_2": {ok(paymentIntent("pi_2", "succeeded", chargeKey, nil))}}},
+		{name: "FoundOnSecondPage", found: true, outcome: operation.Outcome{ID: "pi_2", FailureCode: "canceled"}, routes: map[string][]reply{
+			search: {ok(searchResult("page_2", paymentIntent("pi_9", "succeeded", "charge_pay_19", nil))),
+				ok(searchResult("", paymentIntent("pi_2", "canceled", chargeKey, nil)))},
+			"GET /v1/payment_intents/pi_2": {ok(paymentIntent("pi_2", "canceled", chargeKey, nil))}}},
+		{name: "None", routes: map[string][]reply{search: {ok(searchResult(""))}}},
+		{name: "FenceIgnored", routes: map[string][]reply{search: {ok(searchResult("", fence))}}},
+		{name: "OtherKeyIgnored", routes: map[string][]reply{search: {ok(searchResult("", paymentIntent("pi_9", "succeeded", "charge_pay_10", nil)))}}},
+		{name: "NotFinal", want: unknown, routes: map[string][]reply{
+			search:                         {ok(searchResult("", paymentIntent("pi_1", "succeeded", chargeKey, nil)))},
+			"GET /v1/payment_intents/pi_1": {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))}}},
+		{name: "SearchFails", want: unknown, routes: map[string][]reply{search: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
+		{name: "RateLimited", want: unknown, routes: map[string][]reply{search: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
+		{name: "NotASearchResult", want: unknown, routes: map[string][]reply{search: {ok(`{"object":"search_result"}`)}}},
+		{name: "MoreWithoutNextPage", want: unknown, routes: map[string][]reply{search: {ok(`{"object":"search_result","data":[],"has_more":true}`)}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := serve(t, tt.routes)
+			got, found, err := s.client(t, 5*time.Second, 0).FindCharge(context.Background(), chargeKey)
+			check(t, tt.want, tt.outcome, got, err)
+			if found != tt.found {
+				t.Errorf("found = %v, want %v", found, tt.found)
+			}
+			reqs := s.requests(search)
+			wantForm(t, reqs[0].form, map[string]string{"query": "metadata['downstream_key']:'charge_pay_1'", "limit": "100"})
+			if len(reqs) > 1 {
+				wantForm(t, reqs[1].form, map[string]string{"page": "page_2"})
+			}
+		})
+	}
+}

@@ -1,0 +1,117 @@
+// Package stripe is the processor's adapter for Stripe: a Client that makes
+// every kind's processor calls (payments.Processor, refunds.Processor) on
+// Stripe's v1 API through stripe-go, and the reader of Stripe's webhooks
+// (Verify, ParseEvent). It keeps the ports of package gateway, the fake
+// processor's adapter: a kind's call returns a definite operation.Outcome or
+// an error wrapping operation.ErrProcessorUnknown, and its Find, Close and
+// Ledger a definite answer or such an error.
+//
+// # Downstream keys
+//
+// A call's downstream key (req.IdempotencyKey) is sent as Stripe's
+// Idempotency-Key and written in the object's metadata as downstream_key,
+// with payment_id on a charge: Stripe's objects do not carry the key, and
+// the webhooks, the lookups and the ledger map an object back by it.
+//
+// # Charges
+//
+// A charge is one PaymentIntent, created and confirmed in one call
+// (confirm=true, the payment method, payment_method_types[]=card so that no
+// return_url is needed). The answer is classified:
+//
+//   - a PaymentIntent succeeded: a success, its ID the PaymentIntent's;
+//   - requires_payment_method with a last_payment_error: a decline, its code
+//     the error's decline_code, else its code; canceled: failed, "canceled";
+//   - any other status (processing, requires_action, requires_confirmation,
+//     requires_capture) is not final: the PaymentIntent is retrieved once by
+//     id (a replayed answer is the stored original, not the PaymentIntent as
+//     it stands), and if still not final the call is unknown. The worker
+//     retries: a replay then a retrieval polls it, and the webhook settles it
+//     meanwhile;
+//   - a 402 card_error carrying the PaymentIntent: a decline of it;
+//   - another invalid_request_error (a bad payment method, an amount too
+//     small): a definite refusal, an Outcome with no ID, since nothing was
+//     made; or, should the error carry a PaymentIntent it made that failed,
+//     a decline of that PaymentIntent;
+//   - anything else is unknown: an idempotency_error (the key used with
+//     other parameters or on another endpoint, as a key the fence closed
+//     answers), 401 and 403 (a configuration to fix, not an answer), 409
+//     (idempotency_key_in_use, lock_timeout), 429, a 5xx, a timeout, a
+//     dropped connection, a body that cannot be read.
+//
+// Stripe does not say that a key was closed, only that it was used: this
+// adapter never returns operation.ErrKeyClosed. A call made after the fence
+// is unknown, never a refusal: the runner that closed the key recorded what
+// the close learned, and a close asked again answers the same.
+//
+// # Refunds
+//
+// A refund is one Refund of the PaymentIntent (for this adapter a payment's
+// processor id is its PaymentIntent's). succeeded is a success; failed and
+// canceled fail with the refund's failure_reason; pending and
+// requires_action are retrieved once, as a charge's, and else unknown. An
+// invalid_request_error (charge_already_refunded, an amount too large) is a
+// definite refusal; the rest is classified as a charge's answer.
+//
+// # Lookups by key
+//
+// Stripe cannot retrieve an object by its idempotency key. FindCharge
+// searches PaymentIntents (metadata['downstream_key']:'<key>'), skips fence
+// PaymentIntents and retrieves the newest match: a PaymentIntent not final is
+// unknown. The search is eventually consistent (data is searchable within
+// about a minute, an hour during an outage), so a PaymentIntent just made
+// may not be found yet; reporting none is safe all the same, for what the
+// runner does with it: before the deadline it makes the call again under the
+// key, which Stripe answers from its idempotency cache with the original
+// (for KeyRetention), and past the deadline it closes the key, and the fence
+// decides by the key itself, not by the index.
+//
+// Refunds have no search. FindRefund lists the refunds created in the last
+// KeyRetention plus an hour, newest first, every page, until the newest
+// whose metadata names the key: the list is strongly consistent, but finding
+// none reads every refund of the window, one request per 100 refunds.
+//
+// # The fence
+//
+// CloseCharge and CloseRefund create a fence PaymentIntent under the key,
+// with a fixed body (amount 50, usd, confirm=false,
+// payment_method_types[]=card, metadata fence=true and downstream_key).
+// Stripe refuses a key used with other parameters or on another endpoint,
+// so:
+//
+//   - the fence made, or replayed (the same fixed body): nothing can be
+//     made under the key from now on, since a later call with it gets an
+//     idempotency_error. The fence PaymentIntent, never confirmed, is
+//     canceled (already canceled is fine), and unless the lookup finds an
+//     object made under the key all the same (Stripe forgot a key older than
+//     KeyRetention: the fence then proves nothing about the past), the close
+//     reports nothing made;
+//   - an idempotency_error: a real call used the key. Its object is looked up
+//     (the search for a charge, the list for a refund): not found yet (the
+//     search lags) is unknown; found and final, it is reported made; a
+//     PaymentIntent that can still be canceled (requires_*) is canceled and
+//     reported failed, "canceled", unless the cancel is refused because it
+//     has succeeded meanwhile, which is then reported; a PaymentIntent
+//     processing, or a refund pending (a refund cannot be canceled), is
+//     unknown;
+//   - anything else (409, 429, a 5xx, a timeout) is unknown.
+//
+// A close repeated answers the same: the fence is replayed and found
+// canceled, or the real object is found in the state the first close left.
+//
+// # The ledger
+//
+// LedgerCharges and LedgerRefunds page oldest first, as the reconciler
+// needs, over lists Stripe gives newest first: the first page walks the
+// window with starting_after to its oldest end, one request a page, and
+// returns that page; each later one asks for the objects just newer than
+// the cursor (ending_before). Fence PaymentIntents are skipped.
+//
+// # Webhooks
+//
+// Verify checks Stripe-Signature against any of the endpoint's secrets and
+// the time it was signed against now; ParseEvent maps the events that
+// settle an operation: payment_intent.succeeded, .payment_failed and
+// .canceled, and refund.created, refund.updated and charge.refund.updated
+// with a final status.
+package stripe

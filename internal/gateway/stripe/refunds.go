@@ -1,0 +1,148 @@
+package stripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v83"
+
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/refunds"
+)
+
+// Client makes the refund's processor calls.
+var _ refunds.Processor = (*Client)(nil)
+
+// refundWindow is how far back FindRefund looks: a refund made under a key
+// is younger than the key, which Stripe keeps KeyRetention, and the hour
+// more covers clocks apart.
+const refundWindow = KeyRetention + time.Hour
+
+// Refund refunds req.Amount of the PaymentIntent req.ChargeID under
+// req.IdempotencyKey, or returns the refund Stripe already made under it:
+// a success or a failure with the refund's ID, a definite refusal
+// (charge_already_refunded, an amount too large) with none, or an error
+// wrapping operation.ErrProcessorUnknown. A refund still pending is
+// retrieved once, and else unknown.
+func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Outcome, error) {
+	if req.IdempotencyKey == "" {
+		return operation.Outcome{}, errors.New("refund: idempotency key is required")
+	}
+	params := &stripego.RefundCreateParams{
+		PaymentIntent: stripego.String(req.ChargeID),
+		Amount:        stripego.Int64(req.Amount),
+		Metadata:      map[string]string{metaDownstreamKey: req.IdempotencyKey},
+	}
+	params.SetIdempotencyKey(req.IdempotencyKey)
+	r, err := c.api.V1Refunds.Create(ctx, params)
+	if err != nil {
+		out, err := refusal(err)
+		if err != nil {
+			return operation.Outcome{}, fmt.Errorf("refund: %w", err)
+		}
+		return out, nil
+	}
+	if r.ID == "" || r.Status == "" {
+		return operation.Outcome{}, fmt.Errorf("refund: %w", unknownf("the answer is not a refund"))
+	}
+	if out, ok := refundOutcome(r); ok {
+		return out, nil
+	}
+	out, err := c.currentRefund(ctx, r.ID)
+	if err != nil {
+		return operation.Outcome{}, fmt.Errorf("refund: %w", err)
+	}
+	return out, nil
+}
+
+// refundOutcome is a refund's outcome, and whether it is final: succeeded,
+// failed or canceled, with its failure_reason. pending and requires_action
+// may still move.
+func refundOutcome(r *stripego.Refund) (operation.Outcome, bool) {
+	switch r.Status {
+	case stripego.RefundStatusSucceeded:
+		return operation.Outcome{ID: r.ID, Succeeded: true}, true
+	case stripego.RefundStatusFailed, stripego.RefundStatusCanceled:
+		return operation.Outcome{ID: r.ID, FailureCode: firstOf(string(r.FailureReason), string(r.Status))}, true
+	}
+	return operation.Outcome{}, false
+}
+
+// currentRefund retrieves refund id and returns its outcome: unknown while
+// it is not final.
+func (c *Client) currentRefund(ctx context.Context, id string) (operation.Outcome, error) {
+	r, err := c.api.V1Refunds.Retrieve(ctx, id, nil)
+	switch {
+	case err != nil:
+		return operation.Outcome{}, unknown(err)
+	case r.ID != id:
+		return operation.Outcome{}, unknownf("retrieving refund %s answered %q", id, r.ID)
+	}
+	if out, ok := refundOutcome(r); ok {
+		return out, nil
+	}
+	return operation.Outcome{}, unknownf("refund %s is %s: not final", id, r.Status)
+}
+
+// FindRefund reports the refund made under key: the newest refund of the
+// last KeyRetention and an hour whose metadata names key. found is false
+// only when the whole window was listed without it; a refund not final is
+// unknown.
+func (c *Client) FindRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
+	r, err := c.findRefund(ctx, key)
+	if err != nil {
+		return operation.Outcome{}, false, fmt.Errorf("find refund %s: %w", key, unknown(err))
+	}
+	if r == nil {
+		return operation.Outcome{}, false, nil
+	}
+	out, ok := refundOutcome(r)
+	if !ok {
+		return operation.Outcome{}, false, fmt.Errorf("find refund %s: %w", key, unknownf("refund %s is %s: not final", r.ID, r.Status))
+	}
+	return out, true, nil
+}
+
+// findRefund lists the refunds created in refundWindow, newest first, page
+// by page, until the first whose metadata names key: the newest made under
+// it. nil means none in the window; there is no search for refunds, so that
+// answer costs one request per page of every refund in the window.
+func (c *Client) findRefund(ctx context.Context, key string) (*stripego.Refund, error) {
+	params := &stripego.RefundListParams{
+		ListParams:   stripego.ListParams{Context: ctx, Limit: stripego.Int64(maxPageSize)},
+		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: time.Now().Add(-refundWindow).Unix()},
+	}
+	for {
+		page, err := c.refundPage(params)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Data {
+			if r != nil && r.Metadata[metaDownstreamKey] == key {
+				return r, nil
+			}
+		}
+		switch {
+		case !page.HasMore:
+			return nil, nil
+		case len(page.Data) == 0 || page.Data[len(page.Data)-1] == nil:
+			return nil, unknownf("a refund page says more follow and has no last refund")
+		}
+		params.StartingAfter = stripego.String(page.Data[len(page.Data)-1].ID)
+	}
+}
+
+// refundPage is one page of the refunds params asks for, newest first. An
+// answer with no data is not a list: an empty list must be said.
+func (c *Client) refundPage(params *stripego.RefundListParams) (*stripego.RefundList, error) {
+	var page stripego.RefundList
+	if err := c.get("/v1/refunds", params, &page); err != nil {
+		return nil, err
+	}
+	if page.Data == nil {
+		return nil, unknownf("the answer is not a list of refunds")
+	}
+	return &page, nil
+}

@@ -1,0 +1,108 @@
+package http_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v83/webhook"
+
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/tools/stacktest"
+)
+
+// stripeEvent is Stripe's event evtID of type typ about PaymentIntent pi in
+// status, made under the downstream key of payment payID, for amount cents
+// in USD, with extra members of the PaymentIntent.
+func stripeEvent(evtID, typ, pi, status, payID string, amount int64, extra string) string {
+	return fmt.Sprintf(`{"id": %q, "object": "event", "type": %q, "created": 1700000000, "livemode": false,
+"data": {"object": {"id": %q, "object": "payment_intent", "status": %q, "amount": %d, "currency": "usd",
+"metadata": {"downstream_key": "charge_%s", "payment_id": %q}%s}}}`, evtID, typ, pi, status, amount, payID, payID, extra)
+}
+
+// stripeSigned is the Stripe-Signature header of body signed with secret at.
+func stripeSigned(body, secret string, at time.Time) []string {
+	p := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: []byte(body), Secret: secret, Timestamp: at})
+	return []string{"Stripe-Signature", p.Header}
+}
+
+// TestStripeWebhooks: with PROCESSOR=stripe, the API takes Stripe's
+// webhooks signed as Stripe signs them, and the settling path is the one
+// every processor's takes: a payment_intent.succeeded settles its payment,
+// a payment_intent.payment_failed declines one with its decline code. A
+// forged, tampered or stale delivery is refused and recorded nowhere; a
+// PaymentIntent still processing settles nothing.
+func TestStripeWebhooks(t *testing.T) {
+	t.Parallel()
+	const secret, rotated = "whsec_stripe_current", "whsec_stripe_previous"
+	// The worker is built, never started: the events are settled here, and
+	// no job calls Stripe (STRIPE_API_BASE is never reached).
+	s := stacktest.New(t, stacktest.Options{Stripe: &stacktest.Stripe{APIBase: "http://127.0.0.1:9", WebhookSecret: secret + "," + rotated}})
+	payment := func(key string) payments.Payment {
+		res := s.Pay(acme, key, `{"amount":4200,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "respond-async")
+		if res.Status != http.StatusAccepted {
+			t.Fatalf("payment: %d %s", res.Status, res.Body)
+		}
+		return decodePayment(t, res.Body)
+	}
+	paid, declined := payment("stripe-paid"), payment("stripe-declined")
+	now := time.Now()
+	recorded := func() int { return s.Count(`SELECT count(*) FROM processor_events`) }
+
+	succeeded := stripeEvent("evt_paid", "payment_intent.succeeded", "pi_paid", "succeeded", paid.ID, 4200, "")
+	for _, c := range []struct {
+		name    string
+		body    string
+		headers []string
+	}{
+		{"Forged", succeeded, stripeSigned(succeeded, "whsec_forged", now)},
+		{"Tampered", strings.Replace(succeeded, "4200", "42", 1), stripeSigned(succeeded, secret, now)},
+		{"Stale", succeeded, stripeSigned(succeeded, secret, now.Add(-10*time.Minute))},
+		{"Unsigned", succeeded, nil},
+		// A Standard Webhooks signature, the fake processor's, is not Stripe's.
+		{"NotStripes", succeeded, sign(t, s.WebhookSecret, "evt_paid", now, succeeded)},
+	} {
+		if res := deliver(s, c.body, c.headers); res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), "webhook_signature_invalid") {
+			t.Errorf("%s: %d %s, want 400 webhook_signature_invalid", c.name, res.Status, res.Body)
+		}
+	}
+	if n := recorded(); n != 0 {
+		t.Fatalf("%d events recorded from refused deliveries", n)
+	}
+
+	processing := stripeEvent("evt_processing", "payment_intent.processing", "pi_paid", "processing", paid.ID, 4200, "")
+	failed := stripeEvent("evt_declined", "payment_intent.payment_failed", "pi_declined", "requires_payment_method", declined.ID, 4200,
+		`, "last_payment_error": {"type": "card_error", "code": "card_declined", "decline_code": "insufficient_funds", "message": "Your card has insufficient funds."}`)
+	for _, c := range []struct {
+		name, body, secret, result string
+	}{
+		{"Processing", processing, secret, "ignored"},
+		{"Succeeded", succeeded, secret, "accepted"},
+		{"Duplicate", succeeded, secret, "duplicate"},
+		{"DeclinedRotated", failed, rotated, "accepted"},
+	} {
+		res := deliver(s, c.body, stripeSigned(c.body, c.secret, now))
+		if res.Status != http.StatusOK || !strings.Contains(string(res.Body), `"result":"`+c.result+`"`) {
+			t.Errorf("%s: %d %s, want %s", c.name, res.Status, res.Body, c.result)
+		}
+	}
+	for _, id := range []string{"evt_paid", "evt_declined"} {
+		if result, err := s.Ops.SettleFromEvent(t.Context(), id); err != nil || result != operation.EventSettled {
+			t.Fatalf("settle %s: %s, %v", id, result, err)
+		}
+	}
+	if n := s.Count(`SELECT count(*) FROM payments WHERE id = $1 AND status = 'succeeded' AND processor_charge_id = 'pi_paid' AND settled_by = 'webhook'`, paid.ID); n != 1 {
+		t.Errorf("the succeeded PaymentIntent's payment is not settled by its webhook")
+	}
+	if n := s.Count(`SELECT count(*) FROM payments WHERE id = $1 AND status = 'failed' AND failure_code = 'insufficient_funds' AND settled_by = 'webhook'`, declined.ID); n != 1 {
+		t.Errorf("the declined PaymentIntent's payment is not failed insufficient_funds by its webhook")
+	}
+	wantMetrics(t, s.APIMetrics(),
+		`payments_processor_webhooks_received_total{result="invalid_signature"} 4`,
+		`payments_processor_webhooks_received_total{result="stale"} 1`,
+		`payments_processor_webhooks_received_total{result="ignored"} 1`,
+		`payments_processor_webhooks_received_total{result="accepted"} 2`)
+}
