@@ -313,7 +313,7 @@ func (r *Reconciler) compare(ctx context.Context, k Kind) (repaired, flagged int
 			return repaired, flagged, fmt.Errorf("look up ledger entries: %w", err)
 		}
 		for i, e := range page[:old] {
-			kind, repair := classify(e, found, ids[i], cases)
+			kind, repair := classify(k, e, found, ids[i], cases)
 			switch {
 			case repair:
 				if err := MarkForReconciliation(ctx, r.Ops.DB, n.Type, ids[i]); err != nil {
@@ -337,16 +337,22 @@ func (r *Reconciler) compare(ctx context.Context, k Kind) (repaired, flagged int
 	}
 }
 
-// classify decides what one ledger entry means, given our operation ours: a
-// kind of discrepancy, a repair, or neither when it is accounted for.
-func classify(e LedgerEntry, found map[string]Accounted, ours string, cases Reviews) (kind string, repair bool) {
+// classify decides what one ledger entry means, given our operation ours of
+// kind k: a kind of discrepancy, a repair, or neither when it is accounted
+// for.
+func classify(k Kind, e LedgerEntry, found map[string]Accounted, ours string, cases Reviews) (kind string, repair bool) {
 	a, ok := found[ours]
 	switch {
 	case ours == "" || !ok:
 		return cases.Unknown, false
 	case a.ProcessorID != nil && *a.ProcessorID == e.ID:
 		// Ours, but it must also move what we recorded. An entry that names
-		// no currency is compared on its amount alone.
+		// no currency is compared on its amount alone; one that succeeded
+		// where we recorded a state that failed moved money we said it did
+		// not (a status we cannot read is another's to report).
+		if st, err := StateOf(k, a.Status); err == nil && e.Succeeded && !st.Succeeded {
+			return cases.AfterFailure, false
+		}
 		if e.Amount != a.Amount || e.Currency != "" && e.Currency != a.Currency {
 			return cases.Mismatch, false
 		}

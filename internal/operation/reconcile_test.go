@@ -287,10 +287,16 @@ func TestLedgerAmountMismatch(t *testing.T) {
 		{"ChargeCurrency", false, func(e *operation.LedgerEntry) { e.Currency = "EUR" }, payments.Names.Reviews().Mismatch},
 		{"RefundMatch", true, func(*operation.LedgerEntry) {}, ""},
 		{"RefundAmount", true, func(e *operation.LedgerEntry) { e.Amount-- }, refunds.Names.Reviews().Mismatch},
+		// The charge succeeded at the processor, and its payment is recorded
+		// as declined (below): money moved for an operation recorded failed.
+		{"ChargeRecordedFailed", false, func(*operation.LedgerEntry) {}, payments.Names.Reviews().AfterFailure},
 	} {
 		onHarness(t, tc.name, func(t *testing.T, h *harness) {
 			p := h.paid()
 			ledger, id := &h.proc.charges, *h.payment(p.ID).ProcessorChargeID
+			if tc.kind == payments.Names.Reviews().AfterFailure {
+				h.exec(`UPDATE payments SET status = 'failed', failure_code = 'card_declined' WHERE id = $1`, p.ID)
+			}
 			if tc.refund {
 				r := h.refund(p, 400)
 				h.run(refunds.Names.Type, r.ID)
