@@ -117,7 +117,7 @@ type ProcessorKeys struct {
 // API, which receives its webhooks: which processor the service runs
 // against.
 type Processor struct {
-	Processor string `envconfig:"PROCESSOR" default:"fake" desc:"the card processor: fake (the stand-in, tools/fakeprocessor, at PROCESSOR_URL) or stripe (Stripe's API, at STRIPE_API_BASE)"`
+	Processor string `envconfig:"PROCESSOR" default:"fake" desc:"the card processor: fake (the stand-in processor, at PROCESSOR_URL) or stripe (Stripe's API, at STRIPE_API_BASE)"`
 }
 
 // The processors PROCESSOR names.
