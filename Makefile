@@ -28,7 +28,8 @@ test:
 	E2E_POOLER=1 $(GO) test -race -count=1 -timeout 30m ./e2e/
 
 ## chaos: the invariants under kills, outages and races, with its own stack and database
-## (CHAOS_PROFILE=short, about two minutes, or long; CHAOS_SEED repeats a run)
+## (CHAOS_PROFILE=short, about two minutes; pooler, through PgBouncer; failover, on a Patroni pair whose
+## primary is killed; or long; CHAOS_SEED repeats a run)
 CHAOS_PROFILE ?= short
 chaos: build
 	$(GO) build -o bin/ ./tools/cmd/chaos

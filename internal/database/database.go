@@ -128,9 +128,13 @@ func IsDataException(err error) bool {
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
-// IsUnavailable reports whether err says the database could not be reached
-// (a failed connection, a broken socket, a server shutting down), so that the
-// statement was not executed and the request may be retried.
+// IsUnavailable reports whether err says only that the database went away:
+// it could not be reached (a failed connection, a broken socket, a server
+// shutting down or crashed), or it is a standby that refuses to write (a
+// primary demoted by a failover: read_only_sql_transaction). Nothing was
+// committed by the statement that failed so, and it may be retried once a
+// primary accepts writes: the API answers 503, and a job that failed so
+// spends none of its retry budget (package jobs).
 func IsUnavailable(err error) bool {
 	var (
 		connectErr *pgconn.ConnectError
@@ -144,8 +148,13 @@ func IsUnavailable(err error) bool {
 		// statement was never sent.
 		return true
 	case errors.As(err, &pgErr):
-		// admin_shutdown, cannot_connect_now and the connection_exception class.
-		return pgErr.Code == "57P01" || pgErr.Code == "57P03" || strings.HasPrefix(pgErr.Code, "08")
+		// admin_shutdown, crash_shutdown, cannot_connect_now,
+		// read_only_sql_transaction and the connection_exception class.
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "25006":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
 	}
 	return false
 }

@@ -28,7 +28,12 @@ const PresenceClass int32 = 0x70726573 // "pres"
 //
 // Should the connection drop while the process lives, Presence connects
 // again and takes the lock back; in between, others take the process for
-// dead, which must only ever cost what a dead process's records cost.
+// dead, which must only ever cost what a dead process's records cost. A
+// failover drops every presence at once, and each is taken back on the new
+// primary a few seconds apart: so the records made before the oldest
+// session now on the database began (pg_stat_activity's backend_start) are
+// not judged, and a process whose presence is not back yet records what it
+// does as nobody's.
 type Presence struct {
 	ID     int32
 	url    string

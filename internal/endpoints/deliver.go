@@ -86,6 +86,8 @@ type attempt struct {
 	url, status                 string
 	version                     int64
 	sealed                      [][]byte
+	// worker holds the place in flight (claimAttempt); zero: nobody.
+	worker int32
 }
 
 // outcome is what an attempt came to.

@@ -36,7 +36,7 @@ next AS (
 	WHERE w.delivery_id = (SELECT delivery_id FROM heads ORDER BY held, since LIMIT 1)
 	FOR UPDATE SKIP LOCKED)`
 
-// handOn hands the place of attempt $3, made by worker $5, to the next in
+// handOn hands the place of attempt $3, held by worker $5 (claimAttempt), to the next in
 // line (nextInLine) and moves it to that delivery's endpoint; the tenant's
 // count does not change. The place moves first, so that a delivery leaves
 // the line only when it has one. A place handed on has no worker until its
@@ -145,7 +145,7 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 				return err
 			}
 			ids = revived
-			if _, err := tx.Exec(ctx, purgeSlots, tenant, database.PresenceClass); err != nil {
+			if _, err := tx.Exec(ctx, purgeSlots, tenant, database.PresenceClass, SlotHeld); err != nil {
 				return err
 			}
 			for {
@@ -168,7 +168,7 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 	return handed, nil
 }
 
-// releaseSlot gives up the place of attempt $1, made by worker $2, among
+// releaseSlot gives up the place of attempt $1, held by worker $2, among
 // those in flight, while it holds it (handOn).
 const releaseSlot = `
 DELETE FROM webhook_sending WHERE delivery_id = $1 AND worker IS NOT DISTINCT FROM nullif($2::integer, 0)`
@@ -183,11 +183,11 @@ func (d *Deliverer) passOn(ctx context.Context, tx *database.Tx, a attempt) erro
 	lock.Queue(lockTenantSlots, a.tenantID)
 	tx.Queue(lock)
 	var next int64
-	err := tx.QueryRow(ctx, handOn, a.tenantID, d.EndpointInFlight, a.id, SlotHeld, d.Worker).Scan(&next)
+	err := tx.QueryRow(ctx, handOn, a.tenantID, d.EndpointInFlight, a.id, SlotHeld, a.worker).Scan(&next)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		release := &pgx.Batch{}
-		release.Queue(releaseSlot, a.id, d.Worker)
+		release.Queue(releaseSlot, a.id, a.worker)
 		tx.Queue(release)
 		return nil
 	case err != nil:

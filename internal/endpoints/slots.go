@@ -50,12 +50,23 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 // the line (wait, keeping its place there if it had one), in the same
 // transaction, and its job ends; one that takes a place leaves the line
 // (claimAttempt).
+//
+// Only the places claimed (their until less SlotHeld, $3) since the oldest
+// session now on the database began are judged so. A failover cuts every
+// session, and the workers take their presences back on the new primary a
+// few seconds apart: the first back must not take the others, their
+// attempts still in flight, for dead. The places claimed before the
+// failover count until their until passes; a worker's death while the
+// database serves on is seen at once, some other session (an API's, a
+// worker's) being older than its place.
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
 	purgeSlots      = `
 DELETE FROM webhook_sending s WHERE tenant_id = $1
 	AND (until <= now() OR (worker IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = s.delivery_id AND d.status = 'pending')
+		AND until - $3::interval >= (SELECT min(backend_start) FROM pg_stat_activity
+			WHERE datname = current_database() AND backend_type = 'client backend')
 		AND pg_try_advisory_xact_lock($2, worker)))`
 	takeSlot = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
@@ -69,12 +80,17 @@ ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
 	// pending, for that delivery: the dead worker's attempt never recorded,
 	// and the sweep inserts a new job to make it again at once, under the
 	// same number (claimAttempt), rather than when River's rescuer comes by
-	// for the dead job, which then finds the delivery another job's.
+	// for the dead job, which then finds the delivery another job's. It
+	// judges only the places claimed since the oldest session began, as
+	// purgeSlots does.
 	reviveSlots = `
 UPDATE webhook_sending s SET worker = NULL, until = now() + $3::interval
 FROM webhook_deliveries d
 WHERE s.tenant_id = $1 AND s.worker IS NOT NULL AND s.until > now()
-	AND d.id = s.delivery_id AND d.status = 'pending' AND pg_try_advisory_xact_lock($2, s.worker)
+	AND d.id = s.delivery_id AND d.status = 'pending'
+	AND s.until - $3::interval >= (SELECT min(backend_start) FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_type = 'client backend')
+	AND pg_try_advisory_xact_lock($2, s.worker)
 RETURNING s.delivery_id`
 	wait = `
 INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id)
@@ -91,8 +107,13 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // place ($1's, whose until it moves on by $2, now held by worker $3: zero
 // for none), by its job ($4: enqueue), takes it out of the line, and reads
 // what it needs: its chain, the attempt's number, its endpoint as it stands
-// (with the version a 410 disables) and the secrets that sign now
-// (database clock). The number is the chain's recorded attempts and one:
+// (with the version a 410 disables), the secrets that sign now (database
+// clock) and the worker the place is held by. A worker whose presence ($5
+// its class) is lost (its session cut, as a failover cuts every one, and
+// not taken back yet) holds the place as nobody: others would take it for
+// dead, and the place counts until its until passes instead. A presence is
+// a session lock held by a session outside any transaction (xact_start),
+// never another's transaction lock taken to test it (purgeSlots). The number is the chain's recorded attempts and one:
 // the attempt is counted when it is recorded (countAttempt), so that one
 // that never recorded (its worker killed, its connection lost, before or
 // during the POST) is made again under the same number, not the schedule's
@@ -101,17 +122,21 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // this one leaves alone.
 const claimAttempt = `
 WITH held AS (
-	UPDATE webhook_sending SET until = now() + $2::interval, worker = nullif($3::integer, 0)
+	UPDATE webhook_sending SET until = now() + $2::interval,
+		worker = CASE WHEN EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND l.classid::bigint = $5::integer AND l.objid::bigint = $3::integer AND l.objsubid = 2
+				AND l.granted AND a.xact_start IS NULL) THEN $3::integer END
 	WHERE delivery_id = $1 AND until > now()
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
-	RETURNING delivery_id),
+	RETURNING delivery_id, worker),
 left_line AS (DELETE FROM webhook_waiting WHERE delivery_id IN (SELECT delivery_id FROM held)),
 d AS (
 	SELECT tenant_id, endpoint_id, event_id, chain, attempts + 1 AS attempt FROM webhook_deliveries
 	WHERE id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM held))
 SELECT d.tenant_id, d.endpoint_id, d.event_id, d.chain, d.attempt, e.url, e.status, e.version,
 	ARRAY(SELECT s.ciphertext FROM webhook_endpoint_secrets s
-		WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now()) ORDER BY s.id)
+		WHERE s.endpoint_id = e.id AND (s.expires_at IS NULL OR s.expires_at > now()) ORDER BY s.id),
+	coalesce((SELECT worker FROM held), 0)
 FROM d JOIN webhook_endpoints e ON e.id = d.endpoint_id`
 
 // claim takes a place among the attempts in flight and counts the attempt
@@ -128,7 +153,7 @@ func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
 		claimErr, whoseErr      error
 	)
 	b := &pgx.Batch{}
-	b.Queue(claimAttempt, id, SlotHeld, d.Worker, job).QueryRow(func(row pgx.Row) error {
+	b.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass).QueryRow(func(row pgx.Row) error {
 		claimErr = d.scanAttempt(row, &a)
 		return nil
 	})
@@ -178,12 +203,12 @@ func (d *Deliverer) takePlace(ctx context.Context, a attempt, job int64) (attemp
 	)
 	take := &pgx.Batch{}
 	take.Queue(lockTenantSlots, a.tenantID)
-	take.Queue(purgeSlots, a.tenantID, database.PresenceClass)
+	take.Queue(purgeSlots, a.tenantID, database.PresenceClass, SlotHeld)
 	take.Queue(takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Exec(func(tag pgconn.CommandTag) error {
 		taken = tag
 		return nil
 	})
-	take.Queue(claimAttempt, id, SlotHeld, d.Worker, job).QueryRow(func(row pgx.Row) error {
+	take.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass).QueryRow(func(row pgx.Row) error {
 		claimErr = d.scanAttempt(row, &a)
 		return nil
 	})
@@ -226,5 +251,5 @@ func (d *Deliverer) notPending(ctx context.Context, id, job int64) error {
 
 // scanAttempt reads claimAttempt's row into a.
 func (d *Deliverer) scanAttempt(row pgx.Row, a *attempt) error {
-	return row.Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number, &a.url, &a.status, &a.version, &a.sealed)
+	return row.Scan(&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number, &a.url, &a.status, &a.version, &a.sealed, &a.worker)
 }

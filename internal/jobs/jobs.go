@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
@@ -35,16 +36,24 @@ func (OperationArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Max
 type OperationWorker struct {
 	river.WorkerDefaults[OperationArgs]
 	Ops *operation.Runner
+	// Backoff spaces the runs of a job whose database went away.
+	Backoff Backoff
 }
 
 // Work runs the operation's remaining phases; River completes the job once
 // it returns. A job of a kind that is not declared is
-// cancelled: no retry would find it declared.
+// cancelled: no retry would find it declared. A run that failed only because
+// the database went away is snoozed (waitForDatabase), its attempt not
+// spent: a failover costs an operation none of its retry budget.
 func (w *OperationWorker) Work(ctx context.Context, job *river.Job[OperationArgs]) error {
 	if _, err := w.Ops.Kinds.Kind(job.Args.ResourceType); err != nil {
 		return river.JobCancel(err)
 	}
-	return stopWhenHandedOff(w.Ops.Run(ctx, job.Args.ResourceType, job.Args.ID, job.Attempt))
+	err := w.Ops.Run(ctx, job.Args.ResourceType, job.Args.ID, job.Attempt)
+	if operation.DatabaseWentAway(err) {
+		return waitForDatabase(w.Backoff, job.JobRow)
+	}
+	return stopWhenHandedOff(err)
 }
 
 // ProcessorEventArgs is the job that settles the operation a processor's
@@ -119,6 +128,8 @@ type DeliveryWorker struct {
 	river.WorkerDefaults[DeliveryArgs]
 	Deliverer *endpoints.Deliverer
 	Logger    *slog.Logger
+	// Backoff spaces the runs of a job whose database went away.
+	Backoff Backoff
 }
 
 // Timeout is a delivery's own, whatever JOB_TIMEOUT says: its attempt's
@@ -128,9 +139,15 @@ type DeliveryWorker struct {
 func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return endpoints.SlotHeld }
 
 // Work makes the delivery's next attempt, and snoozes until the one after
-// when it failed with attempts left.
+// when it failed with attempts left. A claim or a record that failed because
+// the database went away counts no attempt (the delivery's count moves only
+// as an attempt is recorded) and snoozes the job (waitForDatabase): the
+// attempt is made again under its number, its schedule's step unspent.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {
 	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID, job.ID)
+	if database.IsUnavailable(err) {
+		return waitForDatabase(w.Backoff, job.JobRow)
+	}
 	if err != nil {
 		return err
 	}
@@ -138,6 +155,16 @@ func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs])
 		return river.JobSnooze(wait)
 	}
 	return nil
+}
+
+// waitForDatabase is what a job returns when its run failed only because
+// the database went away (a failover, a restart): a snooze for the delay an
+// error would have waited, which River does not count as an attempt, so that
+// an outage spends no job's MaxAttempts nor grows its backoff. River records
+// the snooze once the database answers (or rescues the job, RescueAfter, when
+// the outage outlasts its completer's retries).
+func waitForDatabase(b Backoff, job *rivertype.JobRow) error {
+	return river.JobSnooze(b.Delay(job.Attempt))
 }
 
 // stopWhenHandedOff cancels the job of an operation handed to the

@@ -300,7 +300,7 @@ type Deps struct {
 func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps Deps) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	var kinds []string
-	if err := addWorker(workers, &kinds, &OperationWorker{Ops: deps.Ops}); err != nil {
+	if err := addWorker(workers, &kinds, &OperationWorker{Ops: deps.Ops, Backoff: cfg.Backoff}); err != nil {
 		return nil, err
 	}
 	if err := addWorker(workers, &kinds, &ProcessorEventWorker{Ops: deps.Ops, Logger: deps.Logger}); err != nil {
@@ -308,7 +308,7 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 	}
 	var periodic []*river.PeriodicJob
 	if deps.Deliverer != nil {
-		if err := addWorker(workers, &kinds, &DeliveryWorker{Deliverer: deps.Deliverer, Logger: deps.Logger}); err != nil {
+		if err := addWorker(workers, &kinds, &DeliveryWorker{Deliverer: deps.Deliverer, Logger: deps.Logger, Backoff: cfg.Backoff}); err != nil {
 			return nil, err
 		}
 	}

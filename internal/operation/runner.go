@@ -132,7 +132,7 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 		span.AddEvent("outcome unknown: retry with the same downstream key", trace.WithAttributes(
 			attribute.Int("attempt", attempt), attribute.Int("max_attempts", o.MaxAttempts), attribute.String("error", err.Error())))
 	}
-	if err == nil || attempt < o.MaxAttempts {
+	if err == nil || attempt < o.MaxAttempts || DatabaseWentAway(err) {
 		return err
 	}
 	span.AddEvent("retry budget spent: handed to the reconciler", trace.WithAttributes(attribute.Int("attempt", attempt)))
@@ -146,6 +146,14 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 		o.Observer.Reconciliation(ReconciliationScheduled, 1)
 	}
 	return fmt.Errorf("%w: %w", ErrHandedToReconciler, err)
+}
+
+// DatabaseWentAway reports whether an attempt failed only because the
+// database went away (database.IsUnavailable: a failover, say), with no
+// processor outcome left unknown: such an attempt spends none of the retry
+// budget, and its job waits for the database (jobs.OperationWorker).
+func DatabaseWentAway(err error) bool {
+	return !errors.Is(err, ErrProcessorUnknown) && database.IsUnavailable(err)
 }
 
 // LearnOutcome runs only the outcome phase of operation id of resourceType,

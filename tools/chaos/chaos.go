@@ -5,7 +5,9 @@
 // through the public Go client from many goroutines, SIGKILLs a random
 // process every few seconds and restarts it, cuts the processor off for
 // longer than a worker's retry budget, then waits for quiescence and checks
-// every invariant against the database and the processor's ledger.
+// every invariant against the database and the processor's ledger. The
+// failover profile runs it all on a Patroni pair (tools/hapg) whose primary
+// it kills again and again (failover.go).
 package chaos
 
 import (
@@ -27,6 +29,7 @@ import (
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/tools/hapg"
 	"github.com/example/payments/tools/pgbouncer"
 )
 
@@ -53,6 +56,12 @@ type Profile struct {
 	// than its clients'), killed and restarted every PoolerKillEvery.
 	PoolerConns     int
 	PoolerKillEvery time.Duration
+	// FirstPrimaryKill, when set, runs the stack on a Patroni pair in
+	// synchronous mode (tools/hapg) and SIGKILLs its primary at that point
+	// of the load, then every PrimaryKillEvery once the killed node is back
+	// as the synchronous standby; the run must see MinFailovers.
+	FirstPrimaryKill, PrimaryKillEvery time.Duration
+	MinFailovers                       int
 }
 
 // Profiles are the runs by name: short for CI, long for the proof by hand.
@@ -63,6 +72,10 @@ var Profiles = map[string]Profile{
 	"pooler": {Name: "pooler", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8, PoolerKillEvery: 15 * time.Second},
+	"failover": {Name: "failover", Load: 110 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
+		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second,
+		FirstPrimaryKill: 15 * time.Second, PrimaryKillEvery: 30 * time.Second, MinFailovers: 3},
 	"long": {Name: "long", Load: 30 * time.Minute, Clients: 48, KillEvery: 6 * time.Second,
 		OutageEvery: 8 * time.Minute, Outage: 25 * time.Second, Quiesce: 10 * time.Minute,
 		TarpitEvery: 15 * time.Second, DeliveryBound: 30 * time.Second},
@@ -114,8 +127,9 @@ type stack struct {
 	tarpit *tarpit
 	// downs are the times the run itself held merchant deliveries up:
 	// workers and the receiver killed, the receiver taken down.
-	downsMu sync.Mutex
-	downs   []down
+	downs records[down]
+	// failoverLog is the primary's kills (failover profile).
+	failoverLog records[Failover]
 }
 
 // window is a time span, such as an outage.
@@ -131,6 +145,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	}
 	if err := os.MkdirAll(cfg.Logs, 0o755); err != nil {
 		return nil, err
+	}
+	var cluster *hapg.Cluster
+	if cfg.Profile.FirstPrimaryKill > 0 {
+		var err error
+		if cluster, err = startCluster(ctx, cfg); err != nil {
+			return nil, err
+		}
+		defer cluster.Stop() //nolint:errcheck // its logs are in the run's
+		cfg.DatabaseURL = cluster.URL()
+		fmt.Fprintf(out, "chaos: on a Patroni pair in synchronous mode, through %s\n", redacted(cluster.URL()))
 	}
 	dbURL, drop, pool, err := freshDatabase(ctx, cfg, runName, out)
 	if err != nil {
@@ -173,7 +197,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	}
 	inj := &injector{apiURLs: s.apiURLs, secrets: secrets, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
 		client: &http.Client{Timeout: 10 * time.Second}}
-	s.underLoad(ctx, l, inj, bouncer, out, started)
+	s.underLoad(ctx, l, inj, bouncer, cluster, out, started)
+	loadEnd := time.Now()
 	// Interrupted (SIGINT, SIGTERM): stop, without a verdict.
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted: %w", err)
@@ -186,8 +211,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	quiesceStart := time.Now()
 	quiet := settle(ctx, l, pool, cfg.Profile.Quiesce)
 	sum := s.summary(runName, time.Since(quiesceStart), quiet, l, inj)
-	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, cfg.Profile.DeliveryBound, s.downWindows(), sum); err != nil {
+	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, cfg.Profile.DeliveryBound, s.downs.all(), sum); err != nil {
 		return nil, err
+	}
+	if cluster != nil {
+		sum.Failovers = served(s.failoverLog.all(), l.rec, loadEnd)
+		sum.Invariants = append(sum.Invariants, Invariant{
+			Name:       fmt.Sprintf("the primary killed at least %d times, a standby taking writes each time", cfg.Profile.MinFailovers),
+			Violations: checkFailovers(sum.Failovers, cfg.Profile.MinFailovers)})
 	}
 	sum.Print(out)
 	if sum.Passed() && !cfg.KeepDatabase {
@@ -207,6 +238,9 @@ func freshDatabase(ctx context.Context, cfg Config, runName string, out io.Write
 		return "", nil, nil, err
 	}
 	fmt.Fprintf(out, "chaos: profile %s, seed %d, database %s, logs in %s\n", cfg.Profile.Name, cfg.Seed, runName, cfg.Logs)
+	if err := waitReachable(ctx, dbURL); err != nil {
+		return "", nil, nil, err
+	}
 	for _, args := range [][]string{{"migrate"}, {"seed"}} {
 		cmd := exec.CommandContext(ctx, filepath.Join(cfg.Bin, "api"), args...)
 		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "APP_ENV=development")
@@ -227,13 +261,16 @@ func freshDatabase(ctx context.Context, cfg Config, runName string, out io.Write
 
 // underLoad sends the load for the profile's Load, and does to the stack
 // meanwhile all the profile asks: kills, outages, injected webhooks.
-func (s *stack) underLoad(ctx context.Context, l *load, inj *injector, bouncer *pgbouncer.Bouncer, out io.Writer, started time.Time) {
+func (s *stack) underLoad(ctx context.Context, l *load, inj *injector, bouncer *pgbouncer.Bouncer, cluster *hapg.Cluster, out io.Writer, started time.Time) {
 	loadCtx, stopLoad := context.WithTimeout(ctx, s.cfg.Profile.Load)
 	defer stopLoad()
 	var wg sync.WaitGroup
 	wg.Go(func() { s.kill(loadCtx) })
 	if bouncer != nil {
 		wg.Go(func() { s.killPooler(loadCtx, bouncer) })
+	}
+	if cluster != nil {
+		wg.Go(func() { s.failovers(loadCtx, cluster) })
 	}
 	wg.Go(func() { s.outages(loadCtx) })
 	wg.Go(func() { inj.run(loadCtx) })
@@ -264,7 +301,7 @@ func (s *stack) summary(runName string, quiesce time.Duration, quiet bool, l *lo
 // workers reach the database with serviceDB's settings.
 func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []string) (*stack, error) {
 	s := &stack{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), kills: map[string]*atomic.Int64{}}
-	for _, kind := range []string{"api", "worker", "processor", "pooler"} {
+	for _, kind := range []string{"api", "worker", "processor", "pooler", "primary"} {
 		s.kills[kind] = new(atomic.Int64)
 	}
 	addr := func() string {
@@ -331,44 +368,6 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 	return s, nil
 }
 
-// startPooler starts PgBouncer in front of dbURL's server and returns it
-// and the settings that reach the database through it.
-func startPooler(cfg Config, dbURL string) (*pgbouncer.Bouncer, []string, error) {
-	upstream, err := pgbouncer.Upstream(dbURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Not below the logs, which the pooler's user may not reach.
-	dir, err := os.MkdirTemp("", "chaos-pgbouncer-")
-	if err != nil {
-		return nil, nil, err
-	}
-	b, err := pgbouncer.Start(upstream, cfg.Profile.PoolerConns, dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	pooled, err := b.URL(dbURL)
-	if err != nil {
-		b.Stop()
-		return nil, nil, err
-	}
-	return b, []string{"DATABASE_URL=" + pooled, "DATABASE_SESSION_URL=" + dbURL}, nil
-}
-
-// killPooler SIGKILLs the pooler every PoolerKillEvery, dropping every
-// connection through it mid-transaction or not, and starts it again a
-// second later, until ctx ends.
-func (s *stack) killPooler(ctx context.Context, b *pgbouncer.Bouncer) {
-	database.Every(ctx, s.cfg.Profile.PoolerKillEvery, func() {
-		b.Kill()
-		s.kills["pooler"].Add(1)
-		sleep(ctx, time.Second)
-		if err := b.Restart(); err != nil {
-			fmt.Fprintf(os.Stderr, "chaos: restart the pooler: %v\n", err)
-		}
-	})
-}
-
 // kill SIGKILLs a random process every KillEvery and restarts it, until ctx
 // ends. The processor is left alone while it is cut off.
 func (s *stack) kill(ctx context.Context) {
@@ -387,24 +386,20 @@ func (s *stack) restart(ctx context.Context, p *proc) {
 	from := time.Now()
 	p.kill()
 	s.kills[p.kind].Add(1)
-	if err := p.start(context.WithoutCancel(ctx)); err != nil {
+	// A worker cannot start while no primary takes writes (its presence
+	// needs one, database.Presence): it is started again until it can.
+	err := p.start(context.WithoutCancel(ctx))
+	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
+		fmt.Fprintf(p.log, "=== chaos: restart failed, again in a second: %v\n", err)
+		time.Sleep(time.Second)
+		err = p.start(context.WithoutCancel(ctx))
+	}
+	if err != nil {
 		fmt.Fprintf(p.log, "=== chaos: restart failed: %v\n", err)
 	}
 	if p.kind == "worker" || p.kind == "receiver" {
-		s.addDown(down{window{from, time.Now()}, p.kind == "worker"})
+		s.downs.add(down{window{from, time.Now()}, p.kind == "worker"})
 	}
-}
-
-func (s *stack) addDown(d down) {
-	s.downsMu.Lock()
-	defer s.downsMu.Unlock()
-	s.downs = append(s.downs, d)
-}
-
-func (s *stack) downWindows() []down {
-	s.downsMu.Lock()
-	defer s.downsMu.Unlock()
-	return append([]down(nil), s.downs...)
 }
 
 // outages cuts the processor off for Outage, from a third of the load on and
@@ -481,6 +476,9 @@ func progress(ctx context.Context, out io.Writer, started time.Time, total time.
 		outage := ""
 		if s.outage.Load() {
 			outage = " | PROCESSOR CUT OFF"
+		}
+		if n := s.kills["primary"].Load(); n > 0 {
+			outage = fmt.Sprintf(", primary %d%s", n, outage)
 		}
 		fmt.Fprintf(out, "chaos %s/%s: %d operations, %d requests (%d duplicate sends, %d refunds) | kills: api %d, worker %d, processor %d%s\n",
 			time.Since(started).Round(time.Second), total, len(l.all()), l.sent.Load(), l.dups.Load(), l.refunds.Load(),

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -45,6 +46,9 @@ type Summary struct {
 	Tarpit  Tarpit
 	Latency Latency
 
+	// Failovers are the primary's kills, in the failover profile.
+	Failovers []Failover
+
 	// Invariants in the order they are printed, with their violations.
 	Invariants []Invariant
 }
@@ -81,6 +85,9 @@ func (s *Summary) Print(out io.Writer) {
 		s.Payments, s.Refunds, s.Requests, s.Dups, s.Resends, s.Async)
 	fmt.Fprintf(tw, "kills (SIGKILL)\tapi %d, worker %d, processor %d, pooler %d\n", s.Kills["api"], s.Kills["worker"], s.Kills["processor"], s.Kills["pooler"])
 	fmt.Fprintf(tw, "processor outages\t%d, each longer than a worker's retry budget\n", s.Outages)
+	if len(s.Failovers) > 0 {
+		fmt.Fprintf(tw, "failovers (primary SIGKILLed)\t%d: %s\n", len(s.Failovers), printFailovers(s.Failovers))
+	}
 	fmt.Fprintf(tw, "payments\t%d succeeded, %d failed (%d given up through the fence)\n", s.Succeeded, s.Failed, s.GivenUp)
 	fmt.Fprintf(tw, "refunds\t%d succeeded, %d failed, %d refused (exceeding or not refundable)\n", s.RefundsSucceeded, s.RefundsFailed, s.RefundsRefused)
 	fmt.Fprintf(tw, "processor ledger\t%d charges, %d refunds\n", s.Charges, s.ProcessorRefunds)
@@ -341,7 +348,7 @@ func checkRun(ctx context.Context, pool *pgxpool.Pool, l *load, ops []*op, outag
 	if err != nil {
 		return err
 	}
-	sum.Invariants = append(sum.Invariants, Invariant{Name: "every replay byte-identical to the first final response", Violations: replays})
+	sum.Invariants = append(sum.Invariants, Invariant{Name: "every replay byte-identical to the first final response, no answered key lost", Violations: replays})
 	merchants, err := checkMerchantWebhooks(ctx, pool, receiverSeen)
 	if err != nil {
 		return fmt.Errorf("merchant webhooks: %w", err)
@@ -449,6 +456,12 @@ func checkReplays(ctx context.Context, pool *pgxpool.Pool, l *load, ops []*op) (
 		var stored []byte
 		err := pool.QueryRow(ctx, `SELECT response_body FROM idempotency_keys WHERE tenant_id = $1 AND key = $2`,
 			tenants[o.tenant].id, o.key).Scan(&stored)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// A key a client was answered for, lost: a failover that
+			// promoted a standby without its commit, say.
+			bad = append(bad, fmt.Sprintf("%s: answered %s, and no such key any more", o.key, first))
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stored response of %s: %w", o.key, err)
 		}

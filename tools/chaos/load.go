@@ -53,9 +53,11 @@ type recorder struct {
 	mismatches []string
 	serverErrs atomic.Int64 // 500s: a bug, whatever the input
 	unexpected []string     // 422s and 404s, which a correct client never gets
+	accepted   []answered   // POSTs answered 201, 202 or 402 (failover.go)
 }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	sent := time.Now()
 	res, err := r.next.RoundTrip(req)
 	if err != nil || req.Method != http.MethodPost {
 		return res, err
@@ -71,6 +73,10 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	id := req.Header.Get("Authorization") + " " + req.Header.Get("Idempotency-Key")
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	switch res.StatusCode {
+	case http.StatusCreated, http.StatusAccepted, http.StatusPaymentRequired:
+		r.accepted = append(r.accepted, answered{sent, time.Now()})
+	}
 	switch {
 	case res.StatusCode == http.StatusInternalServerError:
 		r.serverErrs.Add(1)

@@ -1,0 +1,69 @@
+package database_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
+	"github.com/example/payments/tools/testdb"
+)
+
+// TestIsUnavailable: the errors a failover produces, made for real, say the
+// database went away (a backend terminated under its connection, a write
+// refused as read-only, a server that cannot be reached); the errors of a
+// database that answered do not.
+func TestIsUnavailable(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	db.Exec(t, `CREATE TABLE t (id int PRIMARY KEY)`)
+	ctx := context.Background()
+	connect := func(t *testing.T, url string) *pgx.Conn {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		return conn
+	}
+
+	t.Run("Terminated", func(t *testing.T) {
+		t.Parallel()
+		conn := connect(t, db.URL)
+		db.Exec(t, `SELECT pg_terminate_backend($1)`, conn.PgConn().PID())
+		_, err := conn.Exec(ctx, `SELECT 1`)
+		if err == nil || !database.IsUnavailable(err) {
+			t.Fatalf("a statement on a terminated backend: %v", err)
+		}
+	})
+	t.Run("ReadOnly", func(t *testing.T) {
+		t.Parallel()
+		conn := connect(t, db.URL)
+		// A standby refuses a write so: a demoted primary's connection.
+		if _, err := conn.Exec(ctx, `SET default_transaction_read_only = on`); err != nil {
+			t.Fatal(err)
+		}
+		_, err := conn.Exec(ctx, `INSERT INTO t VALUES (1)`)
+		if !database.IsCode(err, "25006") || !database.IsUnavailable(err) {
+			t.Fatalf("a write refused as read-only: %v", err)
+		}
+	})
+	t.Run("Refused", func(t *testing.T) {
+		t.Parallel()
+		_, err := pgx.Connect(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
+		if err == nil || !database.IsUnavailable(err) {
+			t.Fatalf("a connection refused: %v", err)
+		}
+	})
+	t.Run("Answered", func(t *testing.T) {
+		t.Parallel()
+		conn := connect(t, db.URL)
+		for _, sql := range []string{`INSERT INTO t VALUES (2), (2)`, `SELECT 1/0`, `SELECT * FROM missing`} {
+			if _, err := conn.Exec(ctx, sql); err == nil || database.IsUnavailable(err) {
+				t.Errorf("%s: %v, a database that answered", sql, err)
+			}
+		}
+	})
+}
