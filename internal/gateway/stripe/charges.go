@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	stripego "github.com/stripe/stripe-go/v83"
 
@@ -200,4 +201,36 @@ func (c *Client) searchPayment(ctx context.Context, key string) (*stripego.Payme
 // to hold a key and never confirmed.
 func isFence(pi *stripego.PaymentIntent) bool {
 	return pi.Metadata[metaFence] == "true"
+}
+
+// LedgerCharges lists one page of the PaymentIntents created at or after
+// since, oldest first (payments.Processor), fence PaymentIntents aside; an
+// entry's Reference is the payment its metadata names. The first page
+// (cursor "") walks the window to its oldest end: one request per
+// Config.PageSize PaymentIntents of the window.
+func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
+	return c.ledger(ctx, "payment intents", cursor, func(lp stripego.ListParams) ([]row, bool, error) {
+		params := &stripego.PaymentIntentListParams{ListParams: lp,
+			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+		var page stripego.PaymentIntentList
+		if err := c.get("/v1/payment_intents", params, &page); err != nil {
+			return nil, false, err
+		}
+		if page.Data == nil {
+			return nil, false, unknownf("the answer is not a list of payment intents")
+		}
+		rows := make([]row, len(page.Data))
+		for i, pi := range page.Data {
+			if pi == nil {
+				return nil, false, unknownf("a null payment intent in a list")
+			}
+			rows[i].id = pi.ID
+			if !isFence(pi) {
+				rows[i].entry = &operation.LedgerEntry{ID: pi.ID, IdempotencyKey: pi.Metadata[metaDownstreamKey],
+					Reference: pi.Metadata[metaPaymentID], Succeeded: pi.Status == stripego.PaymentIntentStatusSucceeded,
+					Amount: pi.Amount, Currency: strings.ToUpper(string(pi.Currency)), CreatedAt: time.Unix(pi.Created, 0).UTC()}
+			}
+		}
+		return rows, page.HasMore, nil
+	})
 }

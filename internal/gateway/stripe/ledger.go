@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
-	"time"
 
 	stripego "github.com/stripe/stripe-go/v83"
 
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/refunds"
 )
 
 // row is one object of a list page: its id, the cursor that pages from it,
@@ -24,67 +21,6 @@ type row struct {
 // newest first as Stripe lists, and reports whether more follow in the
 // direction lp pages.
 type listPage func(lp stripego.ListParams) (rows []row, more bool, err error)
-
-// LedgerCharges lists one page of the PaymentIntents created at or after
-// since, oldest first (payments.Processor), fence PaymentIntents aside; an
-// entry's Reference is the payment its metadata names. The first page
-// (cursor "") walks the window to its oldest end: one request per
-// Config.PageSize PaymentIntents of the window.
-func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return c.ledger(ctx, "payment intents", cursor, func(lp stripego.ListParams) ([]row, bool, error) {
-		params := &stripego.PaymentIntentListParams{ListParams: lp,
-			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
-		var page stripego.PaymentIntentList
-		if err := c.get("/v1/payment_intents", params, &page); err != nil {
-			return nil, false, err
-		}
-		if page.Data == nil {
-			return nil, false, unknownf("the answer is not a list of payment intents")
-		}
-		rows := make([]row, len(page.Data))
-		for i, pi := range page.Data {
-			if pi == nil {
-				return nil, false, unknownf("a null payment intent in a list")
-			}
-			rows[i].id = pi.ID
-			if !isFence(pi) {
-				rows[i].entry = &operation.LedgerEntry{ID: pi.ID, IdempotencyKey: pi.Metadata[metaDownstreamKey],
-					Reference: pi.Metadata[metaPaymentID], Succeeded: pi.Status == stripego.PaymentIntentStatusSucceeded,
-					Amount: pi.Amount, Currency: strings.ToUpper(string(pi.Currency)), CreatedAt: time.Unix(pi.Created, 0).UTC()}
-			}
-		}
-		return rows, page.HasMore, nil
-	})
-}
-
-// LedgerRefunds lists one page of the refunds created at or after since,
-// oldest first (refunds.Processor); an entry's Reference is the refund its
-// downstream key names, empty for a refund made under no key of ours. The
-// first page walks the window as LedgerCharges's does.
-func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return c.ledger(ctx, "refunds", cursor, func(lp stripego.ListParams) ([]row, bool, error) {
-		page, err := c.refundPage(&stripego.RefundListParams{ListParams: lp,
-			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}})
-		if err != nil {
-			return nil, false, err
-		}
-		rows := make([]row, len(page.Data))
-		for i, r := range page.Data {
-			if r == nil {
-				return nil, false, unknownf("a null refund in a list")
-			}
-			key := r.Metadata[metaDownstreamKey]
-			ours, ok := strings.CutPrefix(key, refunds.Names.DownstreamKey(""))
-			if !ok {
-				ours = ""
-			}
-			rows[i] = row{id: r.ID, entry: &operation.LedgerEntry{ID: r.ID, IdempotencyKey: key, Reference: ours,
-				Succeeded: r.Status == stripego.RefundStatusSucceeded, Amount: r.Amount,
-				Currency: strings.ToUpper(string(r.Currency)), CreatedAt: time.Unix(r.Created, 0).UTC()}}
-		}
-		return rows, page.HasMore, nil
-	})
-}
 
 // ledger is every kind's Ledger over list, a list Stripe gives newest
 // first: one page oldest first, and the cursor of the next ("" after the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v83"
@@ -145,4 +146,33 @@ func (c *Client) refundPage(params *stripego.RefundListParams) (*stripego.Refund
 		return nil, unknownf("the answer is not a list of refunds")
 	}
 	return &page, nil
+}
+
+// LedgerRefunds lists one page of the refunds created at or after since,
+// oldest first (refunds.Processor); an entry's Reference is the refund its
+// downstream key names, empty for a refund made under no key of ours. The
+// first page walks the window as LedgerCharges's does.
+func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
+	return c.ledger(ctx, "refunds", cursor, func(lp stripego.ListParams) ([]row, bool, error) {
+		page, err := c.refundPage(&stripego.RefundListParams{ListParams: lp,
+			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}})
+		if err != nil {
+			return nil, false, err
+		}
+		rows := make([]row, len(page.Data))
+		for i, r := range page.Data {
+			if r == nil {
+				return nil, false, unknownf("a null refund in a list")
+			}
+			key := r.Metadata[metaDownstreamKey]
+			ours, ok := strings.CutPrefix(key, refunds.Names.DownstreamKey(""))
+			if !ok {
+				ours = ""
+			}
+			rows[i] = row{id: r.ID, entry: &operation.LedgerEntry{ID: r.ID, IdempotencyKey: key, Reference: ours,
+				Succeeded: r.Status == stripego.RefundStatusSucceeded, Amount: r.Amount,
+				Currency: strings.ToUpper(string(r.Currency)), CreatedAt: time.Unix(r.Created, 0).UTC()}}
+		}
+		return rows, page.HasMore, nil
+	})
 }
