@@ -7,7 +7,7 @@ GO ?= go
 .PHONY: help run test chaos bench bench-count build migrate seed vet fuzz clean
 
 ## run: build, migrate, seed the demo tenants and Acme's webhook endpoint at the demo receiver, then run
-## processor, worker, API and receiver until Ctrl-C (logs as text; LOG_FORMAT=json for what production writes)
+## the stand-in processor (PROCESSOR=fake, the default), worker, API and receiver until Ctrl-C (logs as text; LOG_FORMAT=json for what production writes)
 run migrate seed: export LOG_FORMAT ?= text
 # Demo secrets, public like the demo API keys: set your own outside a demo.
 run seed: export WEBHOOK_SECRETS_KEY ?= ZGVtby1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI=

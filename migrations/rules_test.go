@@ -88,7 +88,9 @@ VALUES ('pay_zero', 'ten_rules', 0, 'USD', 'pm_card_visa', 'processing', now(), 
 		{"a refund of 0", `UPDATE refunds SET amount = 0`, "refunds_amount_check"},
 		{"an unknown refund reason", `UPDATE refunds SET reason = 'whim'`, "refunds_reason_check"},
 		{"a refund reason", `UPDATE refunds SET reason = 'requested_by_customer'`, ""},
-		{"an unknown refund status", `UPDATE refunds SET status = 'pending'`, "refunds_status_check"},
+		{"an unknown refund status", `UPDATE refunds SET status = 'paid'`, "refunds_status_check"},
+		{"a pending refund", `UPDATE refunds SET status = 'pending'`, ""},
+		{"a payment may not wait", `UPDATE payments SET status = 'pending'`, "payments_status_check"},
 		{"a refund settled by someone unknown", `UPDATE refunds SET settled_by = 'operator'`, "refunds_settled_by_check"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

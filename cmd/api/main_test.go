@@ -15,5 +15,15 @@ func TestMain(m *testing.M) {
 // TestHelp lists the variables the API reads.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	cmdtest.Help(t, run, "DATABASE_URL", "API_ADDR", "IDEMPOTENCY_KEY_RETENTION", "TENANT_RATE_LIMIT", "LOG_FORMAT")
+	cmdtest.Help(t, run, "DATABASE_URL", "API_ADDR", "IDEMPOTENCY_KEY_RETENTION", "TENANT_RATE_LIMIT", "LOG_FORMAT",
+		// Each processor's own settings, under its name.
+		"With PROCESSOR=fake", "PROCESSOR_URL", "PROCESSOR_WEBHOOK_SECRET", "With PROCESSOR=stripe", "STRIPE_API_KEY", "STRIPE_WEBHOOK_SECRET")
+}
+
+// TestUnknownProcessor: a processor the service has no adapter for is
+// refused at start, naming the ones it has; nothing falls through to the
+// fake processor.
+func TestUnknownProcessor(t *testing.T) {
+	t.Setenv("PROCESSOR", "nope")
+	cmdtest.Refuses(t, run, `PROCESSOR ("nope") names no processor of this service: it must be one of fake, stripe`)
 }

@@ -9,7 +9,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/catalog"
-	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testkind"
@@ -18,9 +17,6 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// The processor's adapter makes every kind's calls.
-var _ catalog.Processor = (*gateway.Client)(nil)
 
 // admitted reports whether the migrated schema's checks admit a kind: its
 // type in the reconciliation queue, its recovery point on a key. It writes

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/webhook"
@@ -18,24 +19,13 @@ import (
 
 // ProcessorWebhooks is how the API receives the processor's webhooks.
 type ProcessorWebhooks struct {
-	// Secrets verify the deliveries (webhook.Secrets for the fake processor,
-	// stripe.Secrets for Stripe); with none, every delivery is refused.
-	Secrets Verifier
-	// Parse reads a verified body into the event about one operation
-	// (gateway.ParseEvent or stripe.ParseEvent, for the processor this
-	// service calls).
-	Parse func(body []byte) (operation.ProcessorEvent, error)
+	// Webhooks verify, split and answer the deliveries, as the adapter of
+	// the processor this service calls declares them; with none, every
+	// delivery is refused.
+	Webhooks gateway.Webhooks
 	// Now is the clock the timestamp tolerance is decided by; nil means
 	// time.Now.
 	Now func() time.Time
-}
-
-// Verifier checks that a delivery of the processor's webhook was signed by
-// the processor, on its raw body, before anything reads it, and returns the
-// id of the event it carries. A refusal wraps webhook.ErrSignature, or
-// webhook.ErrStale for one correctly signed outside the tolerance.
-type Verifier interface {
-	Verify(body []byte, h http.Header, now time.Time) (id string, err error)
 }
 
 // The results of a delivery, the values of the result label: those of
@@ -45,7 +35,7 @@ const (
 	webhookStale            = "stale"
 	webhookMalformed        = "malformed"
 	webhookTooLarge         = "too_large"
-	webhookIgnored          = "ignored"
+	webhookIgnored          = gateway.ResultIgnored
 )
 
 // webhookResults are every value of the result label, so that each series
@@ -68,9 +58,12 @@ func newWebhookMetrics(reg prometheus.Registerer) *prometheus.CounterVec {
 
 // receiveProcessorWebhook is POST /v1/processor/webhooks. The signature
 // alone authenticates it: verified on the raw body, before anything is
-// read from it. An accepted event is recorded durably, with the job that
-// settles its operation, before the 200; a duplicate is a 200 that changed
-// nothing. Any refusal changes nothing.
+// read from it. A delivery may carry several events (the processor's
+// adapter splits it): each accepted event is recorded durably, with the job
+// that settles its operation, before the delivery is answered as the
+// processor expects; a duplicate changes nothing. A refusal of the
+// delivery, or of any of its events, records nothing more: the processor
+// sends it again, and what was recorded is a duplicate then.
 func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if errors.Is(err, render.ErrTooLarge) {
@@ -85,9 +78,9 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 	if in.Now != nil {
 		now = in.Now
 	}
-	id, err := "", error(webhook.ErrSignature)
-	if in.Secrets != nil {
-		id, err = in.Secrets.Verify(body, r.Header, now())
+	err = webhook.ErrSignature
+	if in.Webhooks != nil {
+		err = in.Webhooks.Verify(body, r.Header, now())
 	}
 	if err != nil {
 		result := webhookInvalidSignature
@@ -100,35 +93,48 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 		s.writeError(w, r, render.ErrWebhookSignature)
 		return
 	}
-	ev, err := in.Parse(body)
-	if err == nil && ev.ID != id {
-		err = fmt.Errorf("%w: the event id %q is not the webhook-id %q", operation.ErrEventMalformed, ev.ID, id)
+	events, err := in.Webhooks.Events(body, r.Header)
+	if err == nil && len(events) == 0 {
+		err = fmt.Errorf("%w: the delivery carries no event", operation.ErrEventMalformed)
 	}
-	switch {
-	case errors.Is(err, operation.ErrEventNotHandled):
-		s.countWebhook(webhookIgnored)
-		writeJSON(w, http.StatusOK, webhookReceipt{ID: id, Result: webhookIgnored})
-		return
-	case err != nil:
+	if err != nil {
 		s.countWebhook(webhookMalformed)
-		s.Logger.ErrorContext(r.Context(), "processor webhook malformed", "request_id", requestIDOf(r.Context()), "webhook_id", id, "err", err)
+		s.Logger.ErrorContext(r.Context(), "processor webhook malformed", "request_id", requestIDOf(r.Context()),
+			"webhook_id", loggedHeader(r.Header, webhook.HeaderID), "err", err)
 		s.writeError(w, r, err)
 		return
 	}
-	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments.processor_event_id", id),
+	receipts := make([]gateway.Receipt, len(events))
+	for i, ev := range events {
+		if receipts[i], err = s.receiveProcessorEvent(r, ev); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	in.Webhooks.Answer(w, receipts)
+}
+
+// receiveProcessorEvent records one event of a verified delivery and counts
+// what came of it.
+func (s *Server) receiveProcessorEvent(r *http.Request, ev gateway.Event) (gateway.Receipt, error) {
+	if ev.Ignored {
+		s.countWebhook(webhookIgnored)
+		return gateway.Receipt{ID: ev.ID, Result: gateway.ResultIgnored}, nil
+	}
+	span := trace.SpanFromContext(r.Context())
+	span.SetAttributes(attribute.String("payments.processor_event_id", ev.ID),
 		attribute.String("payments.downstream_key", ev.DownstreamKey))
-	result, err := s.Ops.ReceiveProcessorEvent(r.Context(), ev)
+	result, err := s.Ops.ReceiveProcessorEvent(r.Context(), ev.ProcessorEvent)
 	if err != nil {
 		if errors.Is(err, operation.ErrEventMalformed) {
 			// A state its kind does not declare.
 			s.countWebhook(webhookMalformed)
 		}
-		s.writeError(w, r, err)
-		return
+		return gateway.Receipt{}, err
 	}
 	s.countWebhook(result)
-	trace.SpanFromContext(r.Context()).SetAttributes(attribute.String("payments.processor_event_result", result))
-	writeJSON(w, http.StatusOK, webhookReceipt{ID: id, Result: result})
+	span.SetAttributes(attribute.String("payments.processor_event_result", result))
+	return gateway.Receipt{ID: ev.ID, Result: result}, nil
 }
 
 // maxLoggedHeader bounds what the line of a refused delivery keeps of each
@@ -146,12 +152,6 @@ func loggedHeader(h http.Header, name string) string {
 		v = v[:maxLoggedHeader]
 	}
 	return strings.ToValidUTF8(v, "")
-}
-
-// webhookReceipt is the answer to a delivery the API took.
-type webhookReceipt struct {
-	ID     string `json:"id"`
-	Result string `json:"result"`
 }
 
 func (s *Server) countWebhook(result string) {

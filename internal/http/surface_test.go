@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
@@ -203,7 +202,7 @@ func TestSurfaceInternalListenersLoopback(t *testing.T) {
 	var a api.Config
 	var w worker.Config
 	for _, cfg := range []any{&a, &w} {
-		if err := envconfig.Process("payments_surface_test_unset", cfg); err != nil {
+		if err := process.Load(cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,7 +227,7 @@ func TestSurfaceDashboardNotFramed(t *testing.T) {
 	t.Parallel()
 	const password = "surface-dashboard-password"
 	var cfg worker.Config
-	if err := envconfig.Process("payments_surface_test_unset", &cfg); err != nil {
+	if err := process.Load(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.SecretsKey.Decode(stacktest.SecretsKey); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/example/payments/internal/catalog"
-	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
@@ -170,7 +170,7 @@ func TestGiveUpWhileInFlight(t *testing.T) {
 	// processor's latency, as the close must wait for what is in flight.
 	patient := func(s *stacktest.Stack) (*operation.Runner, *operation.Reconciler) {
 		ops := *s.Ops
-		ops.Kinds = catalog.Kinds(gateway.New(s.Processor.URL, 10*time.Second))
+		ops.Kinds = catalog.Kinds(fake.New(s.Processor.URL, 10*time.Second))
 		rec := *s.Reconciler
 		rec.Ops = &ops
 		return &ops, &rec

@@ -255,6 +255,9 @@ type WorkerConfig struct {
 	FetchPollInterval time.Duration
 	// LedgerTimeout bounds one ledger comparison. Zero means JobTimeout.
 	LedgerTimeout time.Duration
+	// CompareLedger schedules the ledger comparison: false for a processor
+	// that lists no ledger (operation.Processor.Ledger).
+	CompareLedger bool
 	// ReconcileInterval schedules the ledger comparison and ReapInterval the
 	// reaper; zero leaves a job out.
 	ReconcileInterval time.Duration
@@ -318,7 +321,7 @@ func NewWorker(pool *pgxpool.Pool, logger *slog.Logger, cfg WorkerConfig, deps D
 			return nil, err
 		}
 	}
-	if cfg.ReconcileInterval > 0 {
+	if cfg.ReconcileInterval > 0 && cfg.CompareLedger {
 		periodic = append(periodic, everyInterval(cfg.ReconcileInterval, LedgerArgs{}))
 	}
 	if deps.Keys != nil {

@@ -15,9 +15,9 @@ import (
 type Calls struct {
 	// Make is the one call that makes the object (Pending.Make): <object>.
 	Make string
-	// Find is Kind.Find: find_<object>.
+	// Find is Pending.Find: find_<object>.
 	Find string
-	// Close is Kind.Close, the fence: close_<object>.
+	// Close is Pending.Close, the fence: close_<object>.
 	Close string
 	// Ledger is Kind.Ledger, one page: ledger_<object>s.
 	Ledger string
@@ -79,8 +79,8 @@ func (r *Registry) Calls() []string {
 }
 
 // Timed is a registry of r's kinds, in r's order, each of whose processor
-// calls is timed by t under its name (Names.Calls): Pending.Make, as Load
-// sets it, Kind.Find, Kind.Close and Kind.Ledger. The machinery makes every
+// calls is timed by t under its name (Names.Calls): Pending.Make,
+// Pending.Find and Pending.Close, as Load sets them, and Kind.Ledger. The machinery makes every
 // processor call through a kind of its registry, so a kind's calls are timed
 // without its naming them. Everything else of a kind is its own.
 func (r *Registry) Timed(t CallTimer) *Registry {
@@ -105,30 +105,32 @@ func (k timedKind) time(ctx context.Context, call string, start time.Time, err *
 	k.timer.Called(ctx, call, CallOutcome(*err), time.Since(start))
 }
 
-// Load implements Kind: the kind's Load, its Make timed.
+// Load implements Kind: the kind's Load, its Make, Find and Close timed
+// (those its processor has).
 func (k timedKind) Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (Pending, error) {
 	p, err := k.Kind.Load(ctx, db, id, deadline)
-	if err != nil || p.Make == nil {
+	if err != nil {
 		return p, err
 	}
-	made := p.Make
-	p.Make = func(ctx context.Context) (_ Outcome, err error) {
-		defer k.time(ctx, k.calls.Make, time.Now(), &err)
-		return made(ctx)
+	if made := p.Make; made != nil {
+		p.Make = func(ctx context.Context) (_ Outcome, err error) {
+			defer k.time(ctx, k.calls.Make, time.Now(), &err)
+			return made(ctx)
+		}
+	}
+	if find := p.Find; find != nil {
+		p.Find = func(ctx context.Context) (_ Outcome, _ bool, err error) {
+			defer k.time(ctx, k.calls.Find, time.Now(), &err)
+			return find(ctx)
+		}
+	}
+	if closeKey := p.Close; closeKey != nil {
+		p.Close = func(ctx context.Context) (_ Outcome, _ bool, err error) {
+			defer k.time(ctx, k.calls.Close, time.Now(), &err)
+			return closeKey(ctx)
+		}
 	}
 	return p, nil
-}
-
-// Find implements Kind.
-func (k timedKind) Find(ctx context.Context, key string) (_ Outcome, _ bool, err error) {
-	defer k.time(ctx, k.calls.Find, time.Now(), &err)
-	return k.Kind.Find(ctx, key)
-}
-
-// Close implements Kind.
-func (k timedKind) Close(ctx context.Context, key string) (_ Outcome, _ bool, err error) {
-	defer k.time(ctx, k.calls.Close, time.Now(), &err)
-	return k.Kind.Close(ctx, key)
 }
 
 // Ledger implements Kind.

@@ -180,8 +180,13 @@ func TestTimed(t *testing.T) {
 		if !ok || id != "wid_000000000000000000000000" || byKey.Names() != testkind.Names {
 			t.Fatalf("by downstream key: %v, %s, %t", byKey, id, ok)
 		}
+		w := h.widget(10)
 		for _, k := range []operation.Kind{byType, byKey} {
-			if _, found, err := k.Find(t.Context(), "gadget_none"); err != nil || found {
+			p, err := k.Load(t.Context(), h.db.Pool, w, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, found, err := p.Find(t.Context()); err != nil || found {
 				t.Fatalf("find: %t, %v", found, err)
 			}
 		}

@@ -63,16 +63,10 @@ type Kind interface {
 	// response stored on its key and replayed to every retry.
 	Final(ctx context.Context, tx pgx.Tx, id string) (Final, error)
 
-	// Find asks the processor what was made under the downstream key: found
-	// is false only when the processor confirms that nothing was (yet).
-	Find(ctx context.Context, key string) (out Outcome, found bool, err error)
-	// Close is the processor's fence: once it returns, nothing can ever be
-	// made under key; made reports what was made before (the close waits
-	// for what is in flight).
-	Close(ctx context.Context, key string) (out Outcome, made bool, err error)
 	// Ledger is one page of the processor's ledger of this kind, created
 	// after since, oldest first, after cursor ("" first); next is "" after
-	// the last page.
+	// the last page. It is called only when the processor declares a
+	// ledger (Processor.Ledger).
 	Ledger(ctx context.Context, since time.Time, cursor string) (page []LedgerEntry, next string, err error)
 	// Accounted reads how our records stand for the operations ids, for the
 	// ledger comparison: one query for a whole page.
@@ -235,7 +229,7 @@ var (
 	// one, or the processor is asked what happened.
 	ErrProcessorUnknown = errors.New("processor outcome unknown")
 	// ErrKeyClosed reports an operation refused because its downstream key
-	// was closed (Kind.Close): the service gave up on it, and nothing was or
+	// was closed (Pending.Close): the service gave up on it, and nothing was or
 	// ever will be made with that key.
 	ErrKeyClosed = errors.New("processor: downstream key closed")
 )
@@ -262,10 +256,22 @@ type Pending struct {
 	// states read Status (the machinery sets it when it loads the
 	// operation); nil while it is processing.
 	Recorded *Outcome
+	// CreatedAt is when the operation was created, by the database clock.
+	CreatedAt time.Time
 	// Make is the one processor call, made with the operation's downstream
 	// key: a definite Outcome, or an error wrapping ErrProcessorUnknown or
 	// ErrKeyClosed.
 	Make func(ctx context.Context) (Outcome, error)
+	// Find asks the processor what was made under the operation's
+	// downstream key, sending what Make sends: found is false only when the
+	// processor confirms that nothing was (yet). Nil when the processor has
+	// no lookup (Processor.Lookup is not LookupQuery).
+	Find func(ctx context.Context) (out Outcome, found bool, err error)
+	// Close is the processor's fence on the operation's downstream key:
+	// once it returns, nothing can ever be made under it; made reports what
+	// was made before (the close waits for what is in flight). Nil when the
+	// processor has no fence (Processor.Fence).
+	Close func(ctx context.Context) (out Outcome, made bool, err error)
 }
 
 // recordedOf is the outcome recorded on p, an operation of kind k, as its
@@ -279,19 +285,21 @@ func recordedOf(k Kind, p Pending) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{ID: deref(p.ProcessorID), Succeeded: st.Succeeded, Status: st.Status, FailureCode: deref(p.FailureCode)}, nil
+	return &Outcome{ID: deref(p.ProcessorID), Succeeded: st.Succeeded, Waiting: st.Waiting, Status: st.Status,
+		FailureCode: deref(p.FailureCode)}, nil
 }
 
 // ScanPending reads the row of a kind's Load query, which selects, in this
 // order: tenant_id, idempotency_key_id, amount, currency, status, the
-// processor's id, failure_code, whether the deadline has passed
+// processor's id, failure_code, created_at, whether the deadline has passed
 // (now() >= created_at + $2::interval) and the key's recovery point (a
 // subquery); then what the kind's processor call needs, into extra. A
-// missing row is an error wrapping ErrNotFound. The kind sets Make.
+// missing row is an error wrapping ErrNotFound. The kind sets Make, and
+// Find and Close where its processor has them.
 func ScanPending(row pgx.Row, resourceType string, extra ...any) (Pending, error) {
 	var p Pending
 	err := row.Scan(append([]any{&p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.Status, &p.ProcessorID, &p.FailureCode,
-		&p.PastDeadline, &p.RecoveryPoint}, extra...)...)
+		&p.CreatedAt, &p.PastDeadline, &p.RecoveryPoint}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Pending{}, NotFound(resourceType)
 	}
@@ -348,9 +356,13 @@ type Outcome struct {
 	ID        string
 	Succeeded bool
 	// Status is the kind's state the outcome puts the operation in (one of
-	// its States, agreeing with Succeeded); empty: the first of its states
-	// that succeeded, or that failed, as Succeeded says.
-	Status         string
+	// its States, agreeing with Succeeded and Waiting); empty: the first of
+	// its states that succeeded, or that failed, as Succeeded says, and
+	// that waits as Waiting says.
+	Status string
+	// Waiting is a success the processor has not finished: it settles the
+	// operation later, by its webhook (Processor.ByWebhook).
+	Waiting        bool
 	FailureCode    string
 	FailureMessage string
 }

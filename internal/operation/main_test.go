@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,12 +133,12 @@ func (f *fakeProcessor) find(key string) (operation.Outcome, bool, error) {
 	return out, ok && !f.hidden[key], nil
 }
 
-func (f *fakeProcessor) FindCharge(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return f.find(key)
+func (f *fakeProcessor) FindCharge(_ context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	return f.find(req.IdempotencyKey)
 }
 
-func (f *fakeProcessor) FindRefund(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return f.find(key)
+func (f *fakeProcessor) FindRefund(_ context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	return f.find(req.IdempotencyKey)
 }
 
 // close is the fence: whatever was made stands, and nothing more can be.
@@ -151,12 +152,12 @@ func (f *fakeProcessor) close(key string) (operation.Outcome, bool, error) {
 	return operation.Outcome{}, false, nil
 }
 
-func (f *fakeProcessor) CloseCharge(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return f.close(key)
+func (f *fakeProcessor) CloseCharge(_ context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	return f.close(req.IdempotencyKey)
 }
 
-func (f *fakeProcessor) CloseRefund(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return f.close(key)
+func (f *fakeProcessor) CloseRefund(_ context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	return f.close(req.IdempotencyKey)
 }
 
 // page returns a page of ledger after since, oldest first; the cursor is an
@@ -277,6 +278,11 @@ type harness struct {
 
 const tenant = "ten_acme"
 
+// inMemory is what the in-memory processor can do: everything, as the
+// fake processor's adapter declares.
+var inMemory = operation.Processor{Name: "memory", Lookup: operation.LookupQuery, Fence: true, Ledger: true, LedgerPage: 1000,
+	KeyRetention: 7 * 24 * time.Hour, PaymentMethod: operation.Format{Pattern: regexp.MustCompile(`^pm_[a-z_]+$`), Example: "pm_card_visa"}}
+
 // newHarness runs the two kinds these tests drive, payments and refunds,
 // whatever else the service's list holds.
 func newHarness(t *testing.T) *harness {
@@ -294,11 +300,12 @@ func newHarnessOf(t *testing.T, list func(*fakeProcessor) *operation.Registry) *
 	keys := &idempotency.Store{DB: db.Pool, LockTimeout: time.Minute, Retention: 24 * time.Hour}
 	proc := newFakeProcessor()
 	kinds := list(proc)
-	ops := &operation.Runner{DB: db.Pool, Keys: keys, Kinds: kinds, MaxAttempts: 3, Deadline: time.Hour}
+	ops := &operation.Runner{DB: db.Pool, Keys: keys, Kinds: kinds, MaxAttempts: 3, Deadline: time.Hour, Processor: inMemory}
 	fj := &fakeJobs{of: map[string]int64{}}
 	return &harness{
 		t: t, db: db, proc: proc, ops: ops, jobs: fj, relay: &outbox.Relay{DB: db.Pool, Jobs: fj, BatchSize: 100},
-		svc: &operation.Service{DB: db.Pool, Keys: keys, Jobs: fj, Kinds: kinds, Render: render.New(kinds, nil, nil)},
+		svc: &operation.Service{DB: db.Pool, Keys: keys, Jobs: fj, Kinds: kinds, Render: render.New(kinds, nil, nil),
+			Processor: inMemory},
 		rec: &operation.Reconciler{Ops: ops, Logger: testLogger(t), Window: time.Hour, Grace: 0, BatchSize: 100,
 			Parallel: 4},
 	}

@@ -68,7 +68,7 @@ func TestCharge(t *testing.T) {
 	onHarness(t, "ClosedKeyMeansGivenUp", func(t *testing.T, h *harness) {
 		p := h.pay("pm_card_visa")
 		// Another runner gave up and closed the key before this attempt.
-		if _, _, err := h.proc.CloseCharge(t.Context(), payments.Names.DownstreamKey(p.ID)); err != nil {
+		if _, _, err := h.proc.CloseCharge(t.Context(), payments.ChargeRequest{IdempotencyKey: payments.Names.DownstreamKey(p.ID)}); err != nil {
 			t.Fatal(err)
 		}
 		h.run(payments.Names.Type, p.ID)

@@ -2,6 +2,7 @@ package operation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -262,11 +263,18 @@ func (r *Reconciler) settleOne(ctx context.Context, kind, id string) settled {
 // tracerName names the spans this package makes.
 const tracerName = "github.com/example/payments/internal/operation"
 
+// ErrNoLedger reports a ledger comparison asked of a processor that lists no
+// ledger (Processor.Ledger): the worker does not schedule one, and says so.
+var ErrNoLedger = errors.New("the processor lists no ledger: the comparison is off")
+
 // CompareLedger walks both sides of the processor's ledger over the window:
 // it marks operations the ledger shows stuck (Repaired) and adds anything
 // else unaccounted for to the needs-review queue (Flagged).
 func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
 	var report Report
+	if !r.Ops.Processor.Ledger {
+		return report, fmt.Errorf("%w: %s", ErrNoLedger, r.Ops.Processor.Name)
+	}
 	for _, k := range r.Ops.Kinds.Kinds() {
 		repaired, flagged, err := r.compare(ctx, k)
 		report.Repaired += repaired

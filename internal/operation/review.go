@@ -26,7 +26,8 @@ const (
 
 // Reviews are a kind's cases, derived from its names: for a payment (whose
 // processor object is a charge), payment_given_up, unknown_charge,
-// duplicate_charge, charged_after_failure and charge_amount_mismatch.
+// duplicate_charge, charged_after_failure, charge_amount_mismatch and
+// payment_past_deadline.
 type Reviews struct {
 	// GivenUp is an operation given up on: failed with processor_error once
 	// the processor confirmed, through the fence, that nothing was made.
@@ -41,17 +42,21 @@ type Reviews struct {
 	// Mismatch is the processor object recorded for an operation, for
 	// another amount or currency than the operation's.
 	Mismatch string
+	// Unfenced is an operation past its deadline that the processor has no
+	// fence to give up with (Processor.Fence): it stays processing.
+	Unfenced string
 }
 
 // Reviews are the kind's cases in the needs-review queue.
 func (n Names) Reviews() Reviews {
 	return Reviews{GivenUp: n.Type + "_given_up", Unknown: "unknown_" + n.Object, Duplicate: "duplicate_" + n.Object,
-		AfterFailure: n.Done + "_after_failure", Mismatch: n.Object + "_amount_mismatch"}
+		AfterFailure: n.Done + "_after_failure", Mismatch: n.Object + "_amount_mismatch",
+		Unfenced: n.Type + "_past_deadline"}
 }
 
 // All lists the cases.
 func (r Reviews) All() []string {
-	return []string{r.Unknown, r.Duplicate, r.AfterFailure, r.Mismatch, r.GivenUp}
+	return []string{r.Unknown, r.Duplicate, r.AfterFailure, r.Mismatch, r.GivenUp, r.Unfenced}
 }
 
 // ErrReviewNotFound reports a case that does not exist or is already resolved.

@@ -173,7 +173,8 @@ func tracedService(t *testing.T, h *harness) (*operation.Service, *river.Client[
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &operation.Service{DB: pool, Keys: keys, Jobs: jobs.Queue{Client: inserter}, Kinds: h.svc.Kinds, Render: h.svc.Render}
+	svc := &operation.Service{DB: pool, Keys: keys, Jobs: jobs.Queue{Client: inserter}, Kinds: h.svc.Kinds, Render: h.svc.Render,
+		Processor: h.svc.Processor}
 	return svc, inserter, traced
 }
 

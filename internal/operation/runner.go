@@ -52,6 +52,10 @@ type Runner struct {
 	// may still be attempted. It is policy, when to stop trying, not what
 	// makes giving up safe: the fence does that.
 	Deadline time.Duration
+	// Processor is what the processor can do: how the reconciler asks it
+	// (a lookup, a call made again, its webhook) and whether it can give up
+	// through the fence.
+	Processor Processor
 	// Observer, when set, is told what the operations settle.
 	Observer Observer
 	// Subscribers, when set, hear of every event staged.
@@ -259,35 +263,99 @@ func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string, r *reco
 }
 
 // learn finds out the operation's outcome. The worker makes the call; the
-// reconciler first asks what happened under the downstream key, makes the
-// call again only while the processor confirms it absent, and past the
-// deadline gives up through the fence.
+// reconciler asks the processor what happened under the downstream key as
+// the processor can be asked (Processor.Lookup), makes the call again only
+// while nothing is known to be made, and past the deadline gives up through
+// the fence, or, for a processor without one, flags the operation for
+// review and goes on asking.
 func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconciling bool) (outcome, error) {
 	n := k.Names()
 	key := n.DownstreamKey(id)
 	if reconciling {
-		out, found, err := k.Find(ctx, key)
-		switch {
-		case err != nil:
-			return outcome{}, fmt.Errorf("find %s: %w", key, err)
-		case found:
-			return outcome{Outcome: out}, nil
-		case p.PastDeadline:
-			return o.giveUp(ctx, k, key)
+		if o.Processor.Lookup == LookupQuery {
+			out, found, err := p.Find(ctx)
+			switch {
+			case err != nil:
+				return outcome{}, fmt.Errorf("find %s: %w", key, err)
+			case found:
+				return outcome{Outcome: out}, nil
+			}
+		}
+		if p.PastDeadline {
+			if o.Processor.Fence {
+				return o.giveUp(ctx, k, p, key)
+			}
+			if err := o.flagUnfenced(ctx, k, id); err != nil {
+				return outcome{}, err
+			}
+			if o.Processor.Lookup == LookupQuery {
+				return outcome{}, fmt.Errorf("%w: %s %s: nothing is made under %s, and the processor has no fence to give up with", ErrAwaitingProcessor, n.Type, id, key)
+			}
+		}
+		if err := o.askable(p); err != nil {
+			return outcome{}, fmt.Errorf("%s %s: %w", n.Type, id, err)
 		}
 	}
 	out, err := p.Make(ctx)
-	if errors.Is(err, ErrKeyClosed) {
+	if errors.Is(err, ErrKeyClosed) && o.Processor.Fence {
 		// Another runner gave up first: closing again answers what it learned.
 		trace.SpanFromContext(ctx).AddEvent("downstream key closed by another runner", trace.WithAttributes(
 			attribute.String("downstream_key", key)))
-		return o.giveUp(ctx, k, key)
+		return o.giveUp(ctx, k, p, key)
 	}
 	if err != nil {
 		return outcome{}, fmt.Errorf("%s %s: %w", n.Object, id, err)
 	}
 	crash.At(n.CrashPoint())
 	return outcome{Outcome: out}, nil
+}
+
+// ErrAwaitingProcessor reports an operation the reconciler cannot settle
+// until the processor speaks: it has no lookup, or no longer keeps the key
+// a call made again would be answered under, or it has no fence and
+// nothing is made. The operation stays marked; the processor's webhook, or
+// a later pass, settles it.
+var ErrAwaitingProcessor = errors.New("waiting for the processor")
+
+// replayMargin is the part of the processor's key retention a call is not
+// made again in, for a processor that is asked by making the call again
+// (LookupReplay): the retention runs from the key's first use, which is
+// after the operation's creation, and the margin covers the clocks' skew.
+const replayMargin = 10
+
+// askable refuses, for a processor the reconciler asks by making the call
+// again, an operation whose key it may have forgotten (past its retention,
+// a call made again would be made anew), and every operation for a
+// processor with no lookup: their outcome waits for the processor's
+// webhook.
+func (o *Runner) askable(p Pending) error {
+	retention := o.Processor.KeyRetention
+	switch o.Processor.Lookup {
+	case LookupQuery:
+	case LookupNone:
+		return fmt.Errorf("%w: the processor has no lookup; its webhook settles the operation", ErrAwaitingProcessor)
+	case LookupReplay:
+		if time.Since(p.CreatedAt) >= retention-retention/replayMargin {
+			return fmt.Errorf("%w: the processor may have forgotten the key (it keeps keys %s); its webhook settles the operation",
+				ErrAwaitingProcessor, retention)
+		}
+	default:
+		return fmt.Errorf("the processor (%q) declares no lookup the reconciler knows: %q", o.Processor.Name, o.Processor.Lookup)
+	}
+	return nil
+}
+
+// flagUnfenced opens, once, the review case of an operation past its
+// deadline that cannot be given up: the processor has no fence.
+func (o *Runner) flagUnfenced(ctx context.Context, k Kind, id string) error {
+	n := k.Names()
+	detail := fmt.Sprintf("%s %s is past its deadline, and the processor (%s) has no fence to give it up with: "+
+		"it stays processing until the processor answers (its webhook, or a lookup)", n.Type, id, o.Processor.Name)
+	if _, err := flagForReview(ctx, o.DB, n.Reviews().Unfenced, id, detail); err != nil {
+		return err
+	}
+	trace.SpanFromContext(ctx).AddEvent("past the deadline with no fence: flagged for review")
+	return nil
 }
 
 // recorded is the state a first phase recorded on an operation of tenant,
@@ -322,10 +390,10 @@ func (r *recorded) record(tx *database.Tx, k Kind, id, tenant string, out Outcom
 // giveUp closes the operation's downstream key at the processor, the fence,
 // and returns what the close reports: the operation, if one was made before
 // the close (the close waits for one in flight), else the given-up outcome.
-func (o *Runner) giveUp(ctx context.Context, k Kind, key string) (outcome, error) {
+func (o *Runner) giveUp(ctx context.Context, k Kind, p Pending, key string) (outcome, error) {
 	span := trace.SpanFromContext(ctx)
 	span.AddEvent("fence: closing the downstream key", trace.WithAttributes(attribute.String("downstream_key", key)))
-	out, made, err := k.Close(ctx, key)
+	out, made, err := p.Close(ctx)
 	switch {
 	case err != nil:
 		return outcome{}, fmt.Errorf("close %s: %w", key, err)

@@ -41,6 +41,9 @@ type Service struct {
 	Doorbell *outbox.Doorbell
 	// Render renders the refusals a first phase stores.
 	Render Refuser
+	// Processor is what the service's processor takes: the kinds' first
+	// phases check their requests against it (a payment method's format).
+	Processor Processor
 }
 
 // Plan is what a first phase writes, decided inside its transaction.

@@ -73,13 +73,18 @@ func stateOf(n Names, states []State, status string) (State, error) {
 func stateFor(k Kind, out Outcome) (State, error) {
 	if out.Status != "" {
 		st, err := StateOf(k, out.Status)
-		if err == nil && st.Succeeded != out.Succeeded {
-			err = fmt.Errorf("%s: an outcome in state %s says succeeded %t", k.Names().Type, st.Status, out.Succeeded)
+		if err == nil && (st.Succeeded != out.Succeeded || out.Waiting && !st.Waiting) {
+			err = fmt.Errorf("%s: an outcome in state %s says succeeded %t, waiting %t", k.Names().Type, st.Status, out.Succeeded, out.Waiting)
 		}
 		return st, err
 	}
-	i := slices.IndexFunc(k.States(), func(st State) bool { return st.Succeeded == out.Succeeded && !st.Waiting })
-	return k.States()[i], nil // checkStates: k declares one of each
+	i := slices.IndexFunc(k.States(), func(st State) bool { return st.Succeeded == out.Succeeded && st.Waiting == out.Waiting })
+	if i < 0 {
+		// checkStates: k declares a final state of each; a waiting one only
+		// when its processor settles it by webhook (Processor.Check).
+		return State{}, fmt.Errorf("%s: an outcome that waits, but the kind declares no state that waits", k.Names().Type)
+	}
+	return k.States()[i], nil
 }
 
 // EventTypes are the events kind k's operations stage about themselves,

@@ -22,12 +22,13 @@ INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payme
 SELECT $1, $2, k.id, $4, $5, $6, $7, $8, 'processing', now(), now()
 FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
 
-// Create validates np and starts a payment under req's key (see
+// Create validates np (its payment method in the format of the service's
+// processor) and starts a payment under req's key (see
 // operation.Service.Start). The payment is returned as it was created; it is
 // nil when the lease answers for an existing key. When the lease is held,
 // the caller must release it.
 func Create(ctx context.Context, s *operation.Service, req idempotency.Request, np NewPayment) (idempotency.Lease, *Payment, error) {
-	if err := np.Validate(); err != nil {
+	if err := np.Validate(s.Processor.PaymentMethod); err != nil {
 		return idempotency.Lease{}, nil, err
 	}
 	var p Payment

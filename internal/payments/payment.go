@@ -8,7 +8,6 @@ package payments
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -80,10 +79,9 @@ func (p NewPayment) metadata() map[string]string {
 	return m
 }
 
-var paymentMethodPattern = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
-
-// Validate checks every field and reports all that are wrong at once.
-func (p NewPayment) Validate() error {
+// Validate checks every field and reports all that are wrong at once; the
+// payment method has the format of the processor's (method).
+func (p NewPayment) Validate(method operation.Format) error {
 	var errs []operation.FieldError
 	add := func(field, format string, args ...any) {
 		errs = append(errs, operation.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -102,8 +100,8 @@ func (p NewPayment) Validate() error {
 	switch {
 	case p.PaymentMethod == "":
 		add("payment_method", "is required")
-	case len(p.PaymentMethod) > MaxPaymentMethod || !paymentMethodPattern.MatchString(p.PaymentMethod):
-		add("payment_method", "must be a payment method token such as pm_card_visa")
+	case len(p.PaymentMethod) > MaxPaymentMethod || !method.Valid(p.PaymentMethod):
+		add("payment_method", "must be a payment method the processor takes, such as %s", method.Example)
 	}
 	switch {
 	case p.Description == nil:

@@ -4,7 +4,7 @@
 // Run), and an HTTP server that shuts down gracefully.
 // Each process is built by one constructor from one configuration struct, in
 // a package of its own so that a binary links only what it runs: process/api,
-// process/worker, and the fake processor's tools/fakeprocessor/processor. The
+// process/worker, and the stand-in processor's under tools/. The
 // binaries only read their configuration and call these; the end-to-end
 // tests, the chaos run and every harness use the same constructors.
 package process
@@ -12,15 +12,19 @@ package process
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
 )
@@ -107,35 +111,81 @@ type KeyRetention struct {
 	KeyRetention time.Duration `envconfig:"IDEMPOTENCY_KEY_RETENTION" default:"24h" desc:"how long a finished key is kept"`
 }
 
-// ProcessorKeys is shared by the processor, which keeps its keys that long,
-// and the worker, which refuses to start if that is too short to be safe.
-type ProcessorKeys struct {
-	ProcessorKeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h" desc:"how long the processor remembers its idempotency keys"`
-}
-
 // Processor is shared by the worker, which calls the processor, and the
 // API, which receives its webhooks: which processor the service runs
-// against.
+// against (one of package catalog's), and its adapter's own settings.
 type Processor struct {
-	Processor string `envconfig:"PROCESSOR" default:"fake" desc:"the card processor: fake (the stand-in processor, at PROCESSOR_URL) or stripe (Stripe's API, at STRIPE_API_BASE)"`
+	Name string `envconfig:"PROCESSOR" desc:"the card processor, one of those listed below with their own settings (unset: the first of them)"`
+	// Settings are the named adapter's own, read from the environment by
+	// Load, and logged with the configuration; a test may set them instead.
+	Settings gateway.Settings `ignored:"true" log:"settings"`
 }
 
-// The processors PROCESSOR names.
-const (
-	ProcessorFake   = "fake"
-	ProcessorStripe = "stripe"
-)
+// processor is what Load and Usage find in a configuration that embeds a
+// Processor.
+func (p *Processor) processor() *Processor { return p }
 
-// Stripe reports whether the processor is Stripe.
-func (p Processor) Stripe() bool { return p.Processor == ProcessorStripe }
+// load reads the settings of the adapter Name picks from the environment:
+// the list's first when Name is unset.
+func (p *Processor) load() error {
+	if p.Name == "" {
+		p.Name = catalog.Processors[0].Name
+	}
+	a, err := catalog.Adapter(p.Name)
+	if err != nil {
+		return err
+	}
+	*p, err = NewProcessor(a)
+	return err
+}
 
-// Validate refuses a processor the service has no adapter for.
+// NewProcessor is the processor a declares, its settings read from the
+// environment, each one unset its default: what Load reads for the
+// processor PROCESSOR names, and what a harness starts with.
+func NewProcessor(a gateway.Adapter) (Processor, error) {
+	settings := a.Settings()
+	if err := envconfig.Process("", settings); err != nil {
+		return Processor{}, fmt.Errorf("configuration of processor %s: %w", a.Name, err)
+	}
+	return Processor{Name: a.Name, Settings: settings}, nil
+}
+
+// Validate refuses a processor the service has no adapter for, naming the
+// known ones, and one whose settings were not read.
 func (p Processor) Validate() error {
-	if p.Processor != ProcessorFake && p.Processor != ProcessorStripe {
-		return fmt.Errorf("PROCESSOR (%q) must be %s or %s", p.Processor, ProcessorFake, ProcessorStripe)
+	a, err := catalog.Adapter(p.Name)
+	switch {
+	case err != nil:
+		return err
+	case p.Settings == nil:
+		return fmt.Errorf("the settings of processor %s were not read", a.Name)
 	}
 	return nil
 }
+
+// settingsTable is envconfig's table without its preamble, which the
+// process's own table above it has said.
+const settingsTable = `KEY	TYPE	DEFAULT	REQUIRED	DESCRIPTION
+{{range .}}{{usage_key .}}	{{usage_type .}}	{{usage_default .}}	{{usage_required .}}	{{usage_description .}}
+{{end}}`
+
+// usage writes, for -h, each processor's own settings under its name.
+func (p *Processor) usage(w io.Writer) error {
+	for _, a := range catalog.Processors {
+		fmt.Fprintf(w, "\nWith PROCESSOR=%s, %s:\n", a.Name, a.Summary)
+		tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
+		if err := envconfig.Usagef("", a.Settings(), tw, settingsTable); err != nil {
+			return err
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withProcessor is a configuration that embeds a Processor.
+type withProcessor interface{ processor() *Processor }
 
 // Webhooks is shared by the API, which registers endpoints and encrypts
 // their secrets, and the worker, which decrypts them and delivers.
@@ -151,28 +201,6 @@ func (w Webhooks) Validate() error {
 	}
 	return nil
 }
-
-// Secret is a setting that must never be printed, such as a password: every
-// way it is formatted or logged (fmt's %v and %#v, slog) shows ******** when
-// it is set and nothing when it is not, so that LogConfig can print the
-// whole configuration. string(s) is the value itself. envconfig reads it as
-// it reads any string.
-type Secret string
-
-// String masks the secret.
-func (s Secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return "********"
-}
-
-// GoString masks the secret for %#v, which does not call String.
-func (s Secret) GoString() string { return s.String() }
-
-// LogValue masks the secret for slog, whose JSON handler would otherwise
-// print the string itself.
-func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // CrashPoint names a point where the process kills itself, for the crash
 // tests; refused unless APP_ENV=test.
@@ -194,10 +222,14 @@ func (c CrashPoint) Arm(appEnv string, logger *slog.Logger, points ...string) er
 }
 
 // Load reads cfg, a pointer to one of the configuration structs, from the
-// environment, with every default applied.
+// environment, with every default applied, and the settings of the
+// processor it names, when it names one.
 func Load(cfg any) error {
 	if err := envconfig.Process("", cfg); err != nil {
 		return fmt.Errorf("configuration: %w", err)
+	}
+	if p, ok := cfg.(withProcessor); ok {
+		return p.processor().load()
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/example/payments/internal/secret"
 )
 
 // TestSecret: a set secret prints as ******** however it is formatted or
@@ -13,8 +15,8 @@ import (
 func TestSecret(t *testing.T) {
 	t.Setenv("PAYMENTS_SECRET_TEST_PASSWORD", "hunter2")
 	var cfg struct {
-		Password Secret `envconfig:"PAYMENTS_SECRET_TEST_PASSWORD"`
-		Unset    Secret `envconfig:"PAYMENTS_SECRET_TEST_UNSET"`
+		Password secret.String `envconfig:"PAYMENTS_SECRET_TEST_PASSWORD"`
+		Unset    secret.String `envconfig:"PAYMENTS_SECRET_TEST_UNSET"`
 	}
 	if err := Load(&cfg); err != nil {
 		t.Fatal(err)

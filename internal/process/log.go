@@ -96,6 +96,13 @@ func configAttrs(v reflect.Value) []any {
 	attrs := make([]any, 0, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if f.Tag.Get("log") == "settings" {
+			// A processor's settings, read apart: logged as the rest.
+			if s := v.Field(i); !s.IsNil() {
+				attrs = append(attrs, configAttrs(reflect.Indirect(s.Elem()))...)
+			}
+			continue
+		}
 		if f.Tag.Get("ignored") == "true" {
 			continue // not configuration: set by tests
 		}

@@ -44,14 +44,21 @@ func Configure(args []string, stdout io.Writer, usage, summary string, cfg any) 
 }
 
 // Usage writes the environment variables cfg reads, with their defaults and
-// descriptions, for a binary's -h.
+// descriptions, for a binary's -h: with a processor's, every processor's own
+// under its name.
 func Usage(w io.Writer, name, summary string, cfg any) error {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nEnvironment:\n", name, summary)
 	tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
 	if err := envconfig.Usagef("", cfg, tw, envconfig.DefaultTableFormat); err != nil {
 		return err
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if p, ok := cfg.(withProcessor); ok {
+		return p.processor().usage(w)
+	}
+	return nil
 }
 
 // Run runs body, a program's work, with its logs and traces set up as c

@@ -15,48 +15,82 @@ import (
 )
 
 // Processor is the processor as the refund sees it: a refund made at most
-// once per downstream key, a lookup by key, a fence, and a ledger. The
-// processor's adapter (package gateway) implements it.
+// once per downstream key. What else it can do is its declaration's to say
+// (operation.Processor), as for payments.Processor: a lookup
+// (RefundFinder), a fence (RefundCloser), a ledger (RefundLedger).
 type Processor interface {
 	// Refund refunds part of a charge, or returns the refund already made
 	// under req.IdempotencyKey, with the error rules of
-	// payments.Processor.Charge.
+	// payments.Processor.Charge. A processor that settles refunds only
+	// later, by its webhook, answers a refund it took with an outcome that
+	// waits (operation.Outcome.Waiting): the refund is then pending.
 	Refund(ctx context.Context, req Request) (operation.Outcome, error)
-	// FindRefund, CloseRefund and LedgerRefunds are Kind.Find, Kind.Close
-	// and Kind.Ledger for refunds; a ledger entry's Reference is the
-	// refund's id, its Currency empty.
-	FindRefund(ctx context.Context, key string) (operation.Outcome, bool, error)
-	CloseRefund(ctx context.Context, key string) (operation.Outcome, bool, error)
+}
+
+// RefundFinder is a processor's lookup of a refund, given what it sent.
+type RefundFinder interface {
+	FindRefund(ctx context.Context, req Request) (operation.Outcome, bool, error)
+}
+
+// RefundCloser is a processor's fence on a refund's key, given what it sent.
+type RefundCloser interface {
+	CloseRefund(ctx context.Context, req Request) (operation.Outcome, bool, error)
+}
+
+// RefundLedger is a processor's ledger of refunds; an entry's Reference is
+// the refund's id, its Currency empty where the processor names none.
+type RefundLedger interface {
 	LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error)
 }
 
-// Request is what the refund phase sends to the processor.
+// Request is what the refund phase sends to the processor, and what its
+// lookup and its fence are given.
 type Request struct {
 	// IdempotencyKey is the downstream key, derived from the refund's id.
 	IdempotencyKey string
-	ChargeID       string
-	Amount         int64
+	// ChargeID is the processor's id of the payment's charge.
+	ChargeID string
+	Amount   int64
+	// Currency is the payment's.
+	Currency string
+	// CreatedAt is when the refund was created, by the database clock.
+	CreatedAt time.Time
 }
 
 // Kind declares the refund to the machinery (operation.Kind); New makes it.
 type Kind struct {
 	operation.Declared
 	processor Processor
+	// What p has of a lookup, a fence and a ledger: nil where it has none.
+	finder RefundFinder
+	closer RefundCloser
+	ledger RefundLedger
 }
 
 // New declares the refund, its refunds made by p and its first phase's
 // refusals answered as rules says. The API, which makes no processor call,
 // passes nil.
 func New(p Processor) Kind {
-	return Kind{Declared: operation.Declare(Names, Refund{}, NewRefund{}, rules...).WithStates(States...), processor: p}
+	k := Kind{Declared: operation.Declare(Names, Refund{}, NewRefund{}, rules...).WithStates(States...), processor: p}
+	k.finder, _ = p.(RefundFinder)
+	k.closer, _ = p.(RefundCloser)
+	k.ledger, _ = p.(RefundLedger)
+	return k
 }
 
+// StatusPending is the status of a refund the processor took and settles
+// later, by its webhook (operation.Processor.ByWebhook).
+const StatusPending = "pending"
+
 // States are the refund's: succeeded, which also stages payment.refunded
-// about the payment it refunded, with the amount refunded counted, and
-// failed.
+// about the payment it refunded, with the amount refunded counted; failed;
+// and pending, a refund the processor took and settles later by its
+// webhook (answered 202), which holds its amount against the payment's
+// until then.
 var States = []operation.State{
 	{Status: operation.StatusSucceeded, Succeeded: true, Answer: http.StatusCreated, Event: "refund.succeeded", Parent: "payment.refunded"},
 	{Status: operation.StatusFailed, Answer: http.StatusPaymentRequired, Event: "refund.failed"},
+	{Status: StatusPending, Succeeded: true, Waiting: true, Answer: http.StatusAccepted, Event: "refund.pending"},
 }
 
 // loadRefund reads what the refund phase needs of a refund, in the order
@@ -64,7 +98,7 @@ var States = []operation.State{
 // payment and the charge it refunds.
 const loadRefund = `
 SELECT r.tenant_id, r.idempotency_key_id, r.amount, p.currency, r.status, r.processor_refund_id, r.failure_code,
-	now() >= r.created_at + $2::interval,
+	r.created_at, now() >= r.created_at + $2::interval,
 	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = r.idempotency_key_id),
 	r.payment_id, p.processor_charge_id
 FROM refunds r JOIN payments p ON p.id = r.payment_id
@@ -80,14 +114,22 @@ func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline ti
 	if err != nil {
 		return operation.Pending{}, err
 	}
-	req := Request{IdempotencyKey: Names.DownstreamKey(id), Amount: p.Amount}
+	req := Request{IdempotencyKey: Names.DownstreamKey(id), Amount: p.Amount, Currency: p.Currency, CreatedAt: p.CreatedAt}
+	if chargeID != nil {
+		req.ChargeID = *chargeID
+	}
 	p.Make = func(ctx context.Context) (operation.Outcome, error) {
 		if chargeID == nil {
 			// Refunds are taken only of succeeded payments, which have one.
 			return operation.Outcome{}, fmt.Errorf("payment %s has no processor charge to refund", paymentID)
 		}
-		req.ChargeID = *chargeID
 		return k.processor.Refund(ctx, req)
+	}
+	if k.finder != nil {
+		p.Find = func(ctx context.Context) (operation.Outcome, bool, error) { return k.finder.FindRefund(ctx, req) }
+	}
+	if k.closer != nil {
+		p.Close = func(ctx context.Context) (operation.Outcome, bool, error) { return k.closer.CloseRefund(ctx, req) }
 	}
 	return p, nil
 }
@@ -143,19 +185,12 @@ func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final,
 	return final, nil
 }
 
-// Find implements operation.Kind.
-func (k Kind) Find(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	return k.processor.FindRefund(ctx, key)
-}
-
-// Close implements operation.Kind.
-func (k Kind) Close(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	return k.processor.CloseRefund(ctx, key)
-}
-
 // Ledger implements operation.Kind.
 func (k Kind) Ledger(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return k.processor.LedgerRefunds(ctx, since, cursor)
+	if k.ledger == nil {
+		return nil, "", operation.ErrNoLedger
+	}
+	return k.ledger.LedgerRefunds(ctx, since, cursor)
 }
 
 // accountedRefunds reads refunds with their payment's currency.

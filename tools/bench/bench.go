@@ -31,8 +31,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/kelseyhightower/envconfig"
 
+	"github.com/example/payments/internal/gateway/fake"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
@@ -229,7 +229,7 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 	var acfg api.Config
 	var wcfg worker.Config
 	for _, c := range []any{&pcfg, &acfg, &wcfg} {
-		if err := envconfig.Process("payments_bench_unset", c); err != nil {
+		if err := process.Load(c); err != nil {
 			return nil, err
 		}
 	}
@@ -259,13 +259,20 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 	}
 	s.wg.Go(func() { _ = p.Run(ctx) })
 	acfg.DatabaseURL, acfg.Addr, acfg.InternalAddr, acfg.RateLimit = dbURL, "127.0.0.1:0", "127.0.0.1:0", 0
+	if acfg.Processor, err = process.NewProcessor(fake.Adapter); err != nil {
+		return nil, err
+	}
 	a, err := api.New(ctx, acfg, logger)
 	if err != nil {
 		return nil, err
 	}
 	s.wg.Go(func() { _ = a.Run(ctx) })
 	s.apiURL, s.api = "http://"+a.Addr(), acfg
-	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = dbURL, "127.0.0.1:0", "http://"+p.Addr()
+	wcfg.DatabaseURL, wcfg.MetricsAddr = dbURL, "127.0.0.1:0"
+	if wcfg.Processor, err = process.NewProcessor(fake.Adapter); err != nil {
+		return nil, err
+	}
+	wcfg.Processor.Settings.(*fake.Settings).URL = "http://" + p.Addr()
 	wcfg.Concurrency = 32
 	s.worker = wcfg
 	if s.w, err = worker.New(ctx, wcfg, logger); err != nil {

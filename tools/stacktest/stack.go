@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/kelseyhightower/envconfig"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -27,6 +26,8 @@ import (
 
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
+	"github.com/example/payments/internal/gateway/stripe"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
@@ -142,7 +143,7 @@ type Stack struct {
 	// Processor is the processor as the worker reaches it, through a proxy
 	// that ProcessorDown cuts.
 	Processor Endpoint
-	Gateway   *gateway.Client
+	Gateway   *fake.Client
 	// The worker's parts, for tests that drive them directly.
 	Keys       *idempotency.Store
 	Ops        *operation.Runner
@@ -204,7 +205,7 @@ func New(t testing.TB, opts Options) *Stack {
 	webhookSecret := s.startAPI(ctx, opts, logger)
 	s.startProcessor(ctx, opts, logger, webhookSecret)
 	s.buildWorker(ctx, opts, logger)
-	s.Gateway = gateway.New(s.Processor.URL, opts.ProcessorTimeout)
+	s.Gateway = fake.New(s.Processor.URL, opts.ProcessorTimeout)
 	return s
 }
 
@@ -235,15 +236,17 @@ func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger)
 	// The API's secret verifies the processor's webhooks, sent only when
 	// the processor is given the secret too.
 	s.WebhookSecret = webhook.NewSecret()
-	var err error
-	if acfg.WebhookSecret, err = webhook.ParseSecrets(s.WebhookSecret); err != nil {
+	secrets, err := webhook.ParseSecrets(s.WebhookSecret)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if opts.Stripe != nil {
-		acfg.Processor.Processor = process.ProcessorStripe
-		if err := acfg.StripeWebhookSecret.Decode(opts.Stripe.WebhookSecret); err != nil {
+		st := processorDefaults(t, &acfg.Processor, stripe.Adapter).(*stripe.Settings)
+		if err := st.WebhookSecret.Decode(opts.Stripe.WebhookSecret); err != nil {
 			t.Fatal(err)
 		}
+	} else {
+		processorDefaults(t, &acfg.Processor, fake.Adapter).(*fake.Settings).WebhookSecret = secrets
 	}
 	a, err := api.New(ctx, acfg, logger.With("process", "api"))
 	if err != nil {
@@ -252,7 +255,7 @@ func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger)
 	s.run("api", a)
 	s.API = Endpoint{URL: "http://" + a.Addr()}
 	s.apiInternal = "http://" + a.InternalAddr()
-	return acfg.WebhookSecret
+	return secrets
 }
 
 // startProcessor starts the processor, behind the proxy that ProcessorDown
@@ -287,7 +290,7 @@ func (s *Stack) buildWorker(ctx context.Context, opts Options, logger *slog.Logg
 	t.Helper()
 	var wcfg worker.Config
 	defaults(t, &wcfg)
-	wcfg.DatabaseURL, wcfg.MetricsAddr, wcfg.ProcessorURL = s.DB.URL, "127.0.0.1:0", s.Processor.URL
+	wcfg.DatabaseURL, wcfg.MetricsAddr = s.DB.URL, "127.0.0.1:0"
 	webhooksFor(t, &wcfg.Webhooks, !opts.PublicEndpointsOnly)
 	wcfg.WebhookSchedule = opts.WebhookSchedule
 	wcfg.WebhookConcurrency = cmp.Or(opts.WebhookConcurrency, wcfg.WebhookConcurrency)
@@ -302,9 +305,12 @@ func (s *Stack) buildWorker(ctx context.Context, opts Options, logger *slog.Logg
 	wcfg.TombstoneRetention = 7 * 24 * time.Hour
 	wcfg.TracerProvider = tracerProvider(opts.Spans, "worker")
 	if opts.Stripe != nil {
+		st := processorDefaults(t, &wcfg.Processor, stripe.Adapter).(*stripe.Settings)
+		st.APIBase, st.APIKey = opts.Stripe.APIBase, stripemock.APIKey
 		// Stripe keeps its keys a day: the service's are kept less.
-		wcfg.Processor.Processor, wcfg.StripeAPIBase, wcfg.StripeAPIKey = process.ProcessorStripe, opts.Stripe.APIBase, stripemock.APIKey
 		wcfg.KeyRetention.KeyRetention = 12 * time.Hour
+	} else {
+		processorDefaults(t, &wcfg.Processor, fake.Adapter).(*fake.Settings).URL = s.Processor.URL
 	}
 	var err error
 	s.worker, err = worker.New(ctx, wcfg, logger.With("process", "worker"))
@@ -344,9 +350,20 @@ func webhooksFor(t testing.TB, w *process.Webhooks, allowPrivate bool) {
 // environment would read it.
 func defaults(t testing.TB, cfg any) {
 	t.Helper()
-	if err := envconfig.Process("payments_stacktest_unset", cfg); err != nil {
+	if err := process.Load(cfg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// processorDefaults sets p to the processor a declares, its settings the
+// defaults, and returns them for the caller to change.
+func processorDefaults(t testing.TB, p *process.Processor, a gateway.Adapter) gateway.Settings {
+	t.Helper()
+	var err error
+	if *p, err = process.NewProcessor(a); err != nil {
+		t.Fatal(err)
+	}
+	return p.Settings
 }
 
 // Relayed moves every job first phases staged to River's queue, as the

@@ -135,7 +135,7 @@ func scan(row pgx.Row) (Widget, error) {
 
 const loadWidget = `
 SELECT tenant_id, idempotency_key_id, amount, currency, status, gadget_id, failure_code,
-	now() >= created_at + $2::interval,
+	created_at, now() >= created_at + $2::interval,
 	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = widgets.idempotency_key_id)
 FROM widgets WHERE id = $1`
 
@@ -145,10 +145,10 @@ func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline ti
 	if err != nil {
 		return operation.Pending{}, err
 	}
-	amount := p.Amount
-	p.Make = func(context.Context) (operation.Outcome, error) {
-		return k.processor.make(Names.DownstreamKey(id), id, amount)
-	}
+	amount, key := p.Amount, Names.DownstreamKey(id)
+	p.Make = func(context.Context) (operation.Outcome, error) { return k.processor.make(key, id, amount) }
+	p.Find = func(context.Context) (operation.Outcome, bool, error) { return k.processor.find(key) }
+	p.Close = func(context.Context) (operation.Outcome, bool, error) { return k.processor.close(key) }
 	return p, nil
 }
 
@@ -172,16 +172,6 @@ func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final,
 	}
 	resp := render.Final(Names, st, w.ID, w, w.FailureCode, render.Declined{Title: "Widget failed", Detail: "No gadget."})
 	return operation.Final{TenantID: w.TenantID, Status: w.Status, Object: w, Response: resp}, nil
-}
-
-// Find implements operation.Kind.
-func (k Kind) Find(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return k.processor.find(key)
-}
-
-// Close implements operation.Kind.
-func (k Kind) Close(_ context.Context, key string) (operation.Outcome, bool, error) {
-	return k.processor.close(key)
 }
 
 // Ledger implements operation.Kind: the whole ledger, in one page.

@@ -10,12 +10,18 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v83"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 )
 
 // Client makes the payment's processor calls.
-var _ payments.Processor = (*Client)(nil)
+var (
+	_ payments.Processor    = (*Client)(nil)
+	_ payments.ChargeFinder = (*Client)(nil)
+	_ payments.ChargeCloser = (*Client)(nil)
+	_ payments.ChargeLedger = (*Client)(nil)
+)
 
 // Failure codes of PaymentIntents that say none of their own.
 const (
@@ -113,7 +119,7 @@ func paymentOutcome(pi *stripego.PaymentIntent) (operation.Outcome, bool) {
 // stands if final, else as retrieving it finds it.
 func (c *Client) settled(ctx context.Context, pi *stripego.PaymentIntent) (operation.Outcome, error) {
 	if pi == nil || pi.ID == "" || pi.Status == "" {
-		return operation.Outcome{}, unknownf("the answer is not a payment intent")
+		return operation.Outcome{}, gateway.Unknownf("the answer is not a payment intent")
 	}
 	if out, ok := paymentOutcome(pi); ok {
 		return out, nil
@@ -129,12 +135,12 @@ func (c *Client) currentPayment(ctx context.Context, id string) (operation.Outco
 	case err != nil:
 		return operation.Outcome{}, unknown(err)
 	case pi.ID != id:
-		return operation.Outcome{}, unknownf("retrieving payment intent %s answered %q", id, pi.ID)
+		return operation.Outcome{}, gateway.Unknownf("retrieving payment intent %s answered %q", id, pi.ID)
 	}
 	if out, ok := paymentOutcome(pi); ok {
 		return out, nil
 	}
-	return operation.Outcome{}, unknownf("payment intent %s is %s: not final", id, pi.Status)
+	return operation.Outcome{}, gateway.Unknownf("payment intent %s is %s: not final", id, pi.Status)
 }
 
 // FindCharge reports the charge made under key: the newest PaymentIntent
@@ -142,7 +148,8 @@ func (c *Client) currentPayment(ctx context.Context, id string) (operation.Outco
 // it stands. found is false when the search finds none, safe although the
 // search lags, for the reasons the package doc gives; a PaymentIntent not
 // final is unknown.
-func (c *Client) FindCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) FindCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	pi, err := c.searchPayment(ctx, key)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, unknown(err))
@@ -177,7 +184,7 @@ func (c *Client) searchPayment(ctx context.Context, key string) (*stripego.Payme
 			return nil, err
 		}
 		if page.Data == nil {
-			return nil, unknownf("the answer is not a search result")
+			return nil, gateway.Unknownf("the answer is not a search result")
 		}
 		for _, pi := range page.Data {
 			if pi == nil || pi.Metadata[metaDownstreamKey] != key || isFence(pi) {
@@ -191,7 +198,7 @@ func (c *Client) searchPayment(ctx context.Context, key string) (*stripego.Payme
 			return newest, nil
 		}
 		if page.NextPage == nil || *page.NextPage == "" {
-			return nil, unknownf("a search page says more follow and names no next page")
+			return nil, gateway.Unknownf("a search page says more follow and names no next page")
 		}
 		params.Page = page.NextPage
 	}
@@ -217,12 +224,12 @@ func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor stri
 			return nil, false, err
 		}
 		if page.Data == nil {
-			return nil, false, unknownf("the answer is not a list of payment intents")
+			return nil, false, gateway.Unknownf("the answer is not a list of payment intents")
 		}
 		rows := make([]row, len(page.Data))
 		for i, pi := range page.Data {
 			if pi == nil {
-				return nil, false, unknownf("a null payment intent in a list")
+				return nil, false, gateway.Unknownf("a null payment intent in a list")
 			}
 			rows[i].id = pi.ID
 			if !isFence(pi) {

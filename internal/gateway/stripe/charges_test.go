@@ -173,7 +173,7 @@ func TestFindCharge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
-			got, found, err := s.client(t, 5*time.Second, 0).FindCharge(context.Background(), chargeKey)
+			got, found, err := s.client(t, 5*time.Second, 0).FindCharge(context.Background(), payments.ChargeRequest{IdempotencyKey: chargeKey})
 			check(t, tt.want, tt.outcome, got, err)
 			if found != tt.found {
 				t.Errorf("found = %v, want %v", found, tt.found)

@@ -155,13 +155,7 @@ func unknown(err error) error {
 		err = &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code),
 			DeclineCode: string(se.DeclineCode), Message: se.Msg, RequestID: se.RequestID}
 	}
-	return fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, err)
-}
-
-// unknownf is an error wrapping operation.ErrProcessorUnknown that says
-// what was odd.
-func unknownf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", operation.ErrProcessorUnknown, fmt.Sprintf(format, args...))
+	return gateway.Unknown(err)
 }
 
 // definite reports whether a Stripe error answer is a definite refusal: an

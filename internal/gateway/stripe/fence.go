@@ -8,7 +8,10 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v83"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 )
 
 // The fence PaymentIntent's amount and currency: the smallest a card
@@ -24,7 +27,8 @@ const (
 // it. A PaymentIntent made under the key and still cancelable is canceled,
 // and reported failed. Anything short of a definite answer wraps
 // operation.ErrProcessorUnknown, and the close is asked again later.
-func (c *Client) CloseCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	out, made, err := c.closeCharge(ctx, key)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("close charge key %s: %w", key, err)
@@ -47,14 +51,14 @@ func (c *Client) closeCharge(ctx context.Context, key string) (operation.Outcome
 	case found == nil && !used:
 		return operation.Outcome{}, false, nil
 	case found == nil:
-		return operation.Outcome{}, false, unknownf("the key was used, and the search finds nothing made under it yet")
+		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and the search finds nothing made under it yet")
 	}
 	pi, err := c.api.V1PaymentIntents.Retrieve(ctx, found.ID, nil)
 	switch {
 	case err != nil:
 		return operation.Outcome{}, false, unknown(err)
 	case pi.ID != found.ID:
-		return operation.Outcome{}, false, unknownf("retrieving payment intent %s answered %q", found.ID, pi.ID)
+		return operation.Outcome{}, false, gateway.Unknownf("retrieving payment intent %s answered %q", found.ID, pi.ID)
 	}
 	if out, ok := paymentOutcome(pi); ok {
 		return out, true, nil
@@ -63,7 +67,7 @@ func (c *Client) closeCharge(ctx context.Context, key string) (operation.Outcome
 	case stripego.PaymentIntentStatusRequiresPaymentMethod, stripego.PaymentIntentStatusRequiresConfirmation,
 		stripego.PaymentIntentStatusRequiresAction, stripego.PaymentIntentStatusRequiresCapture:
 	default:
-		return operation.Outcome{}, false, unknownf("payment intent %s is %s: not final", pi.ID, pi.Status)
+		return operation.Outcome{}, false, gateway.Unknownf("payment intent %s is %s: not final", pi.ID, pi.Status)
 	}
 	after, canceled, err := c.cancel(ctx, pi.ID)
 	switch {
@@ -76,13 +80,14 @@ func (c *Client) closeCharge(ctx context.Context, key string) (operation.Outcome
 	if out, ok := paymentOutcome(after); ok {
 		return out, true, nil
 	}
-	return operation.Outcome{}, false, unknownf("payment intent %s is %s: the cancel was refused", pi.ID, after.Status)
+	return operation.Outcome{}, false, gateway.Unknownf("payment intent %s is %s: the cancel was refused", pi.ID, after.Status)
 }
 
 // CloseRefund closes key for good at Stripe with the fence, as CloseCharge
 // does, and returns the refund made under it, if any, as the refund list
 // finds it. A refund still pending is unknown: a refund cannot be canceled.
-func (c *Client) CloseRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	out, made, err := c.closeRefund(ctx, key)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("close refund key %s: %w", key, err)
@@ -104,11 +109,11 @@ func (c *Client) closeRefund(ctx context.Context, key string) (operation.Outcome
 	case r == nil && !used:
 		return operation.Outcome{}, false, nil
 	case r == nil:
-		return operation.Outcome{}, false, unknownf("the key was used, and no refund of the last %s names it", refundWindow)
+		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and no refund of the last %s names it", refundWindow)
 	}
 	out, ok := refundOutcome(r)
 	if !ok {
-		return operation.Outcome{}, false, unknownf("refund %s is %s: not final, and a refund cannot be canceled", r.ID, r.Status)
+		return operation.Outcome{}, false, gateway.Unknownf("refund %s is %s: not final, and a refund cannot be canceled", r.ID, r.Status)
 	}
 	return out, true, nil
 }
@@ -137,7 +142,7 @@ func (c *Client) fence(ctx context.Context, key string) (used bool, err error) {
 	case err != nil:
 		return false, unknown(err)
 	case pi.ID == "":
-		return false, unknownf("the answer to the fence is not a payment intent")
+		return false, gateway.Unknownf("the answer to the fence is not a payment intent")
 	}
 	// A replayed answer shows the fence as it was made: cancel it whatever
 	// it says, and take "already canceled" for done.
@@ -146,7 +151,7 @@ func (c *Client) fence(ctx context.Context, key string) (used bool, err error) {
 	case err != nil:
 		return false, err
 	case !canceled && after.Status != stripego.PaymentIntentStatusCanceled:
-		return false, unknownf("fence payment intent %s is %s, and was not canceled", pi.ID, after.Status)
+		return false, gateway.Unknownf("fence payment intent %s is %s, and was not canceled", pi.ID, after.Status)
 	}
 	return false, nil
 }
@@ -173,7 +178,7 @@ func (c *Client) cancel(ctx context.Context, id string) (pi *stripego.PaymentInt
 	case err != nil:
 		return nil, false, unknown(err)
 	case pi.ID != id:
-		return nil, false, unknownf("retrieving payment intent %s answered %q", id, pi.ID)
+		return nil, false, gateway.Unknownf("retrieving payment intent %s answered %q", id, pi.ID)
 	}
 	return pi, false, nil
 }

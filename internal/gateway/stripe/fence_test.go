@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
+	"github.com/example/payments/internal/refunds"
 )
 
 // Answers of the fence's calls.
@@ -101,7 +103,7 @@ func TestCloseCharge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
-			got, made, err := s.client(t, 500*time.Millisecond, 0).CloseCharge(context.Background(), chargeKey)
+			got, made, err := s.client(t, 500*time.Millisecond, 0).CloseCharge(context.Background(), payments.ChargeRequest{IdempotencyKey: chargeKey})
 			check(t, tt.want, tt.outcome, got, err)
 			if made != tt.made {
 				t.Errorf("made = %v, want %v", made, tt.made)
@@ -171,7 +173,7 @@ func TestCloseRefund(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
-			got, made, err := s.client(t, 5*time.Second, 0).CloseRefund(context.Background(), refundKey)
+			got, made, err := s.client(t, 5*time.Second, 0).CloseRefund(context.Background(), refunds.Request{IdempotencyKey: refundKey})
 			check(t, tt.want, tt.outcome, got, err)
 			if made != tt.made {
 				t.Errorf("made = %v, want %v", made, tt.made)

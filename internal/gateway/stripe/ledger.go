@@ -7,6 +7,7 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v83"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -44,7 +45,7 @@ func (c *Client) ledger(ctx context.Context, name, cursor string, list listPage)
 		switch {
 		case err != nil:
 		case more && len(rows) == 0:
-			err = unknownf("an empty page says more follow")
+			err = gateway.Unknownf("an empty page says more follow")
 		case more:
 			next = rows[0].id
 		}
@@ -76,7 +77,7 @@ func oldestPage(lp stripego.ListParams, list listPage) ([]row, string, error) {
 			break
 		}
 		if len(rows) == 0 {
-			return nil, "", unknownf("an empty page says more follow")
+			return nil, "", gateway.Unknownf("an empty page says more follow")
 		}
 		lp.StartingAfter = stripego.String(rows[len(rows)-1].id)
 	}

@@ -9,12 +9,18 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v83"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/refunds"
 )
 
 // Client makes the refund's processor calls.
-var _ refunds.Processor = (*Client)(nil)
+var (
+	_ refunds.Processor    = (*Client)(nil)
+	_ refunds.RefundFinder = (*Client)(nil)
+	_ refunds.RefundCloser = (*Client)(nil)
+	_ refunds.RefundLedger = (*Client)(nil)
+)
 
 // refundWindow is how far back FindRefund looks: a refund made under a key
 // is younger than the key, which Stripe keeps KeyRetention, and the hour
@@ -46,7 +52,7 @@ func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Out
 		return out, nil
 	}
 	if r.ID == "" || r.Status == "" {
-		return operation.Outcome{}, fmt.Errorf("refund: %w", unknownf("the answer is not a refund"))
+		return operation.Outcome{}, fmt.Errorf("refund: %w", gateway.Unknownf("the answer is not a refund"))
 	}
 	if out, ok := refundOutcome(r); ok {
 		return out, nil
@@ -79,19 +85,20 @@ func (c *Client) currentRefund(ctx context.Context, id string) (operation.Outcom
 	case err != nil:
 		return operation.Outcome{}, unknown(err)
 	case r.ID != id:
-		return operation.Outcome{}, unknownf("retrieving refund %s answered %q", id, r.ID)
+		return operation.Outcome{}, gateway.Unknownf("retrieving refund %s answered %q", id, r.ID)
 	}
 	if out, ok := refundOutcome(r); ok {
 		return out, nil
 	}
-	return operation.Outcome{}, unknownf("refund %s is %s: not final", id, r.Status)
+	return operation.Outcome{}, gateway.Unknownf("refund %s is %s: not final", id, r.Status)
 }
 
 // FindRefund reports the refund made under key: the newest refund of the
 // last KeyRetention and an hour whose metadata names key. found is false
 // only when the whole window was listed without it; a refund not final is
 // unknown.
-func (c *Client) FindRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) FindRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	r, err := c.findRefund(ctx, key)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("find refund %s: %w", key, unknown(err))
@@ -101,7 +108,7 @@ func (c *Client) FindRefund(ctx context.Context, key string) (operation.Outcome,
 	}
 	out, ok := refundOutcome(r)
 	if !ok {
-		return operation.Outcome{}, false, fmt.Errorf("find refund %s: %w", key, unknownf("refund %s is %s: not final", r.ID, r.Status))
+		return operation.Outcome{}, false, fmt.Errorf("find refund %s: %w", key, gateway.Unknownf("refund %s is %s: not final", r.ID, r.Status))
 	}
 	return out, true, nil
 }
@@ -129,7 +136,7 @@ func (c *Client) findRefund(ctx context.Context, key string) (*stripego.Refund, 
 		case !page.HasMore:
 			return nil, nil
 		case len(page.Data) == 0 || page.Data[len(page.Data)-1] == nil:
-			return nil, unknownf("a refund page says more follow and has no last refund")
+			return nil, gateway.Unknownf("a refund page says more follow and has no last refund")
 		}
 		params.StartingAfter = stripego.String(page.Data[len(page.Data)-1].ID)
 	}
@@ -143,7 +150,7 @@ func (c *Client) refundPage(params *stripego.RefundListParams) (*stripego.Refund
 		return nil, err
 	}
 	if page.Data == nil {
-		return nil, unknownf("the answer is not a list of refunds")
+		return nil, gateway.Unknownf("the answer is not a list of refunds")
 	}
 	return &page, nil
 }
@@ -162,7 +169,7 @@ func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor stri
 		rows := make([]row, len(page.Data))
 		for i, r := range page.Data {
 			if r == nil {
-				return nil, false, unknownf("a null refund in a list")
+				return nil, false, gateway.Unknownf("a null refund in a list")
 			}
 			key := r.Metadata[metaDownstreamKey]
 			ours, ok := strings.CutPrefix(key, refunds.Names.DownstreamKey(""))

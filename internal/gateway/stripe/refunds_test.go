@@ -115,7 +115,7 @@ func TestFindRefund(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
 			before := time.Now()
-			got, found, err := s.client(t, 5*time.Second, 0).FindRefund(context.Background(), refundKey)
+			got, found, err := s.client(t, 5*time.Second, 0).FindRefund(context.Background(), refunds.Request{IdempotencyKey: refundKey})
 			check(t, tt.want, tt.outcome, got, err)
 			if found != tt.found {
 				t.Errorf("found = %v, want %v", found, tt.found)

@@ -1,15 +1,10 @@
 package stripe
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
-	"time"
-
-	signing "github.com/example/payments/internal/webhook"
 )
 
 // Secrets are the signing secrets of Stripe's webhook endpoint
@@ -40,25 +35,3 @@ func (s Secrets) GoString() string { return s.String() }
 
 // LogValue masks the secrets for slog.
 func (s Secrets) LogValue() slog.Value { return slog.StringValue(s.String()) }
-
-// Verify checks a delivery of Stripe's webhook as the API does every
-// processor's (Verify, on the raw body, before anything reads it) and
-// returns the event's id, which Stripe sends in the body, not a header. A
-// refusal wraps the service's webhook.ErrSignature, or webhook.ErrStale for
-// one correctly signed outside the tolerance; with no secrets, every
-// delivery is refused.
-func (s Secrets) Verify(body []byte, h http.Header, now time.Time) (string, error) {
-	err := Verify(body, h, s, now)
-	switch {
-	case errors.Is(err, ErrStale):
-		return "", fmt.Errorf("%w: %w", signing.ErrStale, err)
-	case err != nil:
-		return "", fmt.Errorf("%w: %w", signing.ErrSignature, err)
-	}
-	var ev struct {
-		ID string `json:"id"`
-	}
-	// An event that is not JSON, or names no id, is ParseEvent's to refuse.
-	_ = json.Unmarshal(body, &ev)
-	return ev.ID, nil
-}

@@ -14,7 +14,8 @@ import (
 
 // TestSecrets: STRIPE_WEBHOOK_SECRET reads whsec_ strings, comma-separated,
 // never prints them, and verifies as the API verifies every processor's
-// webhook: the event's id, or the service's ErrSignature or ErrStale.
+// webhook (gateway.Webhooks): the event, or the service's ErrSignature or
+// ErrStale.
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	var s stripe.Secrets
@@ -29,10 +30,17 @@ func TestSecrets(t *testing.T) {
 	if out := fmt.Sprintf("%v %#v %s", s, s, s); strings.Contains(out, "whsec") {
 		t.Fatalf("the secrets print: %s", out)
 	}
+	wh, err := (&stripe.Settings{WebhookSecret: s}).Webhooks()
+	if err != nil {
+		t.Fatal(err)
+	}
 	body := []byte(eventBody("payment_intent.succeeded", paymentIntent("pi_1", "succeeded", chargeKey, nil)))
 	now := time.Now()
-	if id, err := s.Verify(body, signed(body, "whsec_old", now), now); err != nil || !strings.HasPrefix(id, "evt_") {
-		t.Fatalf("Verify = %q, %v; want the event's id", id, err)
+	if err := wh.Verify(body, signed(body, "whsec_old", now), now); err != nil {
+		t.Fatalf("Verify = %v", err)
+	}
+	if events, err := wh.Events(body, nil); err != nil || len(events) != 1 || !strings.HasPrefix(events[0].ID, "evt_") {
+		t.Fatalf("Events = %+v, %v; want the one event, its id", events, err)
 	}
 	for _, c := range []struct {
 		name   string
@@ -42,7 +50,7 @@ func TestSecrets(t *testing.T) {
 		{"Forged", signed(body, "whsec_other", now), signing.ErrSignature},
 		{"Stale", signed(body, "whsec_new", now.Add(-time.Hour)), signing.ErrStale},
 	} {
-		if _, err := s.Verify(body, c.header, now); !errors.Is(err, c.want) {
+		if err := wh.Verify(body, c.header, now); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}

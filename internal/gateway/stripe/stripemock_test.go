@@ -47,19 +47,19 @@ func TestStripeMock(t *testing.T) {
 
 	// The mock keeps nothing: its search and its list answer the fixture,
 	// whose metadata is empty, no object made under the key. None found.
-	if out, found, err := c.FindCharge(ctx, chargeKey); err != nil || found {
+	if out, found, err := c.FindCharge(ctx, payments.ChargeRequest{IdempotencyKey: chargeKey}); err != nil || found {
 		t.Errorf("FindCharge = %+v, %v, %v; want none", out, found, err)
 	}
-	if out, found, err := c.FindRefund(ctx, refundKey); err != nil || found {
+	if out, found, err := c.FindRefund(ctx, refunds.Request{IdempotencyKey: refundKey}); err != nil || found {
 		t.Errorf("FindRefund = %+v, %v, %v; want none", out, found, err)
 	}
 
 	// The fence is made (the mock refuses no key) and canceled: the key is
 	// closed with nothing made under it.
-	if out, made, err := c.CloseCharge(ctx, chargeKey); err != nil || made {
+	if out, made, err := c.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: chargeKey}); err != nil || made {
 		t.Errorf("CloseCharge = %+v, %v, %v; want nothing made", out, made, err)
 	}
-	if out, made, err := c.CloseRefund(ctx, refundKey); err != nil || made {
+	if out, made, err := c.CloseRefund(ctx, refunds.Request{IdempotencyKey: refundKey}); err != nil || made {
 		t.Errorf("CloseRefund = %+v, %v, %v; want nothing made", out, made, err)
 	}
 

@@ -18,8 +18,6 @@ import (
 	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
-	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/internal/gateway/stripe"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
@@ -29,7 +27,6 @@ import (
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/tenants"
-	"github.com/example/payments/internal/webhook"
 )
 
 // Config is the configuration of the API.
@@ -54,11 +51,8 @@ type Config struct {
 	AuthWindow     time.Duration   `envconfig:"AUTH_FAILURE_WINDOW" default:"1m" desc:"the window of AUTH_FAILURE_LIMIT"`
 	MaxEndpoints   int             `envconfig:"WEBHOOK_MAX_ENDPOINTS" default:"16" desc:"webhook endpoints a tenant may register (a 400 endpoint_limit_reached past it)"`
 	MaxSecrets     int             `envconfig:"WEBHOOK_MAX_SECRETS" default:"2" desc:"signing secrets of an endpoint live at once: the current one and those rotated out (a 409 rotation_in_progress past it)"`
-	// WebhookSecret verifies the processor's webhooks; it may hold the old
-	// and the new secret during a rotation.
-	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the fake processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
-	// StripeWebhookSecret verifies Stripe's webhooks with PROCESSOR=stripe.
-	StripeWebhookSecret stripe.Secrets `envconfig:"STRIPE_WEBHOOK_SECRET" desc:"the signing secrets of Stripe's webhook endpoint (PROCESSOR=stripe), whsec_... as its dashboard shows them, comma-separated during a rotation (unset: every processor webhook is refused)"`
+	// Processor names the processor whose webhooks the API takes, and holds
+	// its adapter's settings (their signing secrets among them).
 	process.Processor
 }
 
@@ -171,10 +165,18 @@ func (a *API) newServer(cfg Config) (*httpapi.Server, error) {
 	a.Keys = &idempotency.Store{DB: a.pool, Reads: a.reads, LockTimeout: cfg.LockTimeout, Retention: cfg.KeyRetention.KeyRetention, Notifications: a.listener}
 	// The API makes no processor call: its kinds have no processor.
 	kinds := catalog.Kinds(nil)
+	declared := cfg.Processor.Settings.Processor()
+	if err := declared.Check(kinds); err != nil {
+		return nil, err
+	}
+	processorWebhooks, err := cfg.Processor.Settings.Webhooks()
+	if err != nil {
+		return nil, err
+	}
 	renderer := render.New(kinds, []operation.Resource{endpoints.Resource}, endpoints.Rules)
 	a.doorbell = outbox.NewDoorbell(a.pool, ringCooldown, a.logger)
 	ops := &operation.Service{DB: a.pool, Keys: a.Keys, Jobs: jobs.Queue{Client: inserter}, Kinds: kinds, Render: renderer,
-		Doorbell: a.doorbell}
+		Doorbell: a.doorbell, Processor: declared}
 	server := &httpapi.Server{
 		Tenants:           &tenants.Store{DB: a.pool, CacheTTL: cfg.KeyCacheTTL},
 		Ops:               ops,
@@ -186,7 +188,7 @@ func (a *API) newServer(cfg Config) (*httpapi.Server, error) {
 		MaxWait:           cfg.MaxWait,
 		RetryAfter:        cfg.RetryAfter,
 		Registry:          registry,
-		ProcessorWebhooks: cfg.processorWebhooks(),
+		ProcessorWebhooks: httpapi.ProcessorWebhooks{Webhooks: processorWebhooks},
 		TrustedProxies:    cfg.TrustedProxies,
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
 		Tracer:            cfg.Provider(),
@@ -289,13 +291,4 @@ func Seed(ctx context.Context, cfg Config, webhookURL, webhookSecret string) err
 		return err
 	}
 	return endpoints.SeedDemo(ctx, pool, cfg.SecretsKey, tenants.Demos[0].ID, webhookURL, webhookSecret)
-}
-
-// processorWebhooks is how the webhooks of the processor cfg names are
-// verified and read.
-func (c Config) processorWebhooks() httpapi.ProcessorWebhooks {
-	if c.Stripe() {
-		return httpapi.ProcessorWebhooks{Secrets: c.StripeWebhookSecret, Parse: stripe.ParseEvent}
-	}
-	return httpapi.ProcessorWebhooks{Secrets: c.WebhookSecret, Parse: gateway.ParseEvent}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/idempotency"
@@ -24,7 +23,7 @@ func TestMain(m *testing.M) {
 func TestAPIConfigValidate(t *testing.T) {
 	t.Parallel()
 	var cfg Config
-	if err := envconfig.Process("payments_api_test_unset", &cfg); err != nil {
+	if err := process.Load(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRETS_KEY") {
@@ -65,7 +64,7 @@ func TestKeyReadsHaveTheirOwnPool(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var cfg Config
-	if err := envconfig.Process("payments_api_test_unset", &cfg); err != nil {
+	if err := process.Load(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.SecretsKey.Decode("dGVzdC1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI="); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
-	"github.com/example/payments/internal/process"
+	"github.com/example/payments/internal/secret"
 )
 
 // dashboardPrefix is where River's web UI is mounted on the worker's internal
@@ -38,7 +38,7 @@ func newDashboard(client *river.Client[pgx.Tx], logger *slog.Logger) (*riverui.H
 // can cancel, retry and delete jobs and pause queues, and a browser sends
 // basic-auth credentials it has cached along with another site's forged
 // POST.
-func protectDashboard(user string, password process.Secret, next http.Handler) http.Handler {
+func protectDashboard(user string, password secret.String, next http.Handler) http.Handler {
 	next = http.NewCrossOriginProtection().Handler(next)
 	// Comparing digests, which all have the same length, tells a caller
 	// nothing of the lengths of the user and password from the time taken.

@@ -8,6 +8,9 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/goleak"
 
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
+	"github.com/example/payments/internal/gateway/stripe"
 	"github.com/example/payments/internal/process"
 )
 
@@ -23,6 +26,7 @@ func defaults(t *testing.T) Config {
 	if err := envconfig.Process("payments_worker_test_unset", &cfg); err != nil {
 		t.Fatal(err)
 	}
+	processor(t, &cfg, fake.Adapter)
 	if err := cfg.SecretsKey.Decode("dGVzdC1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI="); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +48,7 @@ func TestWorkerConfigValidate(t *testing.T) {
 	// Stripe, with keys kept less than Stripe keeps its own, and every page
 	// the largest.
 	withStripe := defaults(t)
-	stripeConfig(&withStripe)
+	stripeConfig(t, &withStripe)
 	if err := withStripe.Validate(); err != nil {
 		t.Fatalf("a Stripe configuration: %v", err)
 	}
@@ -61,8 +65,8 @@ func TestWorkerConfigValidate(t *testing.T) {
 		change  func(*Config)
 		setting string // the setting the message must name
 	}{
-		{"ErrProcessorForgetsKeys", func(c *Config) { c.ProcessorKeyRetention = 24 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
-		{"ErrRetentionEatsMargin", func(c *Config) { c.KeyRetention.KeyRetention = 200 * time.Hour }, "PROCESSOR_KEY_RETENTION"},
+		{"ErrProcessorForgetsKeys", func(c *Config) { c.Processor.Settings.(*fake.Settings).KeyRetention = 24 * time.Hour }, "keeps its idempotency keys 24h0m0s"},
+		{"ErrRetentionEatsMargin", func(c *Config) { c.KeyRetention.KeyRetention = 200 * time.Hour }, "IDEMPOTENCY_KEY_RETENTION"},
 		{"ErrDeadlineBeforeRetries", func(c *Config) { c.Deadline = time.Minute }, "OPERATION_DEADLINE"},
 		// Past the retries, the reconciler needs its interval and a pass.
 		{"ErrDeadlineBeforeReconciler", func(c *Config) { c.Deadline = c.backoff().Horizon(c.MaxAttempts, c.JobTimeout) + c.ReconcileTimeout }, "RECONCILE_INTERVAL"},
@@ -72,11 +76,11 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"ErrAttempts", func(c *Config) { c.MaxAttempts = 0 }, "OPERATION_MAX_ATTEMPTS"},
 		{"ErrTombstones", func(c *Config) { c.TombstoneRetention = 0 }, "IDEMPOTENCY_TOMBSTONE_RETENTION"},
 		{"ErrLedgerPage", func(c *Config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
-		{"ErrProcessor", func(c *Config) { c.Processor.Processor = "paypal" }, "PROCESSOR"},
-		// Stripe: its key, its 24 hours of keys, its pages of 100.
-		{"ErrStripeKey", func(c *Config) { stripeConfig(c); c.StripeAPIKey = "" }, "STRIPE_API_KEY"},
-		{"ErrStripeForgetsKeys", func(c *Config) { stripeConfig(c); c.KeyRetention.KeyRetention = 24 * time.Hour }, "IDEMPOTENCY_KEY_RETENTION"},
-		{"ErrStripePage", func(c *Config) { stripeConfig(c); c.LedgerPageSize = 1000 }, "RECONCILE_LEDGER_PAGE"},
+		{"ErrProcessor", func(c *Config) { c.Processor.Name = "paypal" }, "must be one of fake, stripe"},
+		{"ErrProcessorUnread", func(c *Config) { c.Processor.Settings = nil }, "settings of processor fake were not read"},
+		// Stripe: its 24 hours of keys, its pages of 100.
+		{"ErrStripeForgetsKeys", func(c *Config) { stripeConfig(t, c); c.KeyRetention.KeyRetention = 24 * time.Hour }, "IDEMPOTENCY_KEY_RETENTION"},
+		{"ErrStripePage", func(c *Config) { stripeConfig(t, c); c.LedgerPageSize = 1000 }, "RECONCILE_LEDGER_PAGE"},
 		// Doubled that often, a base of seconds overflows a time.Duration: the
 		// horizon must not wrap around below the default deadline.
 		{"ErrDeadlineBeforeManyRetries", func(c *Config) { c.RetryBaseDelay = 10 * time.Second; c.MaxAttempts = 1000 }, "OPERATION_DEADLINE"},
@@ -104,8 +108,33 @@ func TestCommon(t *testing.T) {
 	}
 }
 
+// processor sets c's processor to a's, its settings the defaults.
+func processor(t *testing.T, c *Config, a gateway.Adapter) {
+	t.Helper()
+	var err error
+	if c.Processor, err = process.NewProcessor(a); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // stripeConfig points c at Stripe, as README's Stripe section does.
-func stripeConfig(c *Config) {
-	c.Processor.Processor, c.StripeAPIKey = process.ProcessorStripe, "sk_test_123"
+func stripeConfig(t *testing.T, c *Config) {
+	processor(t, c, stripe.Adapter)
+	c.Processor.Settings.(*stripe.Settings).APIKey = "sk_test_123"
 	c.KeyRetention.KeyRetention = 12 * time.Hour
+}
+
+// TestProcessorCalls: the worker's client of the processor is refused when
+// the calls lack a setting they need, naming it.
+func TestProcessorCalls(t *testing.T) {
+	t.Parallel()
+	cfg := defaults(t)
+	stripeConfig(t, &cfg)
+	if _, _, err := cfg.processor(); err != nil {
+		t.Fatalf("Stripe with a key: %v", err)
+	}
+	cfg.Processor.Settings.(*stripe.Settings).APIKey = ""
+	if _, _, err := cfg.processor(); err == nil || !strings.Contains(err.Error(), "STRIPE_API_KEY") {
+		t.Fatalf("Stripe without a key: %v", err)
+	}
 }

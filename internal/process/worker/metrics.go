@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -283,4 +284,28 @@ func oldestCollector(pool *pgxpool.Pool) collector {
 			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, age.Seconds())
 		}
 	}}
+}
+
+// announceProcessor says at start what the processor can do, and what each
+// absence costs, and exports payments_ledger_comparison_enabled: 0 when the
+// processor lists no ledger, so the comparison is off.
+func announceProcessor(logger *slog.Logger, registry prometheus.Registerer, p operation.Processor) {
+	logger.Info("processor", "name", p.Name, "lookup", p.Lookup, "fence", p.Fence, "ledger", p.Ledger,
+		"key_retention", p.KeyRetention, "settled_by_webhook", p.ByWebhook)
+	if !p.Fence {
+		logger.Warn("the processor has no fence: an operation past OPERATION_DEADLINE is never given up; it stays processing, in the needs-review queue")
+	}
+	if p.Lookup != operation.LookupQuery {
+		logger.Warn("the processor has no lookup by key: the reconciler asks it only as its lookup says, else waits for its webhook", "lookup", p.Lookup)
+	}
+	enabled := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "payments_ledger_comparison_enabled",
+		Help: "1 when the worker compares the processor's ledger with the service's records; 0 when the processor lists no ledger, so nothing is compared.",
+	})
+	if p.Ledger {
+		enabled.Set(1)
+	} else {
+		logger.Warn("the processor lists no ledger: the ledger comparison is off")
+	}
+	registry.MustRegister(enabled)
 }

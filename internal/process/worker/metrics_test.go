@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/example/payments/internal/catalog"
-	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
 	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/tools/testkind"
@@ -68,7 +68,7 @@ func TestTimedCalls(t *testing.T) {
 	}))
 	t.Cleanup(down.Close)
 	gadgets := testkind.NewProcessor()
-	declared := append(catalog.Kinds(gateway.New(down.URL, 5*time.Second)).Kinds(), testkind.New(gadgets))
+	declared := append(catalog.Kinds(fake.New(down.URL, 5*time.Second)).Kinds(), testkind.New(gadgets))
 	reg := prometheus.NewRegistry()
 	kinds := timedCalls(reg, operation.MustRegistry(declared...))
 
@@ -109,18 +109,18 @@ func TestTimedCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := payment.Find(ctx, "charge_none"); err == nil {
-		t.Fatal("a 503 answered a lookup")
+	if _, _, err := payment.Ledger(ctx, time.Now().Add(-time.Hour), ""); err == nil {
+		t.Fatal("a 503 answered a ledger page")
 	}
 	widget, _, ok := kinds.ByDownstreamKey(testkind.Names.DownstreamKey("wid_000000000000000000000000"))
 	if !ok {
 		t.Fatal("no kind of a widget's downstream key")
 	}
-	if _, _, err := widget.Close(ctx, "gadget_none"); err != nil {
+	if _, _, err := widget.Ledger(ctx, time.Now().Add(-time.Hour), ""); err != nil {
 		t.Fatal(err)
 	}
 	gadget, charge := widget.Names().Calls(), payment.Names().Calls()
-	want[[2]string{charge.Find, operation.CallUnknown}] = series{1, sc.TraceID().String()}
-	want[[2]string{gadget.Close, operation.CallOK}] = series{1, sc.TraceID().String()}
+	want[[2]string{charge.Ledger, operation.CallUnknown}] = series{1, sc.TraceID().String()}
+	want[[2]string{gadget.Ledger, operation.CallOK}] = series{1, sc.TraceID().String()}
 	check("after two calls")
 }

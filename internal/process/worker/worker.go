@@ -26,7 +26,6 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/internal/gateway/stripe"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/metrics"
@@ -35,6 +34,7 @@ import (
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
+	"github.com/example/payments/internal/secret"
 	"github.com/example/payments/internal/tracing"
 )
 
@@ -42,14 +42,11 @@ import (
 type Config struct {
 	process.Common
 	process.KeyRetention
-	process.ProcessorKeys
 	process.CrashPoint
 	process.Webhooks
 	process.Processor
 	WebhookSchedule        endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
 	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:"127.0.0.1:9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/; loopback only by default"`
-	ProcessorURL           string             `envconfig:"PROCESSOR_URL" default:"http://127.0.0.1:8090" desc:"the fake processor (PROCESSOR=fake)"`
-	StripeAPIBase          string             `envconfig:"STRIPE_API_BASE" desc:"Stripe's API with PROCESSOR=stripe (unset: https://api.stripe.com; a local stripe-mock in tests)"`
 	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
 	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
 	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"40" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
@@ -68,7 +65,7 @@ type Config struct {
 	ReconcileWindow        time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
 	StuckAfter             time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
 	ReconcileBatch         int                `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
-	LedgerPageSize         int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"0" desc:"ledger entries per page, up to the processor's largest (1000 for the fake, 100 for Stripe; 0: the largest)"`
+	LedgerPageSize         int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"0" desc:"ledger entries per page, up to the processor's largest (0: the largest)"`
 	TombstoneRetention     time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
 	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"1m" desc:"how often the reaper runs (0: never); a run reaps until nothing is left or JOB_TIMEOUT, so with a backlog it runs most of the time"`
 	ReapBatch              int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
@@ -78,12 +75,10 @@ type Config struct {
 	WebhookEventRetention  time.Duration      `envconfig:"WEBHOOK_EVENT_RETENTION" default:"720h" desc:"how long an event, and its deliveries and their attempts once over, are kept (GET /v1/events answers for that long)"`
 	WebhookSecretRetention time.Duration      `envconfig:"WEBHOOK_SECRET_RETENTION" default:"24h" desc:"how long an expired signing secret is kept before it is deleted"`
 
-	// RiverUIPassword is a process.Secret, so that the configuration logged
+	// RiverUIPassword is a secret.String, so that the configuration logged
 	// at start shows it masked.
-	RiverUIUser string `envconfig:"RIVER_UI_USER" default:"admin" desc:"basic-auth user of the River dashboard"`
-	// StripeAPIKey is a process.Secret, as RiverUIPassword.
-	StripeAPIKey    process.Secret `envconfig:"STRIPE_API_KEY" desc:"Stripe's secret key (sk_test_… or sk_live_…), required with PROCESSOR=stripe"`
-	RiverUIPassword process.Secret `envconfig:"RIVER_UI_PASSWORD" desc:"basic-auth password of the River dashboard at /riverui/ on METRICS_ADDR; unset: no dashboard"`
+	RiverUIUser     string        `envconfig:"RIVER_UI_USER" default:"admin" desc:"basic-auth user of the River dashboard"`
+	RiverUIPassword secret.String `envconfig:"RIVER_UI_PASSWORD" desc:"basic-auth password of the River dashboard at /riverui/ on METRICS_ADDR; unset: no dashboard"`
 }
 
 func (c Config) backoff() jobs.Backoff {
@@ -118,14 +113,11 @@ func (c Config) Validate() error {
 	case c.ReconcileInterval > 0 && c.Deadline < c.reconciledBy(horizon):
 		return fmt.Errorf("OPERATION_DEADLINE (%s) must be at least the worst-case time to reconcile (%s: the jobs' retry horizon, then RECONCILE_INTERVAL and a tenth for its jitter, then RECONCILE_TIMEOUT for the pass to reach it), or the reconciler gives up through the fence on operations it has not yet tried",
 			c.Deadline, c.reconciledBy(horizon))
-	case c.Stripe() && c.StripeAPIKey == "":
-		return fmt.Errorf("STRIPE_API_KEY is required with PROCESSOR=stripe")
-	case c.Stripe() && stripe.KeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
-		return fmt.Errorf("Stripe keeps its idempotency keys %s, which must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): shorten IDEMPOTENCY_KEY_RETENTION (12h, say) or OPERATION_DEADLINE; otherwise a retry could reach Stripe after it forgot the key and charge twice",
-			stripe.KeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
-	case !c.Stripe() && c.ProcessorKeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
-		return fmt.Errorf("PROCESSOR_KEY_RETENTION (%s) must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): raise PROCESSOR_KEY_RETENTION on the processor and here, or shorten the others; otherwise a retry could reach the processor after it forgot the key and charge twice",
-			c.ProcessorKeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
+	case c.Processor.Validate() != nil:
+		return c.Processor.Validate()
+	case c.declared().KeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
+		return fmt.Errorf("the processor (%s) keeps its idempotency keys %s, which must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): shorten IDEMPOTENCY_KEY_RETENTION (12h, say) or OPERATION_DEADLINE, or, where the processor's retention is one of its settings (-h), raise it; otherwise a retry could reach the processor after it forgot the key and charge twice",
+			c.Processor.Name, c.declared().KeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
 	case c.ReconcileTimeout <= c.ProcessorTimeout || c.LedgerTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("RECONCILE_TIMEOUT (%s) and LEDGER_COMPARE_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a run cannot make one call", c.ReconcileTimeout, c.LedgerTimeout, c.ProcessorTimeout)
 	case c.Webhooks.Validate() != nil:
@@ -136,10 +128,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_EVENT_RETENTION (%s) must be positive", c.EventRetention)
 	case c.TombstoneRetention <= 0:
 		return fmt.Errorf("IDEMPOTENCY_TOMBSTONE_RETENTION (%s) must be positive: a reaped key's retry must be told it expired", c.TombstoneRetention)
-	case c.LedgerPageSize < 0 || c.LedgerPageSize > c.largestPage():
-		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to %d, the processor's page limit (0: that limit)", c.LedgerPageSize, c.largestPage())
-	case c.Processor.Validate() != nil:
-		return c.Processor.Validate()
+	case c.declared().Ledger && (c.LedgerPageSize < 0 || c.LedgerPageSize > c.declared().LedgerPage):
+		return fmt.Errorf("RECONCILE_LEDGER_PAGE (%d) must be from 1 to %d, the processor's page limit (0: that limit)", c.LedgerPageSize, c.declared().LedgerPage)
 	case c.RiverUIPassword != "" && (c.RiverUIUser == "" || strings.Contains(c.RiverUIUser, ":")):
 		// Basic auth sends "user:password": nobody could log in as these.
 		return fmt.Errorf("RIVER_UI_USER (%q) must be set and free of ':' when RIVER_UI_PASSWORD is", c.RiverUIUser)
@@ -147,27 +137,15 @@ func (c Config) Validate() error {
 	return c.Common.Validate()
 }
 
-// largestPage is the largest ledger page the processor gives.
-func (c Config) largestPage() int {
-	if c.Stripe() {
-		return stripe.DefaultPageSize
-	}
-	return gateway.DefaultPageSize
-}
+// declared is what the processor can do, as its adapter declares it with
+// the settings read; Validate checks first that they were.
+func (c Config) declared() operation.Processor { return c.Processor.Settings.Processor() }
 
-// processor is the adapter of the processor cfg names, every call a span.
-func (c Config) processor() (catalog.Processor, error) {
-	if c.Stripe() {
-		s, err := stripe.New(stripe.Config{APIKey: string(c.StripeAPIKey), APIBase: c.StripeAPIBase,
-			Timeout: c.ProcessorTimeout, PageSize: c.LedgerPageSize})
-		if err != nil {
-			return nil, err
-		}
-		return s.Traced(c.Provider()), nil
-	}
-	gw := gateway.New(c.ProcessorURL, c.ProcessorTimeout).Traced(c.Provider())
-	gw.PageSize = c.LedgerPageSize
-	return gw, nil
+// processor is the adapter of the processor cfg names, every call a span,
+// and what the processor can do.
+func (c Config) processor() (catalog.Processor, operation.Processor, error) {
+	return catalog.Open(c.Processor.Settings, gateway.Options{Timeout: c.ProcessorTimeout, PageSize: c.LedgerPageSize,
+		Tracer: c.Provider()})
 }
 
 // reconciledBy is the worst-case time from an operation's creation to the
@@ -190,6 +168,7 @@ type Worker struct {
 	Keys       *idempotency.Store
 
 	cfg       Config
+	declared  operation.Processor // what the processor can do
 	logger    *slog.Logger
 	pool      *pgxpool.Pool
 	session   *pgxpool.Pool // past the pooler, when there is one; else pool
@@ -240,11 +219,12 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 		return nil, err
 	}
 	registry := prometheus.NewRegistry()
-	gw, err := cfg.processor()
+	calls, declared, err := cfg.processor()
 	if err != nil {
 		return nil, err
 	}
-	kinds := timedCalls(registry, catalog.Kinds(gw))
+	announceProcessor(logger, registry, declared)
+	kinds := timedCalls(registry, catalog.Kinds(calls))
 	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, endpoints.CrashAfterClaim)...); err != nil {
 		return nil, err
 	}
@@ -252,6 +232,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	if err != nil {
 		return nil, err
 	}
+	w.declared = declared
 	if err := w.build(registry, kinds); err != nil {
 		w.closeDB()
 		return nil, err
@@ -326,7 +307,7 @@ func (w *Worker) buildOperations(registry *prometheus.Registry, kinds *operation
 	}
 	queue := jobs.Queue{Client: lister, RescueAfter: jobs.RescueAfter(cfg.JobTimeout)}
 	w.Ops = &operation.Runner{DB: pool, Keys: w.Keys, Kinds: kinds,
-		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Observer: newOperationMetrics(registry, kinds.Types()),
+		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Processor: w.declared, Observer: newOperationMetrics(registry, kinds.Types()),
 		Subscribers: endpoints.FanOut{Jobs: queue}}
 	// Deliveries send the trace of the event's settling on, as traceparent.
 	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout, cfg.EndpointInFlight)
@@ -360,6 +341,7 @@ func (w *Worker) buildRiver(registry *prometheus.Registry) error {
 		FetchPollInterval: cfg.FetchPollInterval,
 		LedgerTimeout:     cfg.LedgerTimeout,
 		ReconcileInterval: cfg.ReconcileInterval,
+		CompareLedger:     w.declared.Ledger,
 		ReapInterval:      cfg.ReapInterval,
 	}, jobs.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapPace: cfg.ReapPace(),
 		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: w.Deliverer, Reaped: newReapMetrics(registry), Logger: w.logger, Tracer: cfg.Provider(),

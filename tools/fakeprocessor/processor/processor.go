@@ -26,7 +26,9 @@ import (
 // Config is the configuration of the fake card processor.
 type Config struct {
 	process.Common
-	process.ProcessorKeys
+	// KeyRetention is the worker's PROCESSOR_KEY_RETENTION too (package
+	// fake's Settings): the worker refuses to start if it is too short.
+	KeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h" desc:"how long the processor remembers its idempotency keys"`
 	Addr         string        `envconfig:"PROCESSOR_ADDR" default:":8090" desc:"address to listen on"`
 	InternalAddr string        `envconfig:"PROCESSOR_INTERNAL_ADDR" default:":9093" desc:"address of /metrics and /healthz for operators: internal, never the public port"`
 	FailRate     float64       `envconfig:"PROCESSOR_FAIL_RATE" default:"0" desc:"chaos: share of POSTs answered 500 before charging (0 to 1)"`
@@ -97,7 +99,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 		},
 		TimeoutHang:    cfg.TimeoutHang,
 		TracerProvider: cfg.Provider(),
-		KeyRetention:   cfg.ProcessorKeyRetention,
+		KeyRetention:   cfg.KeyRetention,
 		Webhooks: fakeprocessor.Webhooks{
 			URL:          cfg.WebhookURL,
 			Secrets:      cfg.WebhookSecret,

@@ -1,4 +1,4 @@
-package gateway
+package fake
 
 import (
 	"context"
@@ -14,7 +14,12 @@ import (
 )
 
 // Client makes the payment's processor calls.
-var _ payments.Processor = (*Client)(nil)
+var (
+	_ payments.Processor    = (*Client)(nil)
+	_ payments.ChargeFinder = (*Client)(nil)
+	_ payments.ChargeCloser = (*Client)(nil)
+	_ payments.ChargeLedger = (*Client)(nil)
+)
 
 // chargeObjects are the processor's charges.
 var chargeObjects = objects[ChargeObject]{name: "charges", member: "charge"}
@@ -85,7 +90,8 @@ func declined(resp []byte) (operation.Outcome, error) {
 // FindCharge asks the processor for the charge made under key; the newest
 // one, should the key have expired and been used again. found is false only
 // on a definite answer that no charge was made under key.
-func (c *Client) FindCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) FindCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	return chargeObjects.find(ctx, c, key)
 }
 
@@ -94,7 +100,8 @@ func (c *Client) FindCharge(ctx context.Context, key string) (operation.Outcome,
 // failure to get the processor's definite answer wraps
 // operation.ErrProcessorUnknown: the key may or may not be closed yet, and
 // the close is asked again later.
-func (c *Client) CloseCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	return chargeObjects.close(ctx, c, key)
 }
 

@@ -1,4 +1,4 @@
-package gateway_test
+package fake_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
@@ -39,16 +39,16 @@ func startProcessor(t *testing.T, cfg fakeprocessor.Config) string {
 }
 
 // newClient returns a client of a fake processor on a fresh database.
-func newClient(t *testing.T) *gateway.Client {
+func newClient(t *testing.T) *fake.Client {
 	t.Helper()
 	return chaosClient(t, fakeprocessor.Chaos{})
 }
 
 // chaosClient returns a client of a fake processor injecting chaos, on a
 // fresh database.
-func chaosClient(t *testing.T, chaos fakeprocessor.Chaos) *gateway.Client {
+func chaosClient(t *testing.T, chaos fakeprocessor.Chaos) *fake.Client {
 	t.Helper()
-	return gateway.New(startProcessor(t, fakeprocessor.Config{Chaos: chaos}), 5*time.Second)
+	return fake.New(startProcessor(t, fakeprocessor.Config{Chaos: chaos}), 5*time.Second)
 }
 
 // chargeReq is a charge request of 1500 USD with the given key and method.
@@ -65,7 +65,7 @@ func chargeReq(key, method string) payments.ChargeRequest {
 
 // mustCharge makes the charge chargeReq(key, method) and fails t unless the
 // processor answers definitely.
-func mustCharge(t *testing.T, client *gateway.Client, key, method string) operation.Outcome {
+func mustCharge(t *testing.T, client *fake.Client, key, method string) operation.Outcome {
 	t.Helper()
 	charge, err := client.Charge(context.Background(), chargeReq(key, method))
 	if err != nil {
@@ -76,7 +76,7 @@ func mustCharge(t *testing.T, client *gateway.Client, key, method string) operat
 
 // mustRefund refunds amount of the charge chargeID under key and fails t
 // unless the processor answers definitely.
-func mustRefund(t *testing.T, client *gateway.Client, key, chargeID string, amount int64) operation.Outcome {
+func mustRefund(t *testing.T, client *fake.Client, key, chargeID string, amount int64) operation.Outcome {
 	t.Helper()
 	refund, err := client.Refund(context.Background(), refunds.Request{IdempotencyKey: key, ChargeID: chargeID, Amount: amount})
 	if err != nil {
@@ -137,7 +137,7 @@ func TestCharge(t *testing.T) {
 func TestChargeErrors(t *testing.T) {
 	t.Parallel()
 	url := startProcessor(t, fakeprocessor.Config{})
-	client := gateway.New(url, 5*time.Second)
+	client := fake.New(url, 5*time.Second)
 	ctx := context.Background()
 
 	t.Run("ProcessingErrorIsUnknown", func(t *testing.T) {
@@ -146,7 +146,7 @@ func TestChargeErrors(t *testing.T) {
 		if !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Fatalf("err = %v, want ErrProcessorUnknown", err)
 		}
-		var apiErr *gateway.APIError
+		var apiErr *fake.APIError
 		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusInternalServerError || apiErr.Type != "api_error" {
 			t.Errorf("api error = %+v", apiErr)
 		}
@@ -167,7 +167,7 @@ func TestChargeErrors(t *testing.T) {
 		t.Parallel()
 		closed := httptest.NewServer(http.NotFoundHandler())
 		closed.Close()
-		_, err := gateway.New(closed.URL, time.Second).Charge(ctx, chargeReq("err-refused", "pm_card_visa"))
+		_, err := fake.New(closed.URL, time.Second).Charge(ctx, chargeReq("err-refused", "pm_card_visa"))
 		if !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("err = %v, want ErrProcessorUnknown", err)
 		}
@@ -180,14 +180,14 @@ func TestChargeTimeout(t *testing.T) {
 	ctx := context.Background()
 	req := chargeReq("timeout", "pm_card_timeout")
 
-	_, err := gateway.New(url, 300*time.Millisecond).Charge(ctx, req)
+	_, err := fake.New(url, 300*time.Millisecond).Charge(ctx, req)
 	if !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Fatalf("err = %v, want ErrProcessorUnknown", err)
 	}
 
 	// The caller could not know, but the processor charged exactly once.
-	client := gateway.New(url, 5*time.Second)
-	var list []gateway.ChargeObject
+	client := fake.New(url, 5*time.Second)
+	var list []fake.ChargeObject
 	testwait.For(t, "the charge", func() bool {
 		list, err = client.ChargesByIdempotencyKey(ctx, req.IdempotencyKey)
 		return err == nil && len(list) > 0
@@ -279,7 +279,7 @@ func TestLookups(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		t.Parallel()
 		_, err := client.GetCharge(ctx, "ch_missing")
-		if !errors.Is(err, gateway.ErrNotFound) || errors.Is(err, operation.ErrProcessorUnknown) {
+		if !errors.Is(err, fake.ErrNotFound) || errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("err = %v, want ErrNotFound", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package gateway
+package fake
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -78,7 +79,7 @@ func (o objects[T]) byKey(ctx context.Context, c *Client, key string) ([]T, erro
 func (o objects[T]) find(ctx context.Context, c *Client, key string) (_ operation.Outcome, found bool, _ error) {
 	made, err := o.byKey(ctx, c, key)
 	if err != nil {
-		return operation.Outcome{}, false, unknown(err)
+		return operation.Outcome{}, false, gateway.Unknown(err)
 	}
 	if len(made) == 0 {
 		return operation.Outcome{}, false, nil

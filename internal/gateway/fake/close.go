@@ -1,4 +1,4 @@
-package gateway
+package fake
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -26,10 +27,10 @@ func (c *Client) close(ctx context.Context, path, member, key string, dst any) (
 	}
 	status, resp, err := c.postJSON(ctx, path, "", closeRequest{IdempotencyKey: key})
 	if err != nil {
-		return false, fmt.Errorf("close %s key: %w", member, unknown(err))
+		return false, fmt.Errorf("close %s key: %w", member, gateway.Unknown(err))
 	}
 	if status != http.StatusOK {
-		return false, fmt.Errorf("close %s key: %w", member, unknown(classify(status, resp)))
+		return false, fmt.Errorf("close %s key: %w", member, gateway.Unknown(classify(status, resp)))
 	}
 	var closure map[string]json.RawMessage
 	if err := json.Unmarshal(resp, &closure); err != nil {

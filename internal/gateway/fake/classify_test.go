@@ -1,4 +1,4 @@
-package gateway_test
+package fake_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
@@ -73,11 +73,11 @@ func (a answer) check(t *testing.T, got operation.Outcome, err error) {
 
 // classifyEach makes call to a fake processor giving each answer, with the
 // key "k", and checks how the answer is classified.
-func classifyEach(t *testing.T, answers []answer, call func(context.Context, *gateway.Client) (operation.Outcome, error)) {
+func classifyEach(t *testing.T, answers []answer, call func(context.Context, *fake.Client) (operation.Outcome, error)) {
 	for _, tt := range answers {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := call(context.Background(), gateway.New(fakeProcessor(t, tt.status, tt.body, "k"), 5*time.Second))
+			got, err := call(context.Background(), fake.New(fakeProcessor(t, tt.status, tt.body, "k"), 5*time.Second))
 			tt.check(t, got, err)
 		})
 	}
@@ -112,7 +112,7 @@ func TestClassifyCharge(t *testing.T) {
 		{name: "ErrUnreadable402", status: 402, body: `{}`, want: unknown},
 		{name: "ErrNotFound", status: 404, body: `{"error":{"type":"invalid_request_error","code":"resource_missing","message":"no route"}}`,
 			want: definite, outcome: operation.Outcome{FailureCode: "resource_missing", FailureMessage: "no route"}},
-	}, commonAnswers...), func(ctx context.Context, c *gateway.Client) (operation.Outcome, error) {
+	}, commonAnswers...), func(ctx context.Context, c *fake.Client) (operation.Outcome, error) {
 		return c.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa"})
 	})
 }
@@ -129,7 +129,7 @@ func TestClassifyRefund(t *testing.T) {
 			want: definite, outcome: operation.Outcome{FailureCode: "resource_missing", FailureMessage: "No such charge"}},
 		{name: "ErrTooLarge", status: 400, body: `{"error":{"type":"invalid_request_error","code":"amount_too_large","message":"too much"}}`,
 			want: definite, outcome: operation.Outcome{FailureCode: "amount_too_large", FailureMessage: "too much"}},
-	}, commonAnswers...), func(ctx context.Context, c *gateway.Client) (operation.Outcome, error) {
+	}, commonAnswers...), func(ctx context.Context, c *fake.Client) (operation.Outcome, error) {
 		return c.Refund(ctx, refunds.Request{IdempotencyKey: "k", ChargeID: "ch_1", Amount: 1})
 	})
 }
@@ -149,7 +149,7 @@ func TestClassifyTimeout(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) }) // runs first: cleanups run last in, first out
-	client := gateway.New(srv.URL, 100*time.Millisecond)
+	client := fake.New(srv.URL, 100*time.Millisecond)
 	ctx := context.Background()
 
 	_, err := client.Charge(ctx, payments.ChargeRequest{IdempotencyKey: "k", Amount: 1, Currency: "USD", PaymentMethod: "pm_card_visa"})
@@ -160,7 +160,7 @@ func TestClassifyTimeout(t *testing.T) {
 	if !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Errorf("refund: %v", err)
 	}
-	if _, _, err := client.CloseCharge(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) {
+	if _, _, err := client.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Errorf("close charge: %v", err)
 	}
 }
@@ -187,19 +187,19 @@ func TestLookupClassify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			client := gateway.New(fakeProcessor(t, tt.status, tt.body, ""), 5*time.Second)
+			client := fake.New(fakeProcessor(t, tt.status, tt.body, ""), 5*time.Second)
 			ctx := context.Background()
 
-			if _, found, err := client.FindCharge(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || found {
+			if _, found, err := client.FindCharge(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || found {
 				t.Errorf("FindCharge: %v, %v", found, err)
 			}
-			if _, found, err := client.FindRefund(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || found {
+			if _, found, err := client.FindRefund(ctx, refunds.Request{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || found {
 				t.Errorf("FindRefund: %v, %v", found, err)
 			}
-			if _, made, err := client.CloseCharge(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
+			if _, made, err := client.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 				t.Errorf("CloseCharge: %v, %v", made, err)
 			}
-			if _, made, err := client.CloseRefund(ctx, "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
+			if _, made, err := client.CloseRefund(ctx, refunds.Request{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 				t.Errorf("CloseRefund: %v, %v", made, err)
 			}
 			if _, _, err := client.LedgerCharges(ctx, time.Now(), ""); !errors.Is(err, operation.ErrProcessorUnknown) {
@@ -227,7 +227,7 @@ func TestLookupClassify(t *testing.T) {
 		t.Parallel()
 		srv := fakeProcessor(t, http.StatusOK, `{"object":"key_closure","idempotency_key":"k"}`, "")
 		// A closure that does not say "null" has not said nothing was made.
-		if _, made, err := gateway.New(srv, 5*time.Second).CloseCharge(context.Background(), "k"); !errors.Is(err, operation.ErrProcessorUnknown) || made {
+		if _, made, err := fake.New(srv, 5*time.Second).CloseCharge(context.Background(), payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 			t.Errorf("CloseCharge: %v, %v", made, err)
 		}
 	})

@@ -1,11 +1,11 @@
-package gateway_test
+package fake_test
 
 import (
 	"errors"
 	"reflect"
 	"testing"
 
-	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -33,7 +33,7 @@ func TestParseEvent(t *testing.T) {
 		{refund("refund.failed", "null", "failed", `,"failure_code":"charge_not_refundable"`), operation.ProcessorEvent{ID: "evt_2",
 			Type: "refund.failed", DownstreamKey: "refund_re_1", Outcome: operation.Outcome{FailureCode: "charge_not_refundable"}, Amount: 400}},
 	} {
-		got, err := gateway.ParseEvent([]byte(c.body))
+		got, err := fake.ParseEvent([]byte(c.body))
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
@@ -46,7 +46,7 @@ func TestParseEvent(t *testing.T) {
 		}
 	}
 
-	if _, err := gateway.ParseEvent([]byte(`{"id":"evt_3","type":"charge.dispute.created","data":{}}`)); !errors.Is(err, operation.ErrEventNotHandled) {
+	if _, err := fake.ParseEvent([]byte(`{"id":"evt_3","type":"charge.dispute.created","data":{}}`)); !errors.Is(err, operation.ErrEventNotHandled) {
 		t.Errorf("unhandled type: %v", err)
 	}
 	for _, body := range []string{
@@ -57,7 +57,7 @@ func TestParseEvent(t *testing.T) {
 		`{"id":"evt_1","type":"charge.succeeded","data":{"object":{"id":"ch_1","object":"charge","amount":1,"status":"succeeded"}}}`,
 		`{"id":"evt_1","type":"refund.succeeded","data":{"object":{"id":"ch_1","object":"charge","status":"succeeded","idempotency_key":"k"}}}`,
 	} {
-		if _, err := gateway.ParseEvent([]byte(body)); !errors.Is(err, operation.ErrEventMalformed) {
+		if _, err := fake.ParseEvent([]byte(body)); !errors.Is(err, operation.ErrEventMalformed) {
 			t.Errorf("ParseEvent(%s) = %v, want malformed", body, err)
 		}
 	}
@@ -71,7 +71,7 @@ func TestParseEventOfAnyKind(t *testing.T) {
 	t.Parallel()
 	body := `{"id":"evt_9","type":"payout.succeeded","created":1,"data":{"object":{"id":"po_1","object":"payout",` +
 		`"amount":700,"currency":"EUR","status":"succeeded","idempotency_key":"payout_po_2"}}}`
-	got, err := gateway.ParseEvent([]byte(body))
+	got, err := fake.ParseEvent([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestParseEventOfAnyKind(t *testing.T) {
 	// The object must be what the type says it is.
 	mismatch := `{"id":"evt_9","type":"payout.failed","data":{"object":{"id":"re_1","object":"refund","status":"failed",` +
 		`"idempotency_key":"payout_po_2"}}}`
-	if _, err := gateway.ParseEvent([]byte(mismatch)); !errors.Is(err, operation.ErrEventMalformed) {
+	if _, err := fake.ParseEvent([]byte(mismatch)); !errors.Is(err, operation.ErrEventMalformed) {
 		t.Errorf("a payout event about a refund: %v, want malformed", err)
 	}
 }

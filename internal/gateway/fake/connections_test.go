@@ -1,4 +1,4 @@
-package gateway_test
+package fake_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/gateway/fake"
 )
 
 // TestConnectionsKept makes calls at once, twice over: the second round
@@ -56,10 +56,10 @@ func TestConnectionsKept(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		client *gateway.Client
+		client *fake.Client
 	}{
-		{"new", gateway.New(srv.URL, 5*time.Second)},
-		{"traced", gateway.New(srv.URL, 5*time.Second).Traced(noop.NewTracerProvider())},
+		{"new", fake.New(srv.URL, 5*time.Second)},
+		{"traced", fake.New(srv.URL, 5*time.Second).Traced(noop.NewTracerProvider())},
 	} {
 		before := dialed.Load()
 		for round := range 2 {

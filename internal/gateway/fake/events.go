@@ -1,4 +1,4 @@
-package gateway
+package fake
 
 import (
 	"bytes"

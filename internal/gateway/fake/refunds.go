@@ -1,4 +1,4 @@
-package gateway
+package fake
 
 import (
 	"context"
@@ -10,7 +10,12 @@ import (
 )
 
 // Client makes the refund's processor calls.
-var _ refunds.Processor = (*Client)(nil)
+var (
+	_ refunds.Processor    = (*Client)(nil)
+	_ refunds.RefundFinder = (*Client)(nil)
+	_ refunds.RefundCloser = (*Client)(nil)
+	_ refunds.RefundLedger = (*Client)(nil)
+)
 
 // refundObjects are the processor's refunds.
 var refundObjects = objects[RefundObject]{name: "refunds", member: "refund"}
@@ -56,12 +61,14 @@ func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Out
 // FindRefund asks the processor for the refund made under key; the newest
 // one, should the key have expired and been used again. found is false only
 // on a definite answer that no refund was made under key.
-func (c *Client) FindRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) FindRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	return refundObjects.find(ctx, c, key)
 }
 
 // CloseRefund is CloseCharge for refunds.
-func (c *Client) CloseRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
+func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
 	return refundObjects.close(ctx, c, key)
 }
 

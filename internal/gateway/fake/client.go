@@ -1,7 +1,8 @@
-// Package gateway is the service's HTTP client for the card processor: where
-// a real processor goes. Its Client makes each kind's processor calls (the
-// Processor interface of the kind's package), one file a kind, on shared
-// plumbing: classifying answers, lookups by key, the fence, the ledger.
+// Package fake is the adapter of the fake processor, the stand-in that
+// tools/fakeprocessor serves (PROCESSOR=fake): its Client makes each kind's
+// processor calls over HTTP, one file a kind, on plumbing of its own:
+// classifying answers, lookups by key, the fence, the ledger. Adapter
+// declares it to the service, with its settings and its webhooks.
 //
 // A kind's call (Charge, say) turns every answer into one of three things:
 // a definite outcome (an operation that succeeded or was declined, or a
@@ -12,10 +13,10 @@
 // or 429, or an answer that cannot be read. The caller retries those with
 // the same idempotency key, or asks the processor what happened.
 //
-// The questions the caller asks (a kind's Find, Close and Ledger: FindCharge,
-// say) either get a definite 200 answer or fail with an error wrapping
-// operation.ErrProcessorUnknown, to be asked again later.
-package gateway
+// The questions the caller asks (a kind's lookup, fence and ledger:
+// FindCharge, say) either get a definite 200 answer or fail with an error
+// wrapping operation.ErrProcessorUnknown, to be asked again later.
+package fake
 
 import (
 	"bytes"
@@ -30,6 +31,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/tracing"
 )
@@ -57,25 +59,8 @@ type Client struct {
 func New(baseURL string, timeout time.Duration) *Client {
 	return &Client{
 		baseURL: strings.TrimRight(baseURL, "/"),
-		http:    &http.Client{Timeout: timeout, Transport: Transport()},
+		http:    &http.Client{Timeout: timeout, Transport: gateway.Transport()},
 	}
-}
-
-// maxIdleConns bounds the connections to the processor kept open between
-// calls: more than the calls a worker has in flight at once (its jobs, the
-// reconciler's and the ledger's), so that each call finds one open.
-const maxIdleConns = 256
-
-// Transport is the connections to the processor, one host, for every
-// adapter's client (Stripe's too). Go's default
-// transport keeps two idle connections a host: past two calls at once, a
-// call dialed anew and closed its connection after the answer, and the
-// worker paid a TCP handshake (and left a socket in TIME_WAIT) on most
-// calls. An idle connection closes after IdleConnTimeout, as by default.
-func Transport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
-	return t
 }
 
 // Traced returns a copy of c whose every call is a client span, a child of
@@ -144,15 +129,6 @@ func classify(status int, body []byte) error {
 		return fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, apiErr)
 	}
 	return apiErr
-}
-
-// unknown wraps err in operation.ErrProcessorUnknown unless it already is:
-// a question the processor did not answer is asked again later.
-func unknown(err error) error {
-	if errors.Is(err, operation.ErrProcessorUnknown) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, err)
 }
 
 // decodeError reads the error member of an answer and reports whether it

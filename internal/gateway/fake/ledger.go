@@ -1,4 +1,4 @@
-package gateway
+package fake
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -63,7 +64,7 @@ func (o objects[T]) ledger(ctx context.Context, c *Client, since time.Time, curs
 	path := o.path()
 	l, err := getList[T](ctx, c, path, c.pageQuery(since, cursor))
 	if err != nil {
-		return nil, "", fmt.Errorf("ledger %s: %w", path, unknown(err))
+		return nil, "", fmt.Errorf("ledger %s: %w", path, gateway.Unknown(err))
 	}
 	page := make([]operation.LedgerEntry, len(l.Data))
 	for i, o := range l.Data {

@@ -1,0 +1,102 @@
+package stripe
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/secret"
+	signing "github.com/example/payments/internal/webhook"
+)
+
+// Adapter declares Stripe to the service: PROCESSOR=stripe.
+var Adapter = gateway.Adapter{
+	Name:     "stripe",
+	Summary:  "Stripe's v1 API, through stripe-go",
+	Settings: func() gateway.Settings { return &Settings{} },
+}
+
+// Settings are Stripe's settings, as the worker and the API read them with
+// PROCESSOR=stripe.
+type Settings struct {
+	// APIKey is a secret.String, so that the configuration logged at start
+	// shows it masked.
+	APIKey  secret.String `envconfig:"STRIPE_API_KEY" desc:"Stripe's secret key (sk_test_… or sk_live_…): required by the worker"`
+	APIBase string        `envconfig:"STRIPE_API_BASE" desc:"Stripe's API (unset: https://api.stripe.com; a local stripe-mock in tests)"`
+	// WebhookSecret verifies Stripe's webhooks; it may hold the old and the
+	// new secret during a rotation.
+	WebhookSecret Secrets `envconfig:"STRIPE_WEBHOOK_SECRET" desc:"the signing secrets of Stripe's webhook endpoint, whsec_... as its dashboard shows them, comma-separated during a rotation (unset: every processor webhook is refused)"`
+}
+
+// paymentMethods is Stripe's PaymentMethod ids and test tokens: pm_…
+var paymentMethods = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
+
+// Processor implements gateway.Settings: Stripe is searched for what was
+// made under a key, has the fence of the package doc, lists its ledger in
+// pages of up to DefaultPageSize, keeps its keys KeyRetention and settles
+// charges and refunds at once (a status not final is retrieved, then
+// unknown, then settled by the webhook).
+func (s *Settings) Processor() operation.Processor {
+	return operation.Processor{Name: Adapter.Name, Lookup: operation.LookupQuery, Fence: true, Ledger: true,
+		LedgerPage: DefaultPageSize, KeyRetention: KeyRetention,
+		PaymentMethod: operation.Format{Pattern: paymentMethods, Example: "pm_card_visa"}}
+}
+
+// Calls implements gateway.Settings: the Client of the Stripe API the
+// settings name.
+func (s *Settings) Calls(opts gateway.Options) (any, error) {
+	if s.APIKey == "" {
+		return nil, errors.New("STRIPE_API_KEY is required with PROCESSOR=stripe")
+	}
+	c, err := New(Config{APIKey: string(s.APIKey), APIBase: s.APIBase, Timeout: opts.Timeout, PageSize: opts.PageSize})
+	if err != nil {
+		return nil, err
+	}
+	return c.Traced(opts.Tracer), nil
+}
+
+// Webhooks implements gateway.Settings: deliveries signed in
+// Stripe-Signature with WebhookSecret (Verify), one event each, answered
+// with its receipt as JSON.
+func (s *Settings) Webhooks() (gateway.Webhooks, error) {
+	return webhooks{secrets: s.WebhookSecret}, nil
+}
+
+// webhooks reads Stripe's webhooks.
+type webhooks struct{ secrets Secrets }
+
+// Verify implements gateway.Webhooks with Verify: a refusal wraps the
+// service's webhook.ErrSignature, or webhook.ErrStale for one correctly
+// signed outside the tolerance; with no secrets, every delivery is refused.
+func (w webhooks) Verify(body []byte, h http.Header, now time.Time) error {
+	err := Verify(body, h, w.secrets, now)
+	switch {
+	case errors.Is(err, ErrStale):
+		return fmt.Errorf("%w: %w", signing.ErrStale, err)
+	case err != nil:
+		return fmt.Errorf("%w: %w", signing.ErrSignature, err)
+	}
+	return nil
+}
+
+// Events implements gateway.Webhooks: the one event of a delivery, whose id
+// Stripe sends in the body.
+func (webhooks) Events(body []byte, _ http.Header) ([]gateway.Event, error) {
+	var envelope struct {
+		ID string `json:"id"`
+	}
+	// A body that is not JSON, or names no id, is ParseEvent's to refuse.
+	_ = json.Unmarshal(body, &envelope)
+	ev, err := ParseEvent(body)
+	return gateway.Single(ev, err, envelope.ID)
+}
+
+// Answer implements gateway.Webhooks.
+func (webhooks) Answer(w http.ResponseWriter, receipts []gateway.Receipt) {
+	gateway.AnswerJSON(w, receipts)
+}
