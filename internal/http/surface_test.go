@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
 	"github.com/example/payments/internal/process/worker"
