@@ -88,6 +88,10 @@ type Options struct {
 	// Stripe, when set, points the worker at Stripe's API instead of the fake
 	// processor, and has the API verify Stripe's webhooks.
 	Stripe *Stripe
+	// Processor, when set, are the settings of the processor the API and
+	// the worker run against instead of the fake processor (a test-only
+	// processor's, say); the fake processor runs all the same.
+	Processor gateway.Settings
 	// ProcessorWebhooks makes the processor send its webhooks to the API
 	// (Chaos's webhook settings apply); off by default.
 	ProcessorWebhooks bool
@@ -240,7 +244,9 @@ func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.Stripe != nil {
+	if opts.Processor != nil {
+		acfg.Processor = process.Processor{Name: opts.Processor.Processor().Name, Settings: opts.Processor}
+	} else if opts.Stripe != nil {
 		st := processorDefaults(t, &acfg.Processor, stripe.Adapter).(*stripe.Settings)
 		if err := st.WebhookSecret.Decode(opts.Stripe.WebhookSecret); err != nil {
 			t.Fatal(err)
@@ -304,7 +310,9 @@ func (s *Stack) buildWorker(ctx context.Context, opts Options, logger *slog.Logg
 	}
 	wcfg.TombstoneRetention = 7 * 24 * time.Hour
 	wcfg.TracerProvider = tracerProvider(opts.Spans, "worker")
-	if opts.Stripe != nil {
+	if opts.Processor != nil {
+		wcfg.Processor = process.Processor{Name: opts.Processor.Processor().Name, Settings: opts.Processor}
+	} else if opts.Stripe != nil {
 		st := processorDefaults(t, &wcfg.Processor, stripe.Adapter).(*stripe.Settings)
 		st.APIBase, st.APIKey = opts.Stripe.APIBase, stripemock.APIKey
 		// Stripe keeps its keys a day: the service's are kept less.

@@ -76,7 +76,8 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"ErrAttempts", func(c *Config) { c.MaxAttempts = 0 }, "OPERATION_MAX_ATTEMPTS"},
 		{"ErrTombstones", func(c *Config) { c.TombstoneRetention = 0 }, "IDEMPOTENCY_TOMBSTONE_RETENTION"},
 		{"ErrLedgerPage", func(c *Config) { c.LedgerPageSize = 5000 }, "RECONCILE_LEDGER_PAGE"},
-		{"ErrProcessor", func(c *Config) { c.Processor.Name = "paypal" }, "must be one of fake, stripe"},
+		{"ErrProcessor", func(c *Config) { c.Processor = process.Processor{Name: "paypal"} }, "must be one of fake, stripe"},
+		{"ErrProcessorSettings", func(c *Config) { c.Processor.Name = "stripe" }, "its settings declare processor \"fake\""},
 		{"ErrProcessorUnread", func(c *Config) { c.Processor.Settings = nil }, "settings of processor fake were not read"},
 		// Stripe: its 24 hours of keys, its pages of 100.
 		{"ErrStripeForgetsKeys", func(c *Config) { stripeConfig(t, c); c.KeyRetention.KeyRetention = 24 * time.Hour }, "IDEMPOTENCY_KEY_RETENTION"},
