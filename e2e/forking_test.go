@@ -32,6 +32,22 @@ const maxEdited = 4
 // lines the example does.
 var templateKinds = []string{"payment", "refund"}
 
+// templateProcessors are the processors of the template the example was
+// written for. The example adds payouts' calls to each of their adapters,
+// which every adapter must make: a tree with another adapter is a fork
+// the example does not build in until that adapter makes them too.
+var templateProcessors = []string{"fake", "stripe"}
+
+// processorNames are the names of the tree's processors, in their list's
+// order.
+func processorNames() []string {
+	var names []string
+	for _, a := range catalog.Processors {
+		names = append(names, a.Name)
+	}
+	return names
+}
+
 // nestedRun marks the patched copy's own run of the suite, in which the
 // forking tests do not run again.
 const nestedRun = "PAYMENTS_FORKING_COPY"
@@ -51,6 +67,11 @@ func TestForkingGuidePatch(t *testing.T) {
 		t.Skip("the patched copy's suite runs once, in the run without the pooler")
 	case os.Getenv(nestedRun) != "":
 		t.Skip("this is the patched copy's own run")
+	}
+	if processors := processorNames(); !slices.Equal(processors, templateProcessors) {
+		t.Skipf("this tree's processors are %v, not the template's %v: docs/payouts.patch no longer applies to it, "+
+			"as it adds payouts' calls to the template's adapters only; give your adapters payout calls as the patch gives "+
+			"the template's, or delete docs/payouts.patch and this test (FORKING, \"Your own operations\")", processors, templateProcessors)
 	}
 	text, err := os.ReadFile(patch)
 	if err != nil {
