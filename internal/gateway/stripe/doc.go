@@ -1,10 +1,12 @@
-// Package stripe is the processor's adapter for Stripe: a Client that makes
-// every kind's processor calls (payments.Processor, refunds.Processor) on
-// Stripe's v1 API through stripe-go, and the reader of Stripe's webhooks
-// (Verify, ParseEvent). It keeps the ports of package gateway, the fake
-// processor's adapter: a kind's call returns a definite operation.Outcome or
-// an error wrapping operation.ErrProcessorUnknown, and its Find, Close and
-// Ledger a definite answer or such an error.
+// Package stripe is the processor's adapter for Stripe (PROCESSOR=stripe,
+// declared by Adapter, its settings Settings): a Client that makes every
+// kind's processor calls, with their lookups, fences and ledgers
+// (payments.Processor, ChargeFinder, ChargeCloser, ChargeLedger, and the
+// refunds' likewise), on Stripe's v1 API through stripe-go, and the reader
+// of Stripe's webhooks (Verify, ParseEvent). It keeps the ports every
+// adapter keeps: a kind's call returns a definite operation.Outcome or an
+// error wrapping operation.ErrProcessorUnknown, and its lookup, fence and
+// ledger a definite answer or such an error.
 //
 // # Downstream keys
 //
