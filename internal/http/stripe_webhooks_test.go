@@ -34,7 +34,8 @@ func stripeSigned(body, secret string, at time.Time) []string {
 // every processor's takes: a payment_intent.succeeded settles its payment,
 // a payment_intent.payment_failed declines one with its decline code. A
 // forged, tampered or stale delivery is refused and recorded nowhere; a
-// PaymentIntent still processing settles nothing.
+// PaymentIntent still processing, or one this service did not make, settles
+// nothing and is answered 200, ignored.
 func TestStripeWebhooks(t *testing.T) {
 	t.Parallel()
 	const secret, rotated = "whsec_stripe_current", "whsec_stripe_previous"
@@ -74,12 +75,18 @@ func TestStripeWebhooks(t *testing.T) {
 	}
 
 	processing := stripeEvent("evt_processing", "payment_intent.processing", "pi_paid", "processing", paid.ID, 4200, "")
+	// A PaymentIntent made elsewhere (Checkout, the Dashboard): no key in
+	// its metadata. A refusal would have Stripe send it again for days.
+	elsewhere := `{"id": "evt_elsewhere", "object": "event", "type": "payment_intent.succeeded", "created": 1700000000,
+"data": {"object": {"id": "pi_checkout", "object": "payment_intent", "status": "succeeded", "amount": 900, "currency": "usd",
+"metadata": {"checkout": "cs_1"}}}}`
 	failed := stripeEvent("evt_declined", "payment_intent.payment_failed", "pi_declined", "requires_payment_method", declined.ID, 4200,
 		`, "last_payment_error": {"type": "card_error", "code": "card_declined", "decline_code": "insufficient_funds", "message": "Your card has insufficient funds."}`)
 	for _, c := range []struct {
 		name, body, secret, result string
 	}{
 		{"Processing", processing, secret, "ignored"},
+		{"MadeElsewhere", elsewhere, secret, "ignored"},
 		{"Succeeded", succeeded, secret, "accepted"},
 		{"Duplicate", succeeded, secret, "duplicate"},
 		{"DeclinedRotated", failed, rotated, "accepted"},
@@ -103,6 +110,6 @@ func TestStripeWebhooks(t *testing.T) {
 	wantMetrics(t, s.APIMetrics(),
 		`payments_processor_webhooks_received_total{result="invalid_signature"} 4`,
 		`payments_processor_webhooks_received_total{result="stale"} 1`,
-		`payments_processor_webhooks_received_total{result="ignored"} 1`,
+		`payments_processor_webhooks_received_total{result="ignored"} 2`,
 		`payments_processor_webhooks_received_total{result="accepted"} 2`)
 }

@@ -47,12 +47,16 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (operat
 		return operation.Outcome{}, errors.New("charge: idempotency key is required")
 	}
 	params := &stripego.PaymentIntentCreateParams{
-		Amount:             stripego.Int64(req.Amount),
-		Currency:           stripego.String(strings.ToLower(req.Currency)),
-		Confirm:            stripego.Bool(true),
-		PaymentMethod:      stripego.String(req.PaymentMethod),
-		PaymentMethodTypes: []*string{stripego.String(methodCard)},
-		Metadata:           map[string]string{metaDownstreamKey: req.IdempotencyKey},
+		Amount:   stripego.Int64(req.Amount),
+		Currency: stripego.String(strings.ToLower(req.Currency)),
+		Confirm:  stripego.Bool(true),
+		// A card that needs authentication (3-D Secure) fails the attempt,
+		// a decline with its code, instead of stopping at an action nothing
+		// here can complete.
+		ErrorOnRequiresAction: stripego.Bool(true),
+		PaymentMethod:         stripego.String(req.PaymentMethod),
+		PaymentMethodTypes:    []*string{stripego.String(methodCard)},
+		Metadata:              map[string]string{metaDownstreamKey: req.IdempotencyKey},
 	}
 	if req.PaymentID != "" {
 		params.Metadata[metaPaymentID] = req.PaymentID

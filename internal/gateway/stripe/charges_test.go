@@ -41,6 +41,9 @@ func TestCharge(t *testing.T) {
 			outcome: operation.Outcome{ID: "pi_1", FailureCode: "generic_decline", FailureMessage: "Your card was declined."}},
 		{name: "InsufficientFunds", routes: map[string][]reply{create: {declined("card_declined", "insufficient_funds")}},
 			outcome: operation.Outcome{ID: "pi_1", FailureCode: "insufficient_funds", FailureMessage: "Your card was declined."}},
+		// A card that needs authentication, with error_on_requires_action.
+		{name: "AuthenticationRequired", routes: map[string][]reply{create: {declined("authentication_required", "authentication_required")}},
+			outcome: operation.Outcome{ID: "pi_1", FailureCode: "authentication_required", FailureMessage: "Your card was declined."}},
 		{name: "DeclinedNoDeclineCode", routes: map[string][]reply{create: {declined("expired_card", "")}},
 			outcome: operation.Outcome{ID: "pi_1", FailureCode: "expired_card", FailureMessage: "Your card was declined."}},
 		{name: "DeclineReplayed", routes: map[string][]reply{create: {{status: http.StatusPaymentRequired,
@@ -129,12 +132,12 @@ func TestChargeRequest(t *testing.T) {
 		t.Errorf("Authorization = %q", a)
 	}
 	wantForm(t, got[0].form, map[string]string{
-		"amount": "1500", "currency": "usd", "confirm": "true", "payment_method": "pm_card_visa",
+		"amount": "1500", "currency": "usd", "confirm": "true", "error_on_requires_action": "true", "payment_method": "pm_card_visa",
 		"payment_method_types[0]": "card", "description": "Order 1",
 		"metadata[downstream_key]": chargeKey, "metadata[payment_id]": paymentID,
 	})
-	if len(got[0].form) != 8 {
-		t.Errorf("form = %v, want the 8 fields above", got[0].form)
+	if len(got[0].form) != 9 {
+		t.Errorf("form = %v, want the 9 fields above", got[0].form)
 	}
 }
 

@@ -19,7 +19,10 @@
 //
 // A charge is one PaymentIntent, created and confirmed in one call
 // (confirm=true, the payment method, payment_method_types[]=card so that no
-// return_url is needed). The answer is classified:
+// return_url is needed, error_on_requires_action=true so that a card that
+// needs authentication is declined, authentication_required, rather than
+// left in requires_action, which no customer is there to complete). The
+// answer is classified:
 //
 //   - a PaymentIntent succeeded: a success, its ID the PaymentIntent's;
 //   - requires_payment_method with a last_payment_error: a decline, its code
@@ -114,6 +117,9 @@
 // Verify checks Stripe-Signature against any of the endpoint's secrets and
 // the time it was signed against now; ParseEvent maps the events that
 // settle an operation: payment_intent.succeeded, .payment_failed and
-// .canceled, and refund.created, refund.updated and charge.refund.updated
-// with a final status.
+// .canceled, and refund.created, refund.updated, refund.failed and
+// charge.refund.updated with a final status. An event about an object this
+// service did not make (one whose metadata names no downstream key: a
+// refund from the Dashboard, a Checkout session's PaymentIntent) is not
+// handled: answered 200, ignored, and counted so.
 package stripe

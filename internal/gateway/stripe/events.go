@@ -132,7 +132,8 @@ func ParseEvent(body []byte) (operation.ProcessorEvent, error) {
 	case stripego.EventTypePaymentIntentSucceeded, stripego.EventTypePaymentIntentPaymentFailed,
 		stripego.EventTypePaymentIntentCanceled:
 		err = paymentEvent(&ev, e)
-	case stripego.EventTypeRefundCreated, stripego.EventTypeRefundUpdated, stripego.EventTypeChargeRefundUpdated:
+	case stripego.EventTypeRefundCreated, stripego.EventTypeRefundUpdated, stripego.EventTypeRefundFailed,
+		stripego.EventTypeChargeRefundUpdated:
 		err = refundEvent(&ev, e)
 	default:
 		err = fmt.Errorf("%w: %q", operation.ErrEventNotHandled, e.Type)
@@ -189,11 +190,15 @@ func refundEvent(ev *operation.ProcessorEvent, e event) error {
 }
 
 // keyed fills in ev the downstream key the object's metadata names, and
-// what it asked for.
+// what it asked for. An object whose metadata names none was made elsewhere
+// (the Dashboard, Checkout, an invoice), and its event is not handled: a
+// refusal would have Stripe send it again for days, and disable the
+// endpoint.
 func keyed(ev *operation.ProcessorEvent, metadata map[string]string, amount int64, currency stripego.Currency) error {
 	ev.DownstreamKey = metadata[metaDownstreamKey]
 	if ev.DownstreamKey == "" {
-		return fmt.Errorf("%w: the object's metadata names no %s", operation.ErrEventMalformed, metaDownstreamKey)
+		return fmt.Errorf("%w: %s about an object this service did not make: its metadata names no %s",
+			operation.ErrEventNotHandled, ev.Type, metaDownstreamKey)
 	}
 	ev.Amount, ev.Currency = amount, strings.ToUpper(string(currency))
 	return nil
