@@ -49,7 +49,10 @@ AS_PG=(env -i PATH="$PG_BIN:/usr/bin:/bin" LANG=C.UTF-8 LC_ALL=C.UTF-8)
 if [[ $EUID -eq 0 ]]; then
 	AS_PG=(setpriv --reuid=postgres --regid=postgres --init-groups -- "${AS_PG[@]}")
 fi
-as_pg() { "${AS_PG[@]}" HOME="$DIR" "$@"; }
+# It runs in DIR, postgres's own: the caller's directory may be one postgres
+# cannot enter (a clone in a home directory, or in a fresh mktemp -d, mode
+# 0700), and initdb, finding no current directory, never bootstraps a node.
+as_pg() { (cd "$DIR" && exec "${AS_PG[@]}" HOME="$DIR" "$@"); }
 
 # launch PIDFILE LOGFILE CMD...: start CMD as postgres in its own session,
 # detached (stdin /dev/null, output to LOGFILE), its pid in PIDFILE.
@@ -60,7 +63,7 @@ launch() {
 	as_pg touch "$logfile"
 	# exec: no shell of ours stays behind as the daemon's parent.
 	# shellcheck disable=SC2016 # $$ and $@ are the inner sh's
-	(exec "${AS_PG[@]}" HOME="$DIR" setsid sh -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@") \
+	(cd "$DIR" && exec "${AS_PG[@]}" HOME="$DIR" setsid sh -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@") \
 		>>"$logfile" 2>&1 </dev/null &
 	local deadline=$((SECONDS + 10))
 	until [[ -s $pidfile ]]; do
