@@ -383,7 +383,7 @@ func (c *Cluster) run(ctx context.Context, args ...string) (string, error) {
 // Tails is the last n lines of each daemon's log, for a post-mortem.
 func (c *Cluster) Tails(n int) string {
 	var b strings.Builder
-	for _, f := range []string{"pg1/patroni.log", "pg2/patroni.log", "etcd.log"} {
+	for _, f := range []string{"pg1/patroni.log", "pg1/log/postgresql.log", "pg2/patroni.log", "pg2/log/postgresql.log", "etcd.log"} {
 		fmt.Fprintf(&b, "hapg: last lines of %s:\n%s\n", f, tail(filepath.Join(c.dir, f), n))
 	}
 	return b.String()

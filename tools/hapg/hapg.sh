@@ -136,7 +136,13 @@ wait_healthy() {
 		if ((SECONDS >= deadline)); then
 			log "no leader with a streaming sync standby after ${TIMEOUT}s; cluster:"
 			cluster_json >&2 || true
-			for n in "${NODES[@]}"; do log "--- $n/patroni.log"; tail -n 30 "$DIR/$n/patroni.log" >&2 || true; done
+			# Patroni's log says what it waits for; Postgres's own, why.
+			for n in "${NODES[@]}"; do
+				log "--- $n/patroni.log"
+				tail -n 30 "$DIR/$n/patroni.log" >&2 || true
+				log "--- $n/log/postgresql.log"
+				tail -n 30 "$DIR/$n/log/postgresql.log" >&2 || true
+			done
 			exit 1
 		fi
 		sleep 0.25
