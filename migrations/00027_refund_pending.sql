@@ -5,6 +5,7 @@
 -- statuses of its own kind; a payment's stay processing, succeeded, failed.
 -- Only functions change: no table is locked or read.
 SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
 
 -- +goose StatementBegin
 CREATE FUNCTION operation_rules(relation text, amount bigint, status text, statuses text[], settled_by text)
@@ -43,6 +44,7 @@ END $$;
 
 -- +goose Down
 SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION refunds_rules() RETURNS trigger LANGUAGE plpgsql AS $$
