@@ -245,3 +245,65 @@ func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor stri
 		return rows, page.HasMore, nil
 	})
 }
+
+// CloseCharge closes key for good at Stripe with the fence (the package
+// doc), and returns the charge made under it, if any. made is false only
+// when the fence holds the key: nothing was, or ever will be, made under
+// it. A PaymentIntent made under the key and still cancelable is canceled,
+// and reported failed. Anything short of a definite answer wraps
+// operation.ErrProcessorUnknown, and the close is asked again later.
+func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
+	out, made, err := c.closeCharge(ctx, key)
+	if err != nil {
+		return operation.Outcome{}, false, fmt.Errorf("close charge key %s: %w", key, err)
+	}
+	return out, made, nil
+}
+
+// closeCharge is CloseCharge.
+func (c *Client) closeCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
+	used, err := c.fence(ctx, key)
+	if err != nil {
+		return operation.Outcome{}, false, err
+	}
+	// Searched even when the fence holds the key: Stripe may have forgotten
+	// a key older than KeyRetention, and the PaymentIntent made under it.
+	found, err := c.searchPayment(ctx, key)
+	switch {
+	case err != nil:
+		return operation.Outcome{}, false, unknown(err)
+	case found == nil && !used:
+		return operation.Outcome{}, false, nil
+	case found == nil:
+		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and the search finds nothing made under it yet")
+	}
+	pi, err := c.api.V1PaymentIntents.Retrieve(ctx, found.ID, nil)
+	switch {
+	case err != nil:
+		return operation.Outcome{}, false, unknown(err)
+	case pi.ID != found.ID:
+		return operation.Outcome{}, false, gateway.Unknownf("retrieving payment intent %s answered %q", found.ID, pi.ID)
+	}
+	if out, ok := paymentOutcome(pi); ok {
+		return out, true, nil
+	}
+	switch pi.Status {
+	case stripego.PaymentIntentStatusRequiresPaymentMethod, stripego.PaymentIntentStatusRequiresConfirmation,
+		stripego.PaymentIntentStatusRequiresAction, stripego.PaymentIntentStatusRequiresCapture:
+	default:
+		return operation.Outcome{}, false, gateway.Unknownf("payment intent %s is %s: not final", pi.ID, pi.Status)
+	}
+	after, canceled, err := c.cancel(ctx, pi.ID)
+	switch {
+	case err != nil:
+		return operation.Outcome{}, false, err
+	case canceled:
+		return operation.Outcome{ID: pi.ID, FailureCode: codeCanceled}, true, nil
+	}
+	// The cancel was refused: it moved on meanwhile (succeeded, say).
+	if out, ok := paymentOutcome(after); ok {
+		return out, true, nil
+	}
+	return operation.Outcome{}, false, gateway.Unknownf("payment intent %s is %s: the cancel was refused", pi.ID, after.Status)
+}

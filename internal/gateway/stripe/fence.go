@@ -3,15 +3,11 @@ package stripe
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	stripego "github.com/stripe/stripe-go/v83"
 
 	"github.com/example/payments/internal/gateway"
-	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/refunds"
 )
 
 // The fence PaymentIntent's amount and currency: the smallest a card
@@ -20,103 +16,6 @@ const (
 	fenceAmount   = 50
 	fenceCurrency = "usd"
 )
-
-// CloseCharge closes key for good at Stripe with the fence (the package
-// doc), and returns the charge made under it, if any. made is false only
-// when the fence holds the key: nothing was, or ever will be, made under
-// it. A PaymentIntent made under the key and still cancelable is canceled,
-// and reported failed. Anything short of a definite answer wraps
-// operation.ErrProcessorUnknown, and the close is asked again later.
-func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	out, made, err := c.closeCharge(ctx, key)
-	if err != nil {
-		return operation.Outcome{}, false, fmt.Errorf("close charge key %s: %w", key, err)
-	}
-	return out, made, nil
-}
-
-// closeCharge is CloseCharge.
-func (c *Client) closeCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	used, err := c.fence(ctx, key)
-	if err != nil {
-		return operation.Outcome{}, false, err
-	}
-	// Searched even when the fence holds the key: Stripe may have forgotten
-	// a key older than KeyRetention, and the PaymentIntent made under it.
-	found, err := c.searchPayment(ctx, key)
-	switch {
-	case err != nil:
-		return operation.Outcome{}, false, unknown(err)
-	case found == nil && !used:
-		return operation.Outcome{}, false, nil
-	case found == nil:
-		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and the search finds nothing made under it yet")
-	}
-	pi, err := c.api.V1PaymentIntents.Retrieve(ctx, found.ID, nil)
-	switch {
-	case err != nil:
-		return operation.Outcome{}, false, unknown(err)
-	case pi.ID != found.ID:
-		return operation.Outcome{}, false, gateway.Unknownf("retrieving payment intent %s answered %q", found.ID, pi.ID)
-	}
-	if out, ok := paymentOutcome(pi); ok {
-		return out, true, nil
-	}
-	switch pi.Status {
-	case stripego.PaymentIntentStatusRequiresPaymentMethod, stripego.PaymentIntentStatusRequiresConfirmation,
-		stripego.PaymentIntentStatusRequiresAction, stripego.PaymentIntentStatusRequiresCapture:
-	default:
-		return operation.Outcome{}, false, gateway.Unknownf("payment intent %s is %s: not final", pi.ID, pi.Status)
-	}
-	after, canceled, err := c.cancel(ctx, pi.ID)
-	switch {
-	case err != nil:
-		return operation.Outcome{}, false, err
-	case canceled:
-		return operation.Outcome{ID: pi.ID, FailureCode: codeCanceled}, true, nil
-	}
-	// The cancel was refused: it moved on meanwhile (succeeded, say).
-	if out, ok := paymentOutcome(after); ok {
-		return out, true, nil
-	}
-	return operation.Outcome{}, false, gateway.Unknownf("payment intent %s is %s: the cancel was refused", pi.ID, after.Status)
-}
-
-// CloseRefund closes key for good at Stripe with the fence, as CloseCharge
-// does, and returns the refund made under it, if any, as the refund list
-// finds it. A refund still pending is unknown: a refund cannot be canceled.
-func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	out, made, err := c.closeRefund(ctx, key)
-	if err != nil {
-		return operation.Outcome{}, false, fmt.Errorf("close refund key %s: %w", key, err)
-	}
-	return out, made, nil
-}
-
-// closeRefund is CloseRefund.
-func (c *Client) closeRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	used, err := c.fence(ctx, key)
-	if err != nil {
-		return operation.Outcome{}, false, err
-	}
-	// Listed even when the fence holds the key, as for a charge.
-	r, err := c.findRefund(ctx, key)
-	switch {
-	case err != nil:
-		return operation.Outcome{}, false, unknown(err)
-	case r == nil && !used:
-		return operation.Outcome{}, false, nil
-	case r == nil:
-		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and no refund of the last %s names it", refundWindow)
-	}
-	out, ok := refundOutcome(r)
-	if !ok {
-		return operation.Outcome{}, false, gateway.Unknownf("refund %s is %s: not final, and a refund cannot be canceled", r.ID, r.Status)
-	}
-	return out, true, nil
-}
 
 // fence creates the fence PaymentIntent under key, with a body that never
 // changes, and cancels it. used is true when Stripe refused it because

@@ -183,3 +183,38 @@ func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor stri
 		return rows, page.HasMore, nil
 	})
 }
+
+// CloseRefund closes key for good at Stripe with the fence, as CloseCharge
+// does, and returns the refund made under it, if any, as the refund list
+// finds it. A refund still pending is unknown: a refund cannot be canceled.
+func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	key := req.IdempotencyKey
+	out, made, err := c.closeRefund(ctx, key)
+	if err != nil {
+		return operation.Outcome{}, false, fmt.Errorf("close refund key %s: %w", key, err)
+	}
+	return out, made, nil
+}
+
+// closeRefund is CloseRefund.
+func (c *Client) closeRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
+	used, err := c.fence(ctx, key)
+	if err != nil {
+		return operation.Outcome{}, false, err
+	}
+	// Listed even when the fence holds the key, as for a charge.
+	r, err := c.findRefund(ctx, key)
+	switch {
+	case err != nil:
+		return operation.Outcome{}, false, unknown(err)
+	case r == nil && !used:
+		return operation.Outcome{}, false, nil
+	case r == nil:
+		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and no refund of the last %s names it", refundWindow)
+	}
+	out, ok := refundOutcome(r)
+	if !ok {
+		return operation.Outcome{}, false, gateway.Unknownf("refund %s is %s: not final, and a refund cannot be canceled", r.ID, r.Status)
+	}
+	return out, true, nil
+}
