@@ -111,6 +111,14 @@ func Unknown(err error) error {
 	return fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, err)
 }
 
+// SavedFailure wraps err, a failure the processor saved for the call's key
+// and replays to every call made again with it, in
+// operation.ErrSavedFailure and operation.ErrProcessorUnknown: the
+// operation may or may not exist, and no retry can tell.
+func SavedFailure(err error) error {
+	return fmt.Errorf("%w: %w: %w", operation.ErrSavedFailure, operation.ErrProcessorUnknown, err)
+}
+
 // Unknownf is an error wrapping operation.ErrProcessorUnknown that says
 // what was odd.
 func Unknownf(format string, args ...any) error {

@@ -113,3 +113,42 @@ func TestStripeWebhooks(t *testing.T) {
 		`payments_processor_webhooks_received_total{result="ignored"} 2`,
 		`payments_processor_webhooks_received_total{result="accepted"} 2`)
 }
+
+// TestStripeAmounts: with PROCESSOR=stripe, the API refuses before a key
+// is spent an amount Stripe would refuse in its currency, a 400 naming
+// amount, and takes the smallest it would take; the key stays free for the
+// corrected request.
+func TestStripeAmounts(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{Stripe: &stacktest.Stripe{APIBase: "http://127.0.0.1:9", WebhookSecret: "whsec_amounts"}})
+	for _, c := range []struct {
+		amount   int64
+		currency string
+		refused  string // what the refusal says, "" for taken
+	}{
+		{49, "USD", "must be at least 50 in USD"},
+		{50, "USD", ""},
+		{29, "GBP", "must be at least 30 in GBP"},
+		{49, "JPY", "must be at least 50 in JPY"},
+		{1499, "CZK", "must be at least 1500 in CZK"},
+		{1005, "KWD", "must be a multiple of 10 in KWD"},
+		{1010, "BHD", ""},
+		{150, "MGA", "must be a multiple of 100 in MGA"},
+		{5, "ISK", ""},
+	} {
+		key := fmt.Sprintf("amount-%d-%s", c.amount, c.currency)
+		body := fmt.Sprintf(`{"amount":%d,"currency":%q,"payment_method":"pm_card_visa"}`, c.amount, c.currency)
+		res := s.Pay(acme, key, body, "Prefer", "respond-async")
+		switch {
+		case c.refused == "" && res.Status != http.StatusAccepted:
+			t.Errorf("%d %s: %d %s, want taken", c.amount, c.currency, res.Status, res.Body)
+		case c.refused != "" && (res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), `"field":"amount"`) ||
+			!strings.Contains(string(res.Body), c.refused)):
+			t.Errorf("%d %s: %d %s, want a 400 naming amount: %s", c.amount, c.currency, res.Status, res.Body, c.refused)
+		case c.refused != "":
+			if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE key = $1`, key); n != 0 {
+				t.Errorf("%d %s: the refusal spent the key", c.amount, c.currency)
+			}
+		}
+	}
+}

@@ -54,6 +54,9 @@ type fakeProcessor struct {
 	hidden map[string]bool
 	// findFails keys make Find fail.
 	findFails map[string]bool
+	// saved keys answer every Charge or Refund with a failure the processor
+	// saved for the key, without making anything.
+	saved map[string]bool
 	// refuse keys are refused definitely, with this code.
 	refuse map[string]string
 	// held keys make the charge, then hold the answer until their channel
@@ -66,7 +69,7 @@ type fakeProcessor struct {
 
 func newFakeProcessor() *fakeProcessor {
 	return &fakeProcessor{ops: map[string]operation.Outcome{}, closed: map[string]bool{}, unknown: map[string]bool{},
-		dropped: map[string]bool{}, hidden: map[string]bool{}, findFails: map[string]bool{}, refuse: map[string]string{},
+		dropped: map[string]bool{}, hidden: map[string]bool{}, findFails: map[string]bool{}, saved: map[string]bool{}, refuse: map[string]string{},
 		held: map[string]chan struct{}{}, pageSize: 1000}
 }
 
@@ -82,6 +85,8 @@ func (f *fakeProcessor) make(key string, ledger *[]operation.LedgerEntry, entry 
 		return operation.Outcome{}, operation.ErrKeyClosed
 	case f.unknown[key]:
 		return operation.Outcome{}, errUnknown
+	case f.saved[key]:
+		return operation.Outcome{}, fmt.Errorf("fake: %w: %w: a saved 500", operation.ErrSavedFailure, operation.ErrProcessorUnknown)
 	}
 	if code, ok := f.refuse[key]; ok {
 		return operation.Outcome{FailureCode: code, FailureMessage: "refused"}, nil
@@ -401,6 +406,19 @@ func (h *harness) answerLost(id string, hidden bool) string {
 		h.t.Fatalf("first attempt: %v, want an unknown outcome", err)
 	}
 	h.proc.set(h.proc.dropped, key, false)
+	return key
+}
+
+// firstAttempt runs payment id's first attempt with the processor
+// answering its key as flags says (h.proc.unknown, say), which must fail
+// with want, and returns the key.
+func (h *harness) firstAttempt(id string, flags map[string]bool, want error) string {
+	h.t.Helper()
+	key := payments.Names.DownstreamKey(id)
+	h.proc.set(flags, key, true)
+	if err := h.ops.Run(context.Background(), payments.Names.Type, id, 1); !errors.Is(err, want) {
+		h.t.Fatalf("first attempt: %v, want %v", err, want)
+	}
 	return key
 }
 

@@ -154,6 +154,43 @@ func TestReconcile(t *testing.T) {
 		}
 	})
 
+	onHarness(t, "PastDeadlineTheJobMakesNoCall", func(t *testing.T, h *harness) {
+		// An attempt left unknown, then an outage as long as the deadline:
+		// the job's next attempt must not call under a key the processor
+		// may have forgotten. It looks up and closes, as the reconciler does.
+		p := h.pay("pm_card_visa")
+		h.firstAttempt(p.ID, h.proc.unknown, operation.ErrProcessorUnknown)
+		h.overdue("payments", p.ID)
+		before := h.proc.calls.Load()
+		if err := h.ops.Run(t.Context(), payments.Names.Type, p.ID, 2); err != nil {
+			t.Fatalf("attempt past the deadline: %v", err)
+		}
+		if calls := h.proc.calls.Load() - before; calls != 0 {
+			t.Fatalf("%d calls past the deadline, want none", calls)
+		}
+		if got := h.payment(p.ID); got.Status != operation.StatusFailed || *got.FailureCode != operation.FailureProcessorError {
+			t.Fatalf("payment %+v, want given up through the fence", got)
+		}
+	})
+
+	onHarness(t, "SavedFailureGoesToReviewAtOnce", func(t *testing.T, h *harness) {
+		// The processor saved a 5xx for the key and replays it: the first
+		// attempt opens the review case and hands the payment to the
+		// reconciler, its budget unspent; the lookup settles it later.
+		p := h.pay("pm_card_visa")
+		key := h.firstAttempt(p.ID, h.proc.saved, operation.ErrHandedToReconciler)
+		if !h.marked(p.ID) {
+			t.Fatal("not marked for the reconciler")
+		}
+		if n := h.count(`SELECT count(*) FROM needs_review WHERE kind = 'payment_saved_failure' AND reference = $1`, p.ID); n != 1 {
+			t.Fatalf("%d payment_saved_failure cases, want 1", n)
+		}
+		h.proc.set(h.proc.saved, key, false)
+		if r := h.reconciled(payments.Names.Type, p.ID); r.Settled != 1 {
+			t.Fatalf("report %+v", r)
+		}
+	})
+
 	onHarness(t, "FinishedMeanwhileIsLost", func(t *testing.T, h *harness) {
 		p := h.paid()
 		if r := h.reconciled(payments.Names.Type, p.ID); r.Lost != 1 || r.Settled != 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -41,6 +42,34 @@ type Processor struct {
 	ByWebhook []string
 	// PaymentMethod is the shape of the payment methods the processor takes.
 	PaymentMethod Format
+	// Amounts is what the processor takes in each currency, checked by the
+	// API before a key is spent; nil takes any amount the API does.
+	Amounts func(currency string) AmountRule
+}
+
+// AmountRule is what the processor takes in one currency, in the API's
+// ISO 4217 minor units: a charge of at least Min, and every amount, a
+// charge's or a refund's, a multiple of Step. The zero rule takes any
+// amount the API does.
+type AmountRule struct {
+	Min, Step int64
+}
+
+// CheckAmount refuses, with the words a client reads, an amount the
+// processor would refuse in currency: a charge's (charge true) below the
+// minimum, or any amount off the currency's step.
+func (p Processor) CheckAmount(currency string, amount int64, charge bool) *FieldError {
+	if p.Amounts == nil {
+		return nil
+	}
+	r := p.Amounts(strings.ToUpper(currency))
+	switch {
+	case charge && amount < r.Min:
+		return &FieldError{Field: "amount", Message: fmt.Sprintf("must be at least %d in %s, the processor's (%s) minimum charge, in minor units", r.Min, strings.ToUpper(currency), p.Name)}
+	case r.Step > 1 && amount%r.Step != 0:
+		return &FieldError{Field: "amount", Message: fmt.Sprintf("must be a multiple of %d in %s: the processor (%s) takes no smaller unit", r.Step, strings.ToUpper(currency), p.Name)}
+	}
+	return nil
 }
 
 // Lookup is how the reconciler learns what was made under a downstream key.

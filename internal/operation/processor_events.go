@@ -262,15 +262,16 @@ func (o *Runner) eventPhase(k Kind, id, tenant string, ev ProcessorEvent, r *rec
 
 // movesOn reports whether out, the processor's later answer about an
 // operation of kind k that recorded outcome recorded, moves it on: it
-// waits (its state is one of k's that wait), and out is about the same
-// processor object and puts it in another state.
+// waits (its state is one of k's that wait), or it succeeded reversibly and
+// out says it failed, and out is about the same processor object and puts
+// it in another state.
 func movesOn(k Kind, recorded, out Outcome) bool {
 	from, err := StateOf(k, recorded.Status)
-	if err != nil || !from.Waiting || out.ID != recorded.ID {
+	if err != nil || !(from.Waiting || from.Reversible) || out.ID != recorded.ID {
 		return false
 	}
 	to, err := stateFor(k, out)
-	return err == nil && to.Status != from.Status
+	return err == nil && to.Status != from.Status && (from.Waiting || !to.Succeeded)
 }
 
 // lockOperation holds, until its transaction ends, the lock of operation

@@ -306,6 +306,36 @@ func TestProcessorEvents(t *testing.T) {
 		}
 	})
 
+	onHarness(t, "RefundFailsAfterItSucceeded", func(t *testing.T, h *harness) {
+		// Stripe's refunds can fail after they succeeded: the later event
+		// moves the refund to failed, and its amount is free to refund
+		// again. A success after the failure moves nothing back.
+		p := h.paid()
+		r := h.refund(p, 400)
+		key := refunds.Names.DownstreamKey(r.ID)
+		succeeded := event("refund.succeeded", key, operation.Outcome{ID: "re_x", Succeeded: true}, 400, "")
+		h.receive(succeeded)
+		if got := h.settleFrom(succeeded); got != operation.EventSettled || h.payment(p.ID).AmountRefunded != 400 {
+			t.Fatalf("refund.succeeded = %s", got)
+		}
+		failed := event("refund.failed", key, operation.Outcome{ID: "re_x", FailureCode: "expired_or_canceled_card"}, 400, "")
+		h.receive(failed)
+		if got := h.settleFrom(failed); got != operation.EventSettled {
+			t.Fatalf("refund.failed after success = %s, want settled", got)
+		}
+		if got := h.refundOf(r.ID); got.Status != operation.StatusFailed || *got.FailureCode != "expired_or_canceled_card" {
+			t.Fatalf("refund %+v", got)
+		}
+		if got := h.payment(p.ID); got.AmountRefunded != 0 {
+			t.Fatalf("amount refunded = %d after the refund failed", got.AmountRefunded)
+		}
+		late := event("refund.updated", key, operation.Outcome{ID: "re_x", Succeeded: true}, 400, "")
+		h.receive(late)
+		if got := h.settleFrom(late); got != operation.EventContradiction || h.refundOf(r.ID).Status != operation.StatusFailed {
+			t.Fatalf("a success after the failure = %s", got)
+		}
+	})
+
 	onHarness(t, "AfterTheFence", func(t *testing.T, h *harness) {
 		// Given up: the close found nothing made, so an event for a charge
 		// under that key contradicts the processor's own fence.
@@ -323,8 +353,8 @@ func TestProcessorEvents(t *testing.T) {
 		}
 		// A close that reported the charge: the event agrees.
 		q := h.pay("pm_card_visa")
-		h.overdue("payments", q.ID)
 		h.answerLost(q.ID, true)
+		h.overdue("payments", q.ID)
 		h.reconciled(payments.Names.Type, q.ID)
 		if got := h.payment(q.ID); got.Status != operation.StatusSucceeded || h.settledBy("payments", q.ID) != operation.PathReconciler {
 			t.Fatalf("the close did not report the charge: %+v", got)
@@ -384,8 +414,8 @@ func TestProcessorEventRaces(t *testing.T) {
 				} else {
 					// Past the deadline, made but not found: the reconciler
 					// closes the key, and the close reports the charge.
-					h.overdue("payments", p.ID)
 					h.answerLost(p.ID, true)
+					h.overdue("payments", p.ID)
 					h.mark(payments.Names.Type, p.ID)
 					race = func() error { _, err := h.rec.Settle(t.Context()); return err }
 				}

@@ -45,18 +45,22 @@ type Reviews struct {
 	// Unfenced is an operation past its deadline that the processor has no
 	// fence to give up with (Processor.Fence): it stays processing.
 	Unfenced string
+	// SavedFailure is an operation whose call the processor answers with a
+	// failure it saved for the key (ErrSavedFailure): it stays processing
+	// until a lookup, the fence or the processor's webhook settles it.
+	SavedFailure string
 }
 
 // Reviews are the kind's cases in the needs-review queue.
 func (n Names) Reviews() Reviews {
 	return Reviews{GivenUp: n.Type + "_given_up", Unknown: "unknown_" + n.Object, Duplicate: "duplicate_" + n.Object,
 		AfterFailure: n.Done + "_after_failure", Mismatch: n.Object + "_amount_mismatch",
-		Unfenced: n.Type + "_past_deadline"}
+		Unfenced: n.Type + "_past_deadline", SavedFailure: n.Type + "_saved_failure"}
 }
 
 // All lists the cases.
 func (r Reviews) All() []string {
-	return []string{r.Unknown, r.Duplicate, r.AfterFailure, r.Mismatch, r.GivenUp, r.Unfenced}
+	return []string{r.Unknown, r.Duplicate, r.AfterFailure, r.Mismatch, r.GivenUp, r.Unfenced, r.SavedFailure}
 }
 
 // ErrReviewNotFound reports a case that does not exist or is already resolved.

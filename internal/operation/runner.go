@@ -18,9 +18,10 @@ import (
 )
 
 // ErrHandedToReconciler reports an operation whose retry budget is spent
-// with its outcome still unknown: it was marked for reconciliation, and the
-// job that drove it should stop. It is never dropped.
-var ErrHandedToReconciler = errors.New("retry budget spent: handed to the reconciler")
+// with its outcome still unknown, or that only the processor can settle now
+// (ErrAwaitingProcessor): it was marked for reconciliation, and the job that
+// drove it should stop. It is never dropped.
+var ErrHandedToReconciler = errors.New("handed to the reconciler")
 
 // Runner is the state machine of every kind of operation. Each moves its key
 // started → <object>_created → finished, one atomic phase at a time, so that
@@ -112,7 +113,8 @@ var ReconciliationResults = []string{ReconciliationScheduled, ReconciliationSett
 // than the rest of the worker's statements together, under load). A job that
 // finished the key and died before River completed it runs again, finds the
 // key finished and does nothing. When the
-// attempt fails and the retry budget is spent, the operation is marked for
+// attempt fails and the retry budget is spent, or the failure is one only
+// the processor can end (ErrAwaitingProcessor), the operation is marked for
 // reconciliation and ErrHandedToReconciler is returned (wrapping the cause):
 // the job should stop.
 func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) error {
@@ -132,14 +134,17 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 		o.Observer.Attempted(resourceType, result)
 	}
 	span := trace.SpanFromContext(ctx)
-	if err != nil && attempt < o.MaxAttempts {
+	// An operation only the processor can settle now goes to the
+	// reconciler at once: a retry could learn nothing more.
+	awaiting := errors.Is(err, ErrAwaitingProcessor)
+	if err != nil && attempt < o.MaxAttempts && !awaiting {
 		span.AddEvent("outcome unknown: retry with the same downstream key", trace.WithAttributes(
 			attribute.Int("attempt", attempt), attribute.Int("max_attempts", o.MaxAttempts), attribute.String("error", err.Error())))
 	}
-	if err == nil || attempt < o.MaxAttempts || DatabaseWentAway(err) {
+	if err == nil || (attempt < o.MaxAttempts && !awaiting) || DatabaseWentAway(err) {
 		return err
 	}
-	span.AddEvent("retry budget spent: handed to the reconciler", trace.WithAttributes(attribute.Int("attempt", attempt)))
+	span.AddEvent("handed to the reconciler", trace.WithAttributes(attribute.Int("attempt", attempt), attribute.Bool("awaiting_processor", awaiting)))
 	// The job's context may be the reason it failed; marking must not be.
 	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -264,14 +269,17 @@ func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string, r *reco
 
 // learn finds out the operation's outcome. The worker makes the call; the
 // reconciler asks the processor what happened under the downstream key as
-// the processor can be asked (Processor.Lookup), makes the call again only
-// while nothing is known to be made, and past the deadline gives up through
-// the fence, or, for a processor without one, flags the operation for
-// review and goes on asking.
+// the processor can be asked (Processor.Lookup), and makes the call again
+// only while nothing is known to be made. Past the deadline, by the
+// database's clock, no path makes the call again: the operation is looked
+// up, then given up through the fence, or, for a processor without one,
+// flagged for review and left to the processor's answer. That keeps every
+// call inside the processor's key window, which the worker's start-up
+// check holds beyond the deadline.
 func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconciling bool) (outcome, error) {
 	n := k.Names()
 	key := n.DownstreamKey(id)
-	if reconciling {
+	if reconciling || p.PastDeadline {
 		if o.Processor.Lookup == LookupQuery {
 			out, found, err := p.Find(ctx)
 			switch {
@@ -288,61 +296,58 @@ func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconc
 			if err := o.flagUnfenced(ctx, k, id); err != nil {
 				return outcome{}, err
 			}
-			if o.Processor.Lookup == LookupQuery {
-				return outcome{}, fmt.Errorf("%w: %s %s: nothing is made under %s, and the processor has no fence to give up with", ErrAwaitingProcessor, n.Type, id, key)
-			}
+			return outcome{}, fmt.Errorf("%w: %s %s is past its deadline: nothing is made under %s again, and the processor has no fence to give up with",
+				ErrAwaitingProcessor, n.Type, id, key)
 		}
-		if err := o.askable(p); err != nil {
-			return outcome{}, fmt.Errorf("%s %s: %w", n.Type, id, err)
+		if o.Processor.Lookup == LookupNone {
+			return outcome{}, fmt.Errorf("%w: %s %s: the processor has no lookup; its webhook settles the operation", ErrAwaitingProcessor, n.Type, id)
 		}
 	}
 	out, err := p.Make(ctx)
-	if errors.Is(err, ErrKeyClosed) && o.Processor.Fence {
+	switch {
+	case errors.Is(err, ErrKeyClosed) && o.Processor.Fence:
 		// Another runner gave up first: closing again answers what it learned.
 		trace.SpanFromContext(ctx).AddEvent("downstream key closed by another runner", trace.WithAttributes(
 			attribute.String("downstream_key", key)))
 		return o.giveUp(ctx, k, p, key)
-	}
-	if err != nil {
+	case errors.Is(err, ErrSavedFailure):
+		return outcome{}, o.flagSavedFailure(ctx, k, id, key, err)
+	case err != nil:
 		return outcome{}, fmt.Errorf("%s %s: %w", n.Object, id, err)
 	}
 	crash.At(n.CrashPoint())
 	return outcome{Outcome: out}, nil
 }
 
-// ErrAwaitingProcessor reports an operation the reconciler cannot settle
-// until the processor speaks: it has no lookup, or no longer keeps the key
-// a call made again would be answered under, or it has no fence and
-// nothing is made. The operation stays marked; the processor's webhook, or
-// a later pass, settles it.
+// ErrAwaitingProcessor reports an operation no call can settle until the
+// processor speaks: it has no lookup, or the operation is past its deadline
+// and nothing is made under its key for a processor with no fence, or the
+// processor answers its key with a failure it saved (ErrSavedFailure). The
+// operation is handed to the reconciler at once and stays marked; the
+// processor's webhook, a lookup or a later pass settles it.
 var ErrAwaitingProcessor = errors.New("waiting for the processor")
 
-// replayMargin is the part of the processor's key retention a call is not
-// made again in, for a processor that is asked by making the call again
-// (LookupReplay): the retention runs from the key's first use, which is
-// after the operation's creation, and the margin covers the clocks' skew.
-const replayMargin = 10
+// ErrSavedFailure reports a call the processor answered with a failure it
+// saved for the downstream key (Stripe saves a 5xx and replays it to every
+// request made again with the key): making the call again can never learn
+// more. It wraps ErrProcessorUnknown too, since the operation may or may
+// not exist; the runner opens its review case (Reviews.SavedFailure) at
+// once and leaves it to the lookups, the fence and the processor's webhook.
+var ErrSavedFailure = errors.New("the processor replays a failure it saved for the key")
 
-// askable refuses, for a processor the reconciler asks by making the call
-// again, an operation whose key it may have forgotten (past its retention,
-// a call made again would be made anew), and every operation for a
-// processor with no lookup: their outcome waits for the processor's
-// webhook.
-func (o *Runner) askable(p Pending) error {
-	retention := o.Processor.KeyRetention
-	switch o.Processor.Lookup {
-	case LookupQuery:
-	case LookupNone:
-		return fmt.Errorf("%w: the processor has no lookup; its webhook settles the operation", ErrAwaitingProcessor)
-	case LookupReplay:
-		if time.Since(p.CreatedAt) >= retention-retention/replayMargin {
-			return fmt.Errorf("%w: the processor may have forgotten the key (it keeps keys %s); its webhook settles the operation",
-				ErrAwaitingProcessor, retention)
-		}
-	default:
-		return fmt.Errorf("the processor (%q) declares no lookup the reconciler knows: %q", o.Processor.Name, o.Processor.Lookup)
+// flagSavedFailure opens, once, the review case of an operation whose call
+// the processor answers with a failure it saved, and returns the error that
+// hands the operation to the reconciler.
+func (o *Runner) flagSavedFailure(ctx context.Context, k Kind, id, key string, cause error) error {
+	n := k.Names()
+	detail := fmt.Sprintf("%s %s: the processor (%s) answers every call under %s with a failure it saved (%v): "+
+		"the lookups and the fence settle it, or the processor's webhook; check it at the processor",
+		n.Type, id, o.Processor.Name, key, cause)
+	if _, err := flagForReview(ctx, o.DB, n.Reviews().SavedFailure, id, detail); err != nil {
+		return err
 	}
-	return nil
+	trace.SpanFromContext(ctx).AddEvent("the processor replays a saved failure: flagged for review")
+	return fmt.Errorf("%w: %s %s: %w", ErrAwaitingProcessor, n.Object, id, cause)
 }
 
 // flagUnfenced opens, once, the review case of an operation past its

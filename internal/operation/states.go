@@ -33,8 +33,13 @@ type State struct {
 	// transit, an authorization awaiting capture): the key's final response
 	// is the state's, and a later answer of the processor (its webhook)
 	// moves the operation on, to another state, with that state's event.
-	// Every other state is final.
+	// Every other state is final, but for Reversible.
 	Waiting bool
+	// Reversible marks a success the processor may still undo (a refund
+	// that fails after it succeeded, as Stripe's can): a later answer of
+	// the processor that the operation failed moves it on, to that state,
+	// with its event, as from a waiting state.
+	Reversible bool
 	// Parent is the type of an event about the operation's parent (the
 	// operation of another kind it changes: the payment a refund refunds)
 	// that entering the state stages too, after its own:

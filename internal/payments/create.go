@@ -28,7 +28,7 @@ FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id 
 // nil when the lease answers for an existing key. When the lease is held,
 // the caller must release it.
 func Create(ctx context.Context, s *operation.Service, req idempotency.Request, np NewPayment) (idempotency.Lease, *Payment, error) {
-	if err := np.Validate(s.Processor.PaymentMethod); err != nil {
+	if err := np.Validate(s.Processor); err != nil {
 		return idempotency.Lease{}, nil, err
 	}
 	var p Payment

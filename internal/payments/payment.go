@@ -80,8 +80,10 @@ func (p NewPayment) metadata() map[string]string {
 }
 
 // Validate checks every field and reports all that are wrong at once; the
-// payment method has the format of the processor's (method).
-func (p NewPayment) Validate(method operation.Format) error {
+// payment method has the format of the processor's, and the amount the
+// rule it has for the currency (operation.Processor).
+func (p NewPayment) Validate(proc operation.Processor) error {
+	method := proc.PaymentMethod
 	var errs []operation.FieldError
 	add := func(field, format string, args ...any) {
 		errs = append(errs, operation.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -96,6 +98,10 @@ func (p NewPayment) Validate(method operation.Format) error {
 		add("currency", "is required")
 	} else if !operation.ValidCurrency(strings.ToUpper(p.Currency)) {
 		add("currency", "must be an ISO 4217 currency code such as USD")
+	} else if p.Amount != nil && *p.Amount >= MinAmount && *p.Amount <= MaxAmount {
+		if e := proc.CheckAmount(p.Currency, *p.Amount, true); e != nil {
+			errs = append(errs, *e)
+		}
 	}
 	switch {
 	case p.PaymentMethod == "":

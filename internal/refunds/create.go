@@ -52,6 +52,9 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 			return operation.Plan{}, fmt.Errorf("lock payment: %w", err)
 		}
 		amount, refusal := amountOf(p, taken, nr)
+		if e := s.Processor.CheckAmount(p.Currency, amount, false); refusal == nil && e != nil {
+			refusal = operation.Invalid([]operation.FieldError{*e})
+		}
 		id := operation.NewID(Names.Prefix)
 		return operation.Plan{
 			Resource: idempotency.Resource{Type: Names.Type, ID: id},

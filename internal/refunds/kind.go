@@ -83,12 +83,14 @@ func New(p Processor) Kind {
 const StatusPending = "pending"
 
 // States are the refund's: succeeded, which also stages payment.refunded
-// about the payment it refunded, with the amount refunded counted; failed;
+// about the payment it refunded, with the amount refunded counted, and
+// which the processor's later word that the refund failed moves on to
+// failed (the amount then free to refund again); failed;
 // and pending, a refund the processor took and settles later by its
 // webhook (answered 202), which holds its amount against the payment's
 // until then.
 var States = []operation.State{
-	{Status: operation.StatusSucceeded, Succeeded: true, Answer: http.StatusCreated, Event: "refund.succeeded", Parent: "payment.refunded"},
+	{Status: operation.StatusSucceeded, Succeeded: true, Reversible: true, Answer: http.StatusCreated, Event: "refund.succeeded", Parent: "payment.refunded"},
 	{Status: operation.StatusFailed, Answer: http.StatusPaymentRequired, Event: "refund.failed"},
 	{Status: StatusPending, Succeeded: true, Waiting: true, Answer: http.StatusAccepted, Event: "refund.pending"},
 }
@@ -134,20 +136,24 @@ func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline ti
 	return p, nil
 }
 
-// recordRefund writes the outcome on the refund and counts a success on its
-// payment, in one statement, and returns how many refunds it wrote.
+// recordRefund writes the outcome on the refund and counts it on its
+// payment, in one statement, and returns how many refunds it wrote: a
+// success adds its amount to what the payment has refunded, and a failure
+// after a success (the processor's later word) takes it back.
 const recordRefund = `
 WITH r AS (
-	UPDATE refunds SET status = $2, processor_refund_id = $3, failure_code = $4, settled_by = $5, updated_at = now()
-	WHERE id = $1
-	RETURNING payment_id, amount),
+	UPDATE refunds r SET status = $2, processor_refund_id = $3, failure_code = $4, settled_by = $5, updated_at = now()
+	FROM (SELECT id, status FROM refunds WHERE id = $1) was
+	WHERE r.id = $1 AND was.id = r.id
+	RETURNING r.payment_id, r.amount, was.status AS was),
 counted AS (
-	UPDATE payments p SET amount_refunded = p.amount_refunded + r.amount, updated_at = now()
-	FROM r WHERE p.id = r.payment_id AND $2 = 'succeeded')
+	UPDATE payments p SET amount_refunded = p.amount_refunded + CASE WHEN $2 = 'succeeded' THEN r.amount ELSE -r.amount END,
+		updated_at = now()
+	FROM r WHERE p.id = r.payment_id AND ($2 = 'succeeded') <> (r.was = 'succeeded'))
 SELECT count(*) FROM r`
 
-// Record implements operation.Kind: the outcome on the refund, and a
-// success counted on the payment, in the same transaction.
+// Record implements operation.Kind: the outcome on the refund, and its
+// amount counted on the payment, in the same transaction.
 func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path string) {
 	b.Queue(recordRefund, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path).
 		QueryRow(func(row pgx.Row) error {

@@ -315,8 +315,6 @@ func (s *Stack) buildWorker(ctx context.Context, opts Options, logger *slog.Logg
 	} else if opts.Stripe != nil {
 		st := processorDefaults(t, &wcfg.Processor, stripe.Adapter).(*stripe.Settings)
 		st.APIBase, st.APIKey = opts.Stripe.APIBase, stripemock.APIKey
-		// Stripe keeps its keys a day: the service's are kept less.
-		wcfg.KeyRetention.KeyRetention = 12 * time.Hour
 	} else {
 		processorDefaults(t, &wcfg.Processor, fake.Adapter).(*fake.Settings).URL = s.Processor.URL
 	}

@@ -30,21 +30,23 @@ type Settings struct {
 	APIBase string        `envconfig:"STRIPE_API_BASE" desc:"Stripe's API (unset: https://api.stripe.com; a local stripe-mock in tests)"`
 	// WebhookSecret verifies Stripe's webhooks; it may hold the old and the
 	// new secret during a rotation.
+	// LedgerRate paces the ledger comparison's requests.
+	LedgerRate    float64 `envconfig:"STRIPE_LEDGER_RATE" default:"5" desc:"requests a second the ledger comparison may make of Stripe, out of its rate limit (25 a second in test mode, 100 in live mode), so that the payments keep the rest"`
 	WebhookSecret Secrets `envconfig:"STRIPE_WEBHOOK_SECRET" desc:"the signing secrets of Stripe's webhook endpoint, whsec_... as its dashboard shows them, comma-separated during a rotation (unset: every processor webhook is refused)"`
 }
 
 // paymentMethods is Stripe's PaymentMethod ids and test tokens: pm_…
 var paymentMethods = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
 
-// Processor implements gateway.Settings: Stripe is searched for what was
-// made under a key, has the fence of the package doc, lists its ledger in
-// pages of up to DefaultPageSize, keeps its keys KeyRetention and settles
-// charges and refunds at once (a status not final is retrieved, then
-// unknown, then settled by the webhook).
+// Processor implements gateway.Settings: Stripe is asked what was made under
+// a key (its lists), has the fence of the package doc, lists its ledger in
+// pages of up to DefaultPageSize, keeps its keys KeyRetention, takes the
+// amounts of amountRule and settles charges and refunds at once (a status
+// not final is retrieved, then unknown, then settled by the webhook).
 func (s *Settings) Processor() operation.Processor {
 	return operation.Processor{Name: Adapter.Name, Lookup: operation.LookupQuery, Fence: true, Ledger: true,
 		LedgerPage: DefaultPageSize, KeyRetention: KeyRetention,
-		PaymentMethod: operation.Format{Pattern: paymentMethods, Example: "pm_card_visa"}}
+		PaymentMethod: operation.Format{Pattern: paymentMethods, Example: "pm_card_visa"}, Amounts: amountRule}
 }
 
 // Calls implements gateway.Settings: the Client of the Stripe API the
@@ -53,7 +55,8 @@ func (s *Settings) Calls(opts gateway.Options) (any, error) {
 	if s.APIKey == "" {
 		return nil, errors.New("STRIPE_API_KEY is required with PROCESSOR=stripe")
 	}
-	c, err := New(Config{APIKey: string(s.APIKey), APIBase: s.APIBase, Timeout: opts.Timeout, PageSize: opts.PageSize})
+	c, err := New(Config{APIKey: string(s.APIKey), APIBase: s.APIBase, Timeout: opts.Timeout, PageSize: opts.PageSize,
+		LedgerRate: s.LedgerRate})
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (operat
 		return operation.Outcome{}, errors.New("charge: idempotency key is required")
 	}
 	params := &stripego.PaymentIntentCreateParams{
-		Amount:   stripego.Int64(req.Amount),
+		Amount:   stripego.Int64(toStripe(req.Currency, req.Amount)),
 		Currency: stripego.String(strings.ToLower(req.Currency)),
 		Confirm:  stripego.Bool(true),
 		// A card that needs authentication (3-D Secure) fails the attempt,
@@ -148,13 +148,13 @@ func (c *Client) currentPayment(ctx context.Context, id string) (operation.Outco
 }
 
 // FindCharge reports the charge made under key: the newest PaymentIntent
-// the search finds with key in its metadata, fence PaymentIntents aside, as
-// it stands. found is false when the search finds none, safe although the
-// search lags, for the reasons the package doc gives; a PaymentIntent not
-// final is unknown.
+// made under it, fence PaymentIntents aside (findPayment), as it stands.
+// found is false only when the list of every PaymentIntent created while
+// calls could be made under the key holds none; a PaymentIntent not final
+// is unknown.
 func (c *Client) FindCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
 	key := req.IdempotencyKey
-	pi, err := c.searchPayment(ctx, key)
+	pi, _, err := c.findPayment(ctx, req)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, unknown(err))
 	}
@@ -166,6 +166,54 @@ func (c *Client) FindCharge(ctx context.Context, req payments.ChargeRequest) (op
 		return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, err)
 	}
 	return out, true, nil
+}
+
+// findPayment returns the newest PaymentIntent made under req's key, nil
+// when none was, and whether a fence PaymentIntent holds the key (as an
+// earlier fence made them). The search is a shortcut only: it is
+// eventually consistent, and missing on some accounts (India's). What it
+// does not find, the list decides: the PaymentIntents created from the
+// operation's creation to the end of the key's retention (no call is made
+// under the key later), the clocks' skew either side, which Stripe lists
+// consistently.
+func (c *Client) findPayment(ctx context.Context, req payments.ChargeRequest) (pi *stripego.PaymentIntent, fenced bool, err error) {
+	if found, err := c.searchPayment(ctx, req.IdempotencyKey); err == nil && found != nil {
+		return found, false, nil
+	}
+	if req.CreatedAt.IsZero() {
+		return nil, false, gateway.Unknownf("the charge's creation time is required to list what was made under its key")
+	}
+	params := &stripego.PaymentIntentListParams{
+		ListParams: stripego.ListParams{Context: ctx, Limit: stripego.Int64(maxPageSize)},
+		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: req.CreatedAt.Unix() - clockSkewSeconds,
+			LesserThanOrEqual: min(req.CreatedAt.Add(KeyRetention).Unix(), time.Now().Unix()) + clockSkewSeconds},
+	}
+	for {
+		var page stripego.PaymentIntentList
+		if err := c.get("/v1/payment_intents", params, &page); err != nil {
+			return nil, false, err
+		}
+		if page.Data == nil {
+			return nil, false, gateway.Unknownf("the answer is not a list of payment intents")
+		}
+		for _, p := range page.Data {
+			switch {
+			case p == nil || p.Metadata[metaDownstreamKey] != req.IdempotencyKey:
+			case isFence(p):
+				fenced = true
+			default:
+				// Newest first: the first found is the newest.
+				return p, false, nil
+			}
+		}
+		switch {
+		case !page.HasMore:
+			return nil, fenced, nil
+		case len(page.Data) == 0 || page.Data[len(page.Data)-1] == nil:
+			return nil, false, gateway.Unknownf("a payment intent page says more follow and has no last one")
+		}
+		params.StartingAfter = stripego.String(page.Data[len(page.Data)-1].ID)
+	}
 }
 
 // searchQuote escapes a value in a search query's quotes.
@@ -208,21 +256,22 @@ func (c *Client) searchPayment(ctx context.Context, key string) (*stripego.Payme
 	}
 }
 
-// isFence reports whether pi is a fence PaymentIntent (CloseCharge), made
-// to hold a key and never confirmed.
+// isFence reports whether pi is a fence PaymentIntent, as the fence was
+// made before it became a Customer: it holds a key, was never confirmed,
+// and moves no money.
 func isFence(pi *stripego.PaymentIntent) bool {
 	return pi.Metadata[metaFence] == "true"
 }
 
 // LedgerCharges lists one page of the PaymentIntents created at or after
-// since, oldest first (payments.Processor), fence PaymentIntents aside; an
-// entry's Reference is the payment its metadata names. The first page
-// (cursor "") walks the window to its oldest end: one request per
-// Config.PageSize PaymentIntents of the window.
+// since, oldest first (payments.Processor), those this service made only:
+// a PaymentIntent whose metadata names no downstream key was made
+// elsewhere (the Dashboard, Checkout), and a fence PaymentIntent moves no
+// money. An entry's Reference is the payment its metadata names, its
+// amount in ISO 4217 minor units.
 func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return c.ledger(ctx, "payment intents", cursor, func(lp stripego.ListParams) ([]row, bool, error) {
-		params := &stripego.PaymentIntentListParams{ListParams: lp,
-			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	return c.ledger(ctx, "payment intents", since, cursor, func(lp stripego.ListParams, created *stripego.RangeQueryParams) ([]row, bool, error) {
+		params := &stripego.PaymentIntentListParams{ListParams: lp, CreatedRange: created}
 		var page stripego.PaymentIntentList
 		if err := c.get("/v1/payment_intents", params, &page); err != nil {
 			return nil, false, err
@@ -236,10 +285,11 @@ func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor stri
 				return nil, false, gateway.Unknownf("a null payment intent in a list")
 			}
 			rows[i].id = pi.ID
-			if !isFence(pi) {
-				rows[i].entry = &operation.LedgerEntry{ID: pi.ID, IdempotencyKey: pi.Metadata[metaDownstreamKey],
+			if key := pi.Metadata[metaDownstreamKey]; key != "" && !isFence(pi) {
+				cur := strings.ToUpper(string(pi.Currency))
+				rows[i].entry = &operation.LedgerEntry{ID: pi.ID, IdempotencyKey: key,
 					Reference: pi.Metadata[metaPaymentID], Succeeded: pi.Status == stripego.PaymentIntentStatusSucceeded,
-					Amount: pi.Amount, Currency: strings.ToUpper(string(pi.Currency)), CreatedAt: time.Unix(pi.Created, 0).UTC()}
+					Amount: fromStripe(cur, pi.Amount), Currency: cur, CreatedAt: time.Unix(pi.Created, 0).UTC()}
 			}
 		}
 		return rows, page.HasMore, nil
@@ -254,7 +304,7 @@ func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor stri
 // operation.ErrProcessorUnknown, and the close is asked again later.
 func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
 	key := req.IdempotencyKey
-	out, made, err := c.closeCharge(ctx, key)
+	out, made, err := c.closeCharge(ctx, req)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("close charge key %s: %w", key, err)
 	}
@@ -262,21 +312,23 @@ func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (o
 }
 
 // closeCharge is CloseCharge.
-func (c *Client) closeCharge(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	used, err := c.fence(ctx, key)
+func (c *Client) closeCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
+	used, err := c.fence(ctx, req.IdempotencyKey)
 	if err != nil {
 		return operation.Outcome{}, false, err
 	}
-	// Searched even when the fence holds the key: Stripe may have forgotten
-	// a key older than KeyRetention, and the PaymentIntent made under it.
-	found, err := c.searchPayment(ctx, key)
+	// Looked up even when the fence holds the key: Stripe may have
+	// forgotten a key older than KeyRetention, and the PaymentIntent made
+	// under it.
+	found, fenced, err := c.findPayment(ctx, req)
 	switch {
 	case err != nil:
 		return operation.Outcome{}, false, unknown(err)
-	case found == nil && !used:
+	case found == nil && (!used || fenced):
+		// Held by this fence, or by a fence PaymentIntent made before.
 		return operation.Outcome{}, false, nil
 	case found == nil:
-		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and the search finds nothing made under it yet")
+		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and nothing made under it is listed yet")
 	}
 	pi, err := c.api.V1PaymentIntents.Retrieve(ctx, found.ID, nil)
 	switch {

@@ -2,18 +2,25 @@ package stripe_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/gateway/stripe"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 )
 
+// chargeCreated is when the charge of the recorded answers was created.
+var chargeCreated = time.Unix(1_700_000_000, 0)
+
 // chargeRequest is the charge of the recorded answers.
 func chargeRequest() payments.ChargeRequest {
 	return payments.ChargeRequest{IdempotencyKey: chargeKey, PaymentID: paymentID, Amount: 1500, Currency: "USD",
-		PaymentMethod: "pm_card_visa", Description: "Order 1"}
+		PaymentMethod: "pm_card_visa", Description: "Order 1", CreatedAt: chargeCreated}
 }
 
 // TestCharge: each answer Stripe may give a charge is classified as the
@@ -141,50 +148,163 @@ func TestChargeRequest(t *testing.T) {
 	}
 }
 
-// TestFindCharge: the search by the key's metadata, its newest match as it
-// stands; fence PaymentIntents and other keys' are no match.
+// TestFindCharge: the search by the key's metadata as a shortcut, then the
+// list of what was created while calls could be made under the key, its
+// newest match as it stands; fence PaymentIntents and other keys' are no
+// match, and a search that fails or is missing is no answer.
 func TestFindCharge(t *testing.T) {
 	t.Parallel()
-	const search = "GET /v1/payment_intents/search"
+	const search, listed = "GET /v1/payment_intents/search", "GET /v1/payment_intents"
 	fence := paymentIntent("pi_f", "canceled", chargeKey, map[string]any{"metadata": map[string]string{"fence": "true", "downstream_key": chargeKey}})
+	none := ok(searchResult(""))
+	unavailable := failure(http.StatusBadRequest, "invalid_request_error", "", map[string]any{"message": "Search is not available for your account."})
 	for _, tt := range []struct {
 		name    string
 		routes  map[string][]reply
 		want    verdict
 		found   bool
 		outcome operation.Outcome
+		listed  int // list requests
 	}{
-		{name: "Found", found: true, outcome: operation.Outcome{ID: "pi_2", Succeeded: true}, routes: map[string][]reply{
+		{name: "FoundBySearch", found: true, outcome: operation.Outcome{ID: "pi_2", Succeeded: true}, routes: map[string][]reply{
 			search: {ok(searchResult("", paymentIntent("pi_1", "canceled", chargeKey, nil),
 				paymentIntent("pi_2", "processing", chargeKey, map[string]any{"created": 1_700_000_500})))},
 			"GET /v1/payment_intents/pi_2": {ok(paymentIntent("pi_2", "succeeded", chargeKey, nil))}}},
-		{name: "FoundOnSecondPage", found: true, outcome: operation.Outcome{ID: "pi_2", FailureCode: "canceled"}, routes: map[string][]reply{
+		{name: "SearchOnSecondPage", found: true, outcome: operation.Outcome{ID: "pi_2", FailureCode: "canceled"}, routes: map[string][]reply{
 			search: {ok(searchResult("page_2", paymentIntent("pi_9", "succeeded", "charge_pay_19", nil))),
 				ok(searchResult("", paymentIntent("pi_2", "canceled", chargeKey, nil)))},
 			"GET /v1/payment_intents/pi_2": {ok(paymentIntent("pi_2", "canceled", chargeKey, nil))}}},
-		{name: "None", routes: map[string][]reply{search: {ok(searchResult(""))}}},
-		{name: "FenceIgnored", routes: map[string][]reply{search: {ok(searchResult("", fence))}}},
-		{name: "OtherKeyIgnored", routes: map[string][]reply{search: {ok(searchResult("", paymentIntent("pi_9", "succeeded", "charge_pay_10", nil)))}}},
+		// The search lags: the list has it.
+		{name: "SearchLagsListed", found: true, listed: 2, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
+			search: {none},
+			listed: {ok(list("/v1/payment_intents", true, paymentIntent("pi_9", "succeeded", "charge_pay_19", nil), fence)),
+				ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "processing", chargeKey, nil)))},
+			"GET /v1/payment_intents/pi_1": {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
+		// No search on the account (India's): the list decides.
+		{name: "NoSearchListed", found: true, listed: 1, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
+			search:                         {unavailable},
+			listed:                         {ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "succeeded", chargeKey, nil)))},
+			"GET /v1/payment_intents/pi_1": {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
+		{name: "None", listed: 1, routes: map[string][]reply{search: {none}, listed: {ok(list("/v1/payment_intents", false))}}},
+		{name: "FenceIgnored", listed: 1, routes: map[string][]reply{search: {ok(searchResult("", fence))}, listed: {ok(list("/v1/payment_intents", false, fence))}}},
+		{name: "OtherKeyIgnored", listed: 1, routes: map[string][]reply{search: {none},
+			listed: {ok(list("/v1/payment_intents", false, paymentIntent("pi_9", "succeeded", "charge_pay_10", nil)))}}},
 		{name: "NotFinal", want: unknown, routes: map[string][]reply{
 			search:                         {ok(searchResult("", paymentIntent("pi_1", "succeeded", chargeKey, nil)))},
 			"GET /v1/payment_intents/pi_1": {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))}}},
-		{name: "SearchFails", want: unknown, routes: map[string][]reply{search: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
-		{name: "RateLimited", want: unknown, routes: map[string][]reply{search: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
-		{name: "NotASearchResult", want: unknown, routes: map[string][]reply{search: {ok(`{"object":"search_result"}`)}}},
-		{name: "MoreWithoutNextPage", want: unknown, routes: map[string][]reply{search: {ok(`{"object":"search_result","data":[],"has_more":true}`)}}},
+		{name: "ListFails", want: unknown, listed: 1, routes: map[string][]reply{search: {none},
+			listed: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
+		{name: "RateLimited", want: unknown, listed: 1, routes: map[string][]reply{search: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)},
+			listed: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
+		{name: "NotAList", want: unknown, listed: 1, routes: map[string][]reply{search: {none}, listed: {ok(`{"object":"list","has_more":false}`)}}},
+		{name: "MoreWithoutIntents", want: unknown, listed: 1, routes: map[string][]reply{search: {none}, listed: {ok(list("/v1/payment_intents", true))}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
-			got, found, err := s.client(t, 5*time.Second, 0).FindCharge(context.Background(), payments.ChargeRequest{IdempotencyKey: chargeKey})
+			got, found, err := s.client(t, 5*time.Second, 0).FindCharge(context.Background(), chargeRequest())
 			check(t, tt.want, tt.outcome, got, err)
 			if found != tt.found {
 				t.Errorf("found = %v, want %v", found, tt.found)
 			}
 			reqs := s.requests(search)
 			wantForm(t, reqs[0].form, map[string]string{"query": "metadata['downstream_key']:'charge_pay_1'", "limit": "100"})
-			if len(reqs) > 1 {
-				wantForm(t, reqs[1].form, map[string]string{"page": "page_2"})
+			lists := s.requests(listed)
+			if len(lists) != tt.listed {
+				t.Fatalf("%d list requests, want %d", len(lists), tt.listed)
+			}
+			if len(lists) > 0 {
+				// From the charge's creation, five minutes early, to the end
+				// of Stripe's 24 hours of its key, five minutes late.
+				wantForm(t, lists[0].form, map[string]string{"limit": "100",
+					"created[gte]": "1699999700", "created[lte]": "1700086700"})
+			}
+			if len(lists) > 1 {
+				wantForm(t, lists[1].form, map[string]string{"starting_after": "pi_f"})
+			}
+		})
+	}
+}
+
+// TestAmounts: the API's ISO 4217 minor units are Stripe's but for ISK and
+// MGA, converted both ways; Stripe's rules per currency are declared for
+// the API to check.
+func TestAmounts(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		currency     string
+		amount, sent int64
+	}{
+		{"USD", 1500, 1500}, {"JPY", 500, 500}, {"KWD", 1010, 1010}, {"ISK", 5, 500}, {"MGA", 1500, 15},
+	} {
+		s := serve(t, map[string][]reply{"POST /v1/payment_intents": {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}})
+		req := chargeRequest()
+		req.Amount, req.Currency = c.amount, c.currency
+		if _, err := s.client(t, 5*time.Second, 0).Charge(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.requests("POST /v1/payment_intents")[0].form.Get("amount"); got != strconv.FormatInt(c.sent, 10) {
+			t.Errorf("%d %s sent as %s, want %d", c.amount, c.currency, got, c.sent)
+		}
+		// The ledger reads Stripe's amount back in ISO minor units.
+		l := serve(t, map[string][]reply{"GET /v1/payment_intents": {ok(list("/v1/payment_intents", false,
+			paymentIntent("pi_1", "succeeded", chargeKey, map[string]any{"amount": c.sent, "currency": strings.ToLower(c.currency)})))}})
+		page, _, err := l.client(t, 5*time.Second, 0).LedgerCharges(context.Background(), time.Unix(1_699_999_000, 0), "")
+		if err != nil || len(page) != 1 || page[0].Amount != c.amount || page[0].Currency != c.currency {
+			t.Errorf("%s ledger = %+v, %v; want %d", c.currency, page, err, c.amount)
+		}
+	}
+	declared := (&stripe.Settings{}).Processor()
+	for _, c := range []struct {
+		currency  string
+		min, step int64
+	}{
+		{"USD", 50, 1}, {"eur", 50, 1}, {"GBP", 30, 1}, {"JPY", 50, 1}, {"HUF", 17500, 1}, {"CZK", 1500, 1},
+		{"BHD", 1, 10}, {"JOD", 1, 10}, {"KWD", 1, 10}, {"OMR", 1, 10}, {"TND", 1, 10}, {"MGA", 1, 100}, {"ISK", 1, 1},
+	} {
+		if got := declared.Amounts(strings.ToUpper(c.currency)); got.Min != c.min || got.Step != c.step {
+			t.Errorf("%s: %+v, want min %d step %d", c.currency, got, c.min, c.step)
+		}
+	}
+	if e := declared.CheckAmount("usd", 49, true); e == nil || e.Field != "amount" {
+		t.Errorf("49 cents: %v", e)
+	}
+	if e := declared.CheckAmount("usd", 1, false); e != nil {
+		t.Errorf("a refund of 1 cent: %v, want taken (no minimum)", e)
+	}
+	if e := declared.CheckAmount("kwd", 15, false); e == nil {
+		t.Error("a refund of 15 fils: taken, want a multiple of 10")
+	}
+}
+
+// TestSavedFailure: a 5xx Stripe replays for the key (Idempotent-Replayed)
+// is a saved failure, for a charge and a refund alike; a 5xx answered
+// fresh is only unknown.
+func TestSavedFailure(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		rep   reply
+		saved bool
+	}{
+		{"Replayed", savedServerError(), true},
+		{"Fresh", failure(http.StatusInternalServerError, "api_error", "", nil), false},
+		{"ReplayedRefusal", func() reply {
+			r := failure(http.StatusBadRequest, "invalid_request_error", "amount_too_small", nil)
+			r.header = map[string]string{"Idempotent-Replayed": "true"}
+			return r
+		}(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := serve(t, map[string][]reply{"POST /v1/payment_intents": {tt.rep}, "POST /v1/refunds": {tt.rep}})
+			c := s.client(t, 5*time.Second, 0)
+			_, charged := c.Charge(context.Background(), chargeRequest())
+			_, refunded := c.Refund(context.Background(), refundRequest())
+			for name, err := range map[string]error{"charge": charged, "refund": refunded} {
+				if errors.Is(err, operation.ErrSavedFailure) != tt.saved || tt.saved && !errors.Is(err, operation.ErrProcessorUnknown) {
+					t.Errorf("%s: %v, want saved %t", name, err, tt.saved)
+				}
 			}
 		})
 	}

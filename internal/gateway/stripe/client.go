@@ -10,6 +10,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v83"
 	"github.com/stripe/stripe-go/v83/form"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
@@ -20,6 +21,13 @@ import (
 // it gave: at least 24 hours, after which a request with the key is made
 // anew.
 const KeyRetention = 24 * time.Hour
+
+// clockSkew is how far apart the database's clock and Stripe's may be, in
+// the windows of creation times the lookups and the ledger list.
+const (
+	clockSkew        = 5 * time.Minute
+	clockSkewSeconds = int64(clockSkew / time.Second)
+)
 
 // DefaultPageSize is how many objects a ledger page asks for when
 // Config.PageSize is zero: Stripe's largest page.
@@ -47,7 +55,16 @@ type Config struct {
 	// PageSize is the limit of one ledger page, from 1 to 100; zero means
 	// DefaultPageSize.
 	PageSize int
+	// LedgerRate is how many requests a second the ledger's pages may make,
+	// of Stripe's rate limit for the account; zero means DefaultLedgerRate.
+	LedgerRate float64
 }
+
+// DefaultLedgerRate is the ledger's requests a second when
+// Config.LedgerRate is zero: a fifth of Stripe's limit in test mode (25 a
+// second), a twentieth of live mode's (100), so that the comparison never
+// crowds out the payments.
+const DefaultLedgerRate = 5
 
 // Client makes the processor calls of every kind at Stripe. It is safe for
 // concurrent use.
@@ -58,6 +75,8 @@ type Client struct {
 	// a list or a search (get).
 	api     *stripego.Client
 	backend stripego.Backend
+	// ledgerPace paces the ledger's requests at Config.LedgerRate.
+	ledgerPace *rate.Limiter
 }
 
 // New returns a client of the Stripe API that cfg names.
@@ -69,6 +88,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("stripe: page size %d is not between 1 and %d", cfg.PageSize, maxPageSize)
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("stripe: negative timeout %s", cfg.Timeout)
+	case cfg.LedgerRate < 0:
+		return nil, fmt.Errorf("stripe: negative ledger rate %g", cfg.LedgerRate)
 	}
 	if cfg.APIBase != "" {
 		if u, err := url.Parse(cfg.APIBase); err != nil || u.Scheme == "" || u.Host == "" {
@@ -77,6 +98,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize
+	}
+	if cfg.LedgerRate == 0 {
+		cfg.LedgerRate = DefaultLedgerRate
 	}
 	return newClient(cfg, &http.Client{Timeout: cfg.Timeout, Transport: gateway.Transport()}), nil
 }
@@ -102,7 +126,8 @@ func newClient(cfg Config, hc *http.Client) *Client {
 	api := stripego.NewClient(cfg.APIKey, stripego.WithBackends(&stripego.Backends{
 		API: backend, Connect: backend, Uploads: backend, MeterEvents: backend,
 	}))
-	return &Client{cfg: cfg, http: hc, api: api, backend: backend}
+	return &Client{cfg: cfg, http: hc, api: api, backend: backend,
+		ledgerPace: rate.NewLimiter(rate.Limit(cfg.LedgerRate), 1)}
 }
 
 // Traced returns a copy of c whose every request is a client span, a child
@@ -146,16 +171,36 @@ func stripeError(err error) (*stripego.Error, bool) {
 }
 
 // unknown wraps err, an error of stripe-go's, in
-// operation.ErrProcessorUnknown, a Stripe error answer as an *APIError.
+// operation.ErrProcessorUnknown, a Stripe error answer as an *APIError; a
+// 5xx Stripe replays for the key (savedFailure) in
+// operation.ErrSavedFailure too.
 func unknown(err error) error {
 	if errors.Is(err, operation.ErrProcessorUnknown) {
 		return err
 	}
-	if se, ok := stripeError(err); ok {
-		err = &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code),
-			DeclineCode: string(se.DeclineCode), Message: se.Msg, RequestID: se.RequestID}
+	se, ok := stripeError(err)
+	if !ok {
+		return gateway.Unknown(err)
 	}
-	return gateway.Unknown(err)
+	apiErr := &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code),
+		DeclineCode: string(se.DeclineCode), Message: se.Msg, RequestID: se.RequestID}
+	if savedFailure(se) {
+		return gateway.SavedFailure(apiErr)
+	}
+	return gateway.Unknown(apiErr)
+}
+
+// replayedHeader is the header Stripe marks an answer it replays for an
+// idempotency key with: "true".
+const replayedHeader = "Idempotent-Replayed"
+
+// savedFailure reports whether se is a 5xx Stripe saved for the request's
+// key and replays: it saves the first answer once the endpoint began
+// executing, 500s included, and answers every request made again with the
+// key with it until it forgets the key.
+func savedFailure(se *stripego.Error) bool {
+	return se.HTTPStatusCode >= http.StatusInternalServerError && se.LastResponse != nil &&
+		se.LastResponse.Header.Get(replayedHeader) == "true"
 }
 
 // definite reports whether a Stripe error answer is a definite refusal: an

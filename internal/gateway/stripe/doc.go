@@ -58,67 +58,82 @@
 // invalid_request_error (charge_already_refunded, an amount too large) is a
 // definite refusal; the rest is classified as a charge's answer.
 //
+// # Amounts
+//
+// The API's amounts are ISO 4217 minor units; Stripe's are the same but for
+// ISK (sent times 100) and MGA (sent divided by 100), converted both ways
+// (toStripe, fromStripe). Stripe's minimum charges and the three-decimal
+// currencies' multiples of ten are declared (amountRule) for the API to
+// check before a key is spent.
+//
+// # Saved failures
+//
+// Stripe saves the first answer under a key once its endpoint began
+// executing, 5xx included, and replays it marked Idempotent-Replayed: a
+// replayed 5xx wraps operation.ErrSavedFailure, and the machinery reviews
+// the operation at once instead of asking again.
+//
 // # Lookups by key
 //
 // Stripe cannot retrieve an object by its idempotency key. FindCharge
-// searches PaymentIntents (metadata['downstream_key']:'<key>'), skips fence
-// PaymentIntents and retrieves the newest match: a PaymentIntent not final is
-// unknown. The search is eventually consistent (data is searchable within
-// about a minute, an hour during an outage), so a PaymentIntent just made
-// may not be found yet; reporting none is safe all the same, for what the
-// runner does with it: before the deadline it makes the call again under the
-// key, which Stripe answers from its idempotency cache with the original
-// (for KeyRetention), and past the deadline it closes the key, and the fence
-// decides by the key itself, not by the index.
+// searches PaymentIntents (metadata['downstream_key']:'<key>') as a
+// shortcut, and what the search does not find (it lags about a minute, and
+// some accounts, India's, have none) the list decides: the PaymentIntents
+// created from the charge's creation to the end of KeyRetention (no call is
+// made under the key later), clockSkew either side, newest first, page by
+// page, until the newest whose metadata names the key; fence PaymentIntents
+// of earlier versions are skipped. A PaymentIntent not final is unknown.
 //
-// Refunds have no search. FindRefund lists the refunds created in the last
-// KeyRetention plus an hour, newest first, every page, until the newest
-// whose metadata names the key: the list is strongly consistent, but finding
-// none reads every refund of the window, one request per 100 refunds.
+// FindRefund lists the refunds of the refund's PaymentIntent (one request,
+// however long a refund stays pending) for the newest whose metadata names
+// the key.
 //
 // # The fence
 //
-// CloseCharge and CloseRefund create a fence PaymentIntent under the key,
-// with a fixed body (amount 50, usd, confirm=false,
-// payment_method_types[]=card, metadata fence=true and downstream_key).
-// Stripe refuses a key used with other parameters or on another endpoint,
-// so:
+// CloseCharge and CloseRefund create a fence Customer under the key, with
+// a body fixed for the key (a description and metadata fence=true and
+// downstream_key; no amount, so no currency rule of the account can refuse
+// it). Stripe refuses a key used on another endpoint or with other
+// parameters, so:
 //
-//   - the fence made, or replayed (the same fixed body): nothing can be
-//     made under the key from now on, since a later call with it gets an
-//     idempotency_error. The fence PaymentIntent, never confirmed, is
-//     canceled (already canceled is fine), and unless the lookup finds an
-//     object made under the key all the same (Stripe forgot a key older than
-//     KeyRetention: the fence then proves nothing about the past), the close
-//     reports nothing made;
-//   - an idempotency_error: a real call used the key. Its object is looked up
-//     (the search for a charge, the list for a refund): not found yet (the
-//     search lags) is unknown; found and final, it is reported made; a
-//     PaymentIntent that can still be canceled (requires_*) is canceled and
-//     reported failed, "canceled", unless the cancel is refused because it
-//     has succeeded meanwhile, which is then reported; a PaymentIntent
-//     processing, or a refund pending (a refund cannot be canceled), is
-//     unknown;
-//   - anything else (409, 429, a 5xx, a timeout) is unknown.
+//   - the fence made, or found again (replayed, or a 5xx Stripe saved for
+//     the fence's own request, which it replays only to the same endpoint
+//     and parameters): nothing can be made under the key from now on, since
+//     a later call with it gets an idempotency_error. Unless the lookup finds
+//     an object made under the key all the same (Stripe forgot a key older
+//     than KeyRetention: the fence then proves nothing about the past), the
+//     close reports nothing made;
+//   - an idempotency_error: a real call used the key (or a fence
+//     PaymentIntent of an earlier version, which the list shows and which
+//     holds it as well). Its object is looked up: not listed is unknown;
+//     found and final, it is reported made; a PaymentIntent that can still
+//     be canceled (requires_*) is canceled and reported failed, "canceled",
+//     unless the cancel is refused because it has succeeded meanwhile, which
+//     is then reported; a PaymentIntent processing, or a refund pending (a
+//     refund cannot be canceled), is unknown;
+//   - anything else (409, 429, a fresh 5xx, a timeout) is unknown.
 //
-// A close repeated answers the same: the fence is replayed and found
-// canceled, or the real object is found in the state the first close left.
+// A close repeated answers the same: the fence is replayed, or the real
+// object is found in the state the first close left.
 //
 // # The ledger
 //
 // LedgerCharges and LedgerRefunds page oldest first, as the reconciler
-// needs, over lists Stripe gives newest first: the first page walks the
-// window with starting_after to its oldest end, one request a page, and
-// returns that page; each later one asks for the objects just newer than
-// the cursor (ending_before). Fence PaymentIntents are skipped.
+// needs, over lists Stripe gives newest first, the objects this service
+// made only (their metadata names a downstream key; a fence moves no
+// money). The first page is the whole window when it fits one, and
+// otherwise is found by narrowing a range of creation times to one page;
+// each later page asks for the objects just newer than the cursor
+// (ending_before): about a request per page of the window.
 //
 // # Webhooks
 //
 // Verify checks Stripe-Signature against any of the endpoint's secrets and
 // the time it was signed against now; ParseEvent maps the events that
 // settle an operation: payment_intent.succeeded, .payment_failed and
-// .canceled, and refund.created, refund.updated, refund.failed and
-// charge.refund.updated with a final status. An event about an object this
+// .canceled, refund.created, refund.updated, refund.failed and
+// charge.refund.updated with a final status, and charge.refunded embedding
+// its refunds (API versions before 2022-11-15). An event about an object this
 // service did not make (one whose metadata names no downstream key: a
 // refund from the Dashboard, a Checkout session's PaymentIntent) is not
 // handled: answered 200, ignored, and counted so.

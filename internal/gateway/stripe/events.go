@@ -110,10 +110,11 @@ type event struct {
 // event about one operation. The types that settle one are
 // payment_intent.succeeded (a success), payment_intent.payment_failed (a
 // decline, its code the last_payment_error's decline_code, else its code)
-// and payment_intent.canceled (failed, "canceled"), and refund.created,
-// refund.updated and charge.refund.updated about a refund whose status is
-// final. A refund not final yet, a fence PaymentIntent, charge.refunded
-// (its refund comes as refund.updated) and every other type wrap
+// and payment_intent.canceled (failed, "canceled"), refund.created,
+// refund.updated, refund.failed and charge.refund.updated about a refund
+// whose status is final, and charge.refunded with its refunds embedded
+// (the API versions before 2022-11-15). A refund not final yet, a fence
+// PaymentIntent, a charge.refunded embedding none and every other type wrap
 // operation.ErrEventNotHandled; a body that cannot be read as such an event,
 // or an object naming no downstream_key, wraps operation.ErrEventMalformed.
 func ParseEvent(body []byte) (operation.ProcessorEvent, error) {
@@ -135,6 +136,8 @@ func ParseEvent(body []byte) (operation.ProcessorEvent, error) {
 	case stripego.EventTypeRefundCreated, stripego.EventTypeRefundUpdated, stripego.EventTypeRefundFailed,
 		stripego.EventTypeChargeRefundUpdated:
 		err = refundEvent(&ev, e)
+	case stripego.EventTypeChargeRefunded:
+		err = chargeRefundedEvent(&ev, e)
 	default:
 		err = fmt.Errorf("%w: %q", operation.ErrEventNotHandled, e.Type)
 	}
@@ -189,17 +192,48 @@ func refundEvent(ev *operation.ProcessorEvent, e event) error {
 	return keyed(ev, r.Metadata, r.Amount, r.Currency)
 }
 
+// chargeRefundedEvent fills ev from e, a charge.refunded: the charge, with
+// its refunds embedded on API versions before 2022-11-15, the only event of
+// a card refund on versions before 2024-10-28 besides
+// charge.refund.updated. Its newest refund made by this service settles
+// that refund; a charge whose refunds are not embedded (the later
+// versions, which send refund.* events too) is not handled, and a lookup
+// by the payment settles the refund meanwhile.
+func chargeRefundedEvent(ev *operation.ProcessorEvent, e event) error {
+	var ch stripego.Charge
+	if err := json.Unmarshal(e.Data.Object, &ch); err != nil || ch.Object != "charge" || ch.ID == "" {
+		return fmt.Errorf("%w: data.object of a %s is not a charge", operation.ErrEventMalformed, e.Type)
+	}
+	if ch.Refunds == nil || len(ch.Refunds.Data) == 0 {
+		return fmt.Errorf("%w: %s about charge %s embeds no refund: its refund.* events settle it", operation.ErrEventNotHandled, e.Type, ch.ID)
+	}
+	for _, r := range ch.Refunds.Data {
+		if r == nil || r.Metadata[metaDownstreamKey] == "" {
+			continue
+		}
+		out, final := refundOutcome(r)
+		if !final {
+			return fmt.Errorf("%w: %s about refund %s, %q: not final", operation.ErrEventNotHandled, e.Type, r.ID, r.Status)
+		}
+		ev.Outcome = out
+		// The charge's currency: an embedded refund may omit its own.
+		return keyed(ev, r.Metadata, r.Amount, firstOf(string(r.Currency), string(ch.Currency)))
+	}
+	return fmt.Errorf("%w: %s about charge %s: none of its refunds was made by this service", operation.ErrEventNotHandled, e.Type, ch.ID)
+}
+
 // keyed fills in ev the downstream key the object's metadata names, and
 // what it asked for. An object whose metadata names none was made elsewhere
 // (the Dashboard, Checkout, an invoice), and its event is not handled: a
 // refusal would have Stripe send it again for days, and disable the
 // endpoint.
-func keyed(ev *operation.ProcessorEvent, metadata map[string]string, amount int64, currency stripego.Currency) error {
+func keyed[C ~string](ev *operation.ProcessorEvent, metadata map[string]string, amount int64, currency C) error {
 	ev.DownstreamKey = metadata[metaDownstreamKey]
 	if ev.DownstreamKey == "" {
 		return fmt.Errorf("%w: %s about an object this service did not make: its metadata names no %s",
 			operation.ErrEventNotHandled, ev.Type, metaDownstreamKey)
 	}
-	ev.Amount, ev.Currency = amount, strings.ToUpper(string(currency))
+	ev.Currency = strings.ToUpper(string(currency))
+	ev.Amount = fromStripe(ev.Currency, amount)
 	return nil
 }

@@ -2,6 +2,7 @@ package stripe_test
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -125,6 +126,16 @@ func TestParseEvent(t *testing.T) {
 			Outcome: operation.Outcome{ID: "re_1", FailureCode: "expired_or_canceled_card"}, DownstreamKey: refundKey, Amount: 500, Currency: "USD"}},
 		{"charge.refund.updated", refund("re_1", "canceled", refundKey, nil), operation.ProcessorEvent{
 			Outcome: operation.Outcome{ID: "re_1", FailureCode: "canceled"}, DownstreamKey: refundKey, Amount: 500, Currency: "USD"}},
+		// API versions before 2022-11-15 embed the charge's refunds, newest
+		// first: the newest made by this service settles.
+		{"charge.refunded", object(map[string]any{"id": "ch_1", "object": "charge", "refunded": true, "currency": "usd",
+			"refunds": map[string]any{"object": "list", "has_more": false, "data": []json.RawMessage{
+				rawJSON(refund("re_9", "succeeded", "", map[string]any{"metadata": map[string]string{}})),
+				rawJSON(refund("re_1", "succeeded", refundKey, nil))}}}, nil), operation.ProcessorEvent{
+			Outcome: operation.Outcome{ID: "re_1", Succeeded: true}, DownstreamKey: refundKey, Amount: 500, Currency: "USD"}},
+		// ISK: two decimals at Stripe, none in ISO 4217.
+		{"payment_intent.succeeded", paymentIntent("pi_1", "succeeded", chargeKey, map[string]any{"currency": "isk", "amount": 50000}),
+			operation.ProcessorEvent{Outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, DownstreamKey: chargeKey, Amount: 500, Currency: "ISK"}},
 	} {
 		body := eventBody(tt.typ, tt.obj)
 		got, err := stripe.ParseEvent([]byte(body))
@@ -145,6 +156,7 @@ func TestParseEvent(t *testing.T) {
 		eventBody("refund.created", refund("re_1", "pending", refundKey, nil)),
 		eventBody("refund.updated", refund("re_1", "requires_action", refundKey, nil)),
 		eventBody("payment_intent.canceled", fence),
+		// Later API versions embed no refunds: their refund.* events settle.
 		eventBody("charge.refunded", `{"id":"ch_1","object":"charge","refunded":true}`),
 		eventBody("payment_intent.processing", paymentIntent("pi_1", "processing", chargeKey, nil)),
 		eventBody("customer.created", `{"id":"cus_1","object":"customer"}`),

@@ -10,47 +10,35 @@ import (
 	"github.com/example/payments/internal/gateway"
 )
 
-// The fence PaymentIntent's amount and currency: the smallest a card
-// payment in usd may ask. It is never confirmed, and moves no money.
-const (
-	fenceAmount   = 50
-	fenceCurrency = "usd"
-)
-
-// fence creates the fence PaymentIntent under key, with a body that never
-// changes, and cancels it. used is true when Stripe refused it because
-// another request used the key (a 400 idempotency_error): the caller looks
-// up what was made. used false with no error means the fence, made now or
-// before, holds the key: nothing was made under it, and nothing can be.
+// fence creates the fence, a Customer, under key, with a body that never
+// changes for the key: it moves no money and has no amount, so no currency
+// rule of the account can refuse it. used is true when Stripe refused it
+// because another request used the key (a 400 idempotency_error): the
+// caller looks up what was made. used false with no error means the fence
+// holds the key, made now or found again (Stripe replays it, or a 5xx it
+// saved for the fence's own request: Stripe replays only a request with the
+// same endpoint and parameters): nothing can be made under the key from now
+// on.
 func (c *Client) fence(ctx context.Context, key string) (used bool, err error) {
 	if key == "" {
 		return false, errors.New("the key is required")
 	}
-	params := &stripego.PaymentIntentCreateParams{
-		Amount:             stripego.Int64(fenceAmount),
-		Currency:           stripego.String(fenceCurrency),
-		Confirm:            stripego.Bool(false),
-		PaymentMethodTypes: []*string{stripego.String(methodCard)},
-		Metadata:           map[string]string{metaFence: "true", metaDownstreamKey: key},
+	params := &stripego.CustomerCreateParams{
+		Description: stripego.String("fence: nothing is ever made under downstream key " + key),
+		Metadata:    map[string]string{metaFence: "true", metaDownstreamKey: key},
 	}
 	params.SetIdempotencyKey(key)
-	pi, err := c.api.V1PaymentIntents.Create(ctx, params)
+	cu, err := c.api.V1Customers.Create(ctx, params)
+	if se, ok := stripeError(err); ok && savedFailure(se) {
+		return false, nil
+	}
 	switch {
 	case keyUsed(err):
 		return true, nil
 	case err != nil:
 		return false, unknown(err)
-	case pi.ID == "":
-		return false, gateway.Unknownf("the answer to the fence is not a payment intent")
-	}
-	// A replayed answer shows the fence as it was made: cancel it whatever
-	// it says, and take "already canceled" for done.
-	after, canceled, err := c.cancel(ctx, pi.ID)
-	switch {
-	case err != nil:
-		return false, err
-	case !canceled && after.Status != stripego.PaymentIntentStatusCanceled:
-		return false, gateway.Unknownf("fence payment intent %s is %s, and was not canceled", pi.ID, after.Status)
+	case cu.ID == "":
+		return false, gateway.Unknownf("the answer to the fence is not a customer")
 	}
 	return false, nil
 }

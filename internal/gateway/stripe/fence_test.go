@@ -7,26 +7,31 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/payments"
-	"github.com/example/payments/internal/refunds"
 )
 
 // Answers of the fence's calls.
 var (
-	// fenceIntent is the fence PaymentIntent, as made.
-	fenceIntent = func(key string) string {
-		return paymentIntent("pi_f", "requires_payment_method", key, map[string]any{"amount": 50, "payment_method": nil,
-			"metadata": map[string]string{"fence": "true", "downstream_key": key}})
+	// fenceCustomer is the fence, a Customer, as made.
+	fenceCustomer = func(key string) string {
+		return object(map[string]any{"id": "cus_f", "object": "customer", "description": "fence",
+			"metadata": map[string]string{"fence": "true", "downstream_key": key}}, nil)
 	}
-	// keyUsed is Stripe's refusal of a key used with other parameters.
+	// keyUsed is Stripe's refusal of a key used with other parameters or
+	// on another endpoint.
 	keyUsed = failure(http.StatusBadRequest, "idempotency_error", "", map[string]any{
-		"message": "Keys for idempotent requests can only be used with the same parameters they were first used with."})
+		"message": "Keys for idempotent requests can only be used for the same endpoint they were first used for ('/v1/customers' vs '/v1/payment_intents')."})
 	// unexpectedState is Stripe's refusal to cancel a PaymentIntent in
 	// state, which it carries.
 	unexpectedState = func(id, state, key string) reply {
 		return failure(http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state", map[string]any{
 			"message":        "You cannot cancel this PaymentIntent because it has a status of " + state + ".",
 			"payment_intent": rawJSON(paymentIntent(id, state, key, nil))})
+	}
+	// savedServerError is a 500 Stripe saved for the key, replayed.
+	savedServerError = func() reply {
+		r := failure(http.StatusInternalServerError, "api_error", "", nil)
+		r.header = map[string]string{"Idempotent-Replayed": "true"}
+		return r
 	}
 )
 
@@ -35,13 +40,15 @@ var (
 func TestCloseCharge(t *testing.T) {
 	t.Parallel()
 	const (
-		create      = "POST /v1/payment_intents"
-		search      = "GET /v1/payment_intents/search"
-		retrieve    = "GET /v1/payment_intents/pi_1"
-		cancel      = "POST /v1/payment_intents/pi_1/cancel"
-		cancelFence = "POST /v1/payment_intents/pi_f/cancel"
+		fence    = "POST /v1/customers"
+		search   = "GET /v1/payment_intents/search"
+		listed   = "GET /v1/payment_intents"
+		retrieve = "GET /v1/payment_intents/pi_1"
+		cancel   = "POST /v1/payment_intents/pi_1/cancel"
 	)
 	found := ok(searchResult("", paymentIntent("pi_1", "processing", chargeKey, nil)))
+	none, nothing := ok(searchResult("")), ok(list("/v1/payment_intents", false))
+	oldFence := paymentIntent("pi_f", "canceled", chargeKey, map[string]any{"metadata": map[string]string{"fence": "true", "downstream_key": chargeKey}})
 	for _, tt := range []struct {
 		name    string
 		routes  map[string][]reply
@@ -49,85 +56,82 @@ func TestCloseCharge(t *testing.T) {
 		made    bool
 		outcome operation.Outcome
 	}{
-		{name: "NotMade", routes: map[string][]reply{
-			create:      {ok(fenceIntent(chargeKey))},
-			cancelFence: {ok(paymentIntent("pi_f", "canceled", chargeKey, nil))},
-			search:      {ok(searchResult("", fenceIntent(chargeKey)))}}},
-		{name: "NotMadeClosedBefore", routes: map[string][]reply{
-			create:      {replayed(fenceIntent(chargeKey))},
-			cancelFence: {unexpectedState("pi_f", "canceled", chargeKey)},
-			search:      {ok(searchResult(""))}}},
-		{name: "NotMadeCancelCarriesNoIntent", routes: map[string][]reply{
-			create:                         {replayed(fenceIntent(chargeKey))},
-			cancelFence:                    {failure(http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state", nil)},
-			"GET /v1/payment_intents/pi_f": {ok(paymentIntent("pi_f", "canceled", chargeKey, nil))},
-			search:                         {ok(searchResult(""))}}},
+		{name: "NotMade", routes: map[string][]reply{fence: {ok(fenceCustomer(chargeKey))}, search: {none}, listed: {nothing}}},
+		{name: "NotMadeClosedBefore", routes: map[string][]reply{fence: {replayed(fenceCustomer(chargeKey))}, search: {none}, listed: {nothing}}},
+		// A 500 Stripe saved for the fence's own request holds the key: it
+		// replays only a request with the same endpoint and parameters.
+		{name: "FenceSavedServerError", routes: map[string][]reply{fence: {savedServerError()}, search: {none}, listed: {nothing}}},
+		// A fence PaymentIntent, as an earlier version made, holds it too.
+		{name: "HeldByAnOldFence", routes: map[string][]reply{fence: {keyUsed}, search: {none}, listed: {ok(list("/v1/payment_intents", false, oldFence))}}},
 		// Stripe forgot the key, older than KeyRetention: the fence is made,
-		// and the search still finds what was made under it.
+		// and the lookup still finds what was made under it.
 		{name: "KeyForgottenSucceeded", made: true, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
-			create:      {ok(fenceIntent(chargeKey))},
-			cancelFence: {ok(paymentIntent("pi_f", "canceled", chargeKey, nil))},
-			search:      {found}, retrieve: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
-		{name: "FenceCancelFails", want: unknown, routes: map[string][]reply{
-			create:      {ok(fenceIntent(chargeKey))},
-			cancelFence: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
+			fence: {ok(fenceCustomer(chargeKey))}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
 		{name: "Succeeded", made: true, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
-			create: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
+			fence: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
+		{name: "SucceededListed", made: true, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
+			fence: {keyUsed}, search: {none}, listed: {ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "succeeded", chargeKey, nil)))},
+			retrieve: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
 		{name: "Declined", made: true, outcome: operation.Outcome{ID: "pi_1", FailureCode: "insufficient_funds", FailureMessage: "Declined."},
-			routes: map[string][]reply{create: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_payment_method", chargeKey,
+			routes: map[string][]reply{fence: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_payment_method", chargeKey,
 				map[string]any{"last_payment_error": lastPaymentError("card_declined", "insufficient_funds", "Declined.")}))}}},
 		{name: "RequiresActionCanceled", made: true, outcome: operation.Outcome{ID: "pi_1", FailureCode: "canceled"}, routes: map[string][]reply{
-			create: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))},
+			fence: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))},
 			cancel: {ok(paymentIntent("pi_1", "canceled", chargeKey, nil))}}},
 		{name: "CancelRefusedSucceeded", made: true, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
-			create: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))},
+			fence: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))},
 			cancel: {unexpectedState("pi_1", "succeeded", chargeKey)}}},
 		{name: "CancelRefusedProcessing", want: unknown, routes: map[string][]reply{
-			create: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_confirmation", chargeKey, nil))},
+			fence: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_confirmation", chargeKey, nil))},
 			cancel: {unexpectedState("pi_1", "processing", chargeKey)}}},
 		{name: "CancelFails", want: unknown, routes: map[string][]reply{
-			create: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))},
+			fence: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "requires_action", chargeKey, nil))},
 			cancel: {failure(http.StatusTooManyRequests, "invalid_request_error", "lock_timeout", nil)}}},
 		{name: "Processing", want: unknown, routes: map[string][]reply{
-			create: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "processing", chargeKey, nil))}}},
-		{name: "SearchLags", want: unknown, routes: map[string][]reply{create: {keyUsed}, search: {ok(searchResult(""))}}},
-		{name: "SearchFails", want: unknown, routes: map[string][]reply{
-			create: {keyUsed}, search: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
+			fence: {keyUsed}, search: {found}, retrieve: {ok(paymentIntent("pi_1", "processing", chargeKey, nil))}}},
+		// The key was used (a saved 500 of the charge's, say) and nothing
+		// is listed: unknown until Stripe forgets the key.
+		{name: "UsedNothingListed", want: unknown, routes: map[string][]reply{fence: {keyUsed}, search: {none}, listed: {nothing}}},
+		{name: "ListFails", want: unknown, routes: map[string][]reply{
+			fence: {keyUsed}, search: {none}, listed: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
 		{name: "KeyInUse", want: unknown, routes: map[string][]reply{
-			create: {failure(http.StatusConflict, "idempotency_error", "idempotency_key_in_use", nil)}}},
+			fence: {failure(http.StatusConflict, "idempotency_error", "idempotency_key_in_use", nil)}}},
 		{name: "RateLimited", want: unknown, routes: map[string][]reply{
-			create: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
-		{name: "ServerError", want: unknown, routes: map[string][]reply{create: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
-		{name: "Timeout", want: unknown, routes: map[string][]reply{create: {{hang: true}}}},
+			fence: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
+		{name: "ServerError", want: unknown, routes: map[string][]reply{fence: {failure(http.StatusInternalServerError, "api_error", "", nil)}}},
+		{name: "Timeout", want: unknown, routes: map[string][]reply{fence: {{hang: true}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
-			got, made, err := s.client(t, 500*time.Millisecond, 0).CloseCharge(context.Background(), payments.ChargeRequest{IdempotencyKey: chargeKey})
+			got, made, err := s.client(t, 500*time.Millisecond, 0).CloseCharge(context.Background(), chargeRequest())
 			check(t, tt.want, tt.outcome, got, err)
 			if made != tt.made {
 				t.Errorf("made = %v, want %v", made, tt.made)
 			}
 			wantFence(t, s, chargeKey)
+			if n := len(s.requests("POST /v1/payment_intents")); n != 0 {
+				t.Errorf("%d PaymentIntents created by a close, want none", n)
+			}
 		})
 	}
 }
 
 // wantFence fails unless the server got the fence under key: one create of
-// a fixed, unconfirmed PaymentIntent.
+// a Customer, its body fixed for the key and naming no amount.
 func wantFence(t *testing.T, s *server, key string) {
 	t.Helper()
-	got := s.requests("POST /v1/payment_intents")
+	got := s.requests("POST /v1/customers")
 	if len(got) != 1 {
 		t.Fatalf("%d creates, want the fence", len(got))
 	}
 	if k := got[0].header.Get("Idempotency-Key"); k != key {
 		t.Errorf("Idempotency-Key = %q, want %q", k, key)
 	}
-	wantForm(t, got[0].form, map[string]string{"amount": "50", "currency": "usd", "confirm": "false",
-		"payment_method_types[0]": "card", "metadata[fence]": "true", "metadata[downstream_key]": key})
-	if len(got[0].form) != 6 {
-		t.Errorf("form = %v, want the 6 fields above", got[0].form)
+	wantForm(t, got[0].form, map[string]string{"description": "fence: nothing is ever made under downstream key " + key,
+		"metadata[fence]": "true", "metadata[downstream_key]": key})
+	if len(got[0].form) != 3 {
+		t.Errorf("form = %v, want the 3 fields above", got[0].form)
 	}
 }
 
@@ -135,10 +139,7 @@ func wantFence(t *testing.T, s *server, key string) {
 // when the key was used.
 func TestCloseRefund(t *testing.T) {
 	t.Parallel()
-	const refundList = "GET /v1/refunds"
-	// keyUsedRefund is the refusal of a key used on another endpoint.
-	keyUsedRefund := failure(http.StatusBadRequest, "idempotency_error", "", map[string]any{
-		"message": "Keys for idempotent requests can only be used for the same endpoint they were first used for ('/v1/refunds' vs '/v1/payment_intents')."})
+	const fence, refundList = "POST /v1/customers", "GET /v1/refunds"
 	for _, tt := range []struct {
 		name    string
 		routes  map[string][]reply
@@ -146,39 +147,35 @@ func TestCloseRefund(t *testing.T) {
 		made    bool
 		outcome operation.Outcome
 	}{
-		{name: "NotMade", routes: map[string][]reply{
-			"POST /v1/payment_intents":             {ok(fenceIntent(refundKey))},
-			"POST /v1/payment_intents/pi_f/cancel": {ok(paymentIntent("pi_f", "canceled", refundKey, nil))},
-			refundList:                             {ok(list("/v1/refunds", false))}}},
+		{name: "NotMade", routes: map[string][]reply{fence: {ok(fenceCustomer(refundKey))}, refundList: {ok(list("/v1/refunds", false))}}},
 		{name: "KeyForgotten", made: true, outcome: operation.Outcome{ID: "re_1", Succeeded: true}, routes: map[string][]reply{
-			"POST /v1/payment_intents":             {ok(fenceIntent(refundKey))},
-			"POST /v1/payment_intents/pi_f/cancel": {ok(paymentIntent("pi_f", "canceled", refundKey, nil))},
-			refundList:                             {ok(list("/v1/refunds", false, refund("re_1", "succeeded", refundKey, nil)))}}},
+			fence:      {ok(fenceCustomer(refundKey))},
+			refundList: {ok(list("/v1/refunds", false, refund("re_1", "succeeded", refundKey, nil)))}}},
 		{name: "Succeeded", made: true, outcome: operation.Outcome{ID: "re_1", Succeeded: true}, routes: map[string][]reply{
-			"POST /v1/payment_intents": {keyUsedRefund},
-			refundList:                 {ok(list("/v1/refunds", false, refund("re_1", "succeeded", refundKey, nil)))}}},
+			fence:      {keyUsed},
+			refundList: {ok(list("/v1/refunds", false, refund("re_1", "succeeded", refundKey, nil)))}}},
 		{name: "Failed", made: true, outcome: operation.Outcome{ID: "re_1", FailureCode: "expired_or_canceled_card"}, routes: map[string][]reply{
-			"POST /v1/payment_intents": {keyUsedRefund},
+			fence: {keyUsed},
 			refundList: {ok(list("/v1/refunds", false, refund("re_1", "failed", refundKey,
 				map[string]any{"failure_reason": "expired_or_canceled_card"})))}}},
 		{name: "Pending", want: unknown, routes: map[string][]reply{
-			"POST /v1/payment_intents": {keyUsedRefund},
-			refundList:                 {ok(list("/v1/refunds", false, refund("re_1", "pending", refundKey, nil)))}}},
-		{name: "NotListed", want: unknown, routes: map[string][]reply{
-			"POST /v1/payment_intents": {keyUsedRefund},
-			refundList:                 {ok(list("/v1/refunds", false))}}},
+			fence: {keyUsed}, refundList: {ok(list("/v1/refunds", false, refund("re_1", "pending", refundKey, nil)))}}},
+		{name: "NotListed", want: unknown, routes: map[string][]reply{fence: {keyUsed}, refundList: {ok(list("/v1/refunds", false))}}},
 		{name: "KeyInUse", want: unknown, routes: map[string][]reply{
-			"POST /v1/payment_intents": {failure(http.StatusConflict, "idempotency_error", "idempotency_key_in_use", nil)}}},
+			fence: {failure(http.StatusConflict, "idempotency_error", "idempotency_key_in_use", nil)}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
-			got, made, err := s.client(t, 5*time.Second, 0).CloseRefund(context.Background(), refunds.Request{IdempotencyKey: refundKey})
+			got, made, err := s.client(t, 5*time.Second, 0).CloseRefund(context.Background(), refundRequest())
 			check(t, tt.want, tt.outcome, got, err)
 			if made != tt.made {
 				t.Errorf("made = %v, want %v", made, tt.made)
 			}
 			wantFence(t, s, refundKey)
+			if reqs := s.requests(refundList); len(reqs) > 0 && reqs[0].form.Get("payment_intent") != "pi_1" {
+				t.Errorf("refunds listed with %v, want those of pi_1", reqs[0].form)
+			}
 		})
 	}
 }

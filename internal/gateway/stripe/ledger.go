@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	stripego "github.com/stripe/stripe-go/v83"
 
@@ -19,29 +20,38 @@ type row struct {
 }
 
 // listPage asks for one page of a list as lp says (its limit and cursor),
-// newest first as Stripe lists, and reports whether more follow in the
-// direction lp pages.
-type listPage func(lp stripego.ListParams) (rows []row, more bool, err error)
+// of the objects created in created, newest first as Stripe lists, and
+// reports whether more follow in the direction lp pages.
+type listPage func(lp stripego.ListParams, created *stripego.RangeQueryParams) (rows []row, more bool, err error)
 
 // ledger is every kind's Ledger over list, a list Stripe gives newest
-// first: one page oldest first, and the cursor of the next ("" after the
-// last). The cursor is the newest object of the page returned; the page
-// after it is the objects just newer (ending_before), which Stripe gives
-// newest first too and which are reordered. Any failure wraps
-// operation.ErrProcessorUnknown.
-func (c *Client) ledger(ctx context.Context, name, cursor string, list listPage) ([]operation.LedgerEntry, string, error) {
+// first, of the objects created at or after since: one page oldest first,
+// and the cursor of the next ("" after the last). The first page is found
+// by narrowing a range of creation times from since until it holds one
+// page (oldestPage); the cursor is the newest object of the page returned,
+// and the page after it is the objects just newer (ending_before), which
+// Stripe gives newest first too and which are reordered. A pass over the
+// window costs a request a page, and a few more to find the first, paced
+// at Config.LedgerRate. Any failure wraps operation.ErrProcessorUnknown.
+func (c *Client) ledger(ctx context.Context, name string, since time.Time, cursor string, unpaced listPage) ([]operation.LedgerEntry, string, error) {
 	lp := stripego.ListParams{Context: ctx, Limit: stripego.Int64(int64(c.cfg.PageSize))}
+	list := func(lp stripego.ListParams, created *stripego.RangeQueryParams) ([]row, bool, error) {
+		if err := c.ledgerPace.Wait(ctx); err != nil {
+			return nil, false, err
+		}
+		return unpaced(lp, created)
+	}
 	var (
 		rows []row
 		next string
 		err  error
 	)
 	if cursor == "" {
-		rows, next, err = oldestPage(lp, list)
+		rows, next, err = oldestPage(lp, list, since.Unix(), time.Now().Unix())
 	} else {
 		lp.EndingBefore = stripego.String(cursor)
 		var more bool
-		rows, more, err = list(lp)
+		rows, more, err = list(lp, &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()})
 		switch {
 		case err != nil:
 		case more && len(rows) == 0:
@@ -56,22 +66,60 @@ func (c *Client) ledger(ctx context.Context, name, cursor string, list listPage)
 	return entries(rows), next, nil
 }
 
-// oldestPage walks a list from its newest object to its oldest, page by
-// page (starting_after), and returns the last page that had any, with the
-// cursor of the page after it: its newest object's id when newer pages came
-// before it, else "".
-func oldestPage(lp stripego.ListParams, list listPage) ([]row, string, error) {
-	var (
-		last  []row
-		newer bool
-	)
+// oldestPage returns the oldest page of the objects created at or after
+// since (Unix seconds), with the cursor of the page after it: "" when the
+// window is that one page, else its newest object's id. A window of more
+// than a page is narrowed: the objects created in [since, since+span) are
+// listed, span halved while more than a page falls in it and doubled
+// while none does, up to now and a little more for the clocks: a few
+// requests (about 17 for a day), not one per page of the window. A second
+// holding more than a page is walked to its oldest end.
+func oldestPage(lp stripego.ListParams, list listPage, since, now int64) ([]row, string, error) {
+	// The whole window first: most often it is one page.
+	rows, more, err := list(lp, &stripego.RangeQueryParams{GreaterThanOrEqual: since})
+	switch {
+	case err != nil:
+		return nil, "", err
+	case !more && len(rows) == 0:
+		return nil, "", nil
+	case !more:
+		return rows, "", nil
+	}
+	span := max(now-since, 1) + clockSkewSeconds
 	for {
-		rows, more, err := list(lp)
+		rows, more, err := list(lp, &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: since + span})
+		switch {
+		case err != nil:
+			return nil, "", err
+		case more && span > 1:
+			span /= 2
+			continue
+		case more:
+			return walkToOldest(lp, list, since)
+		case len(rows) == 0 && since+span <= now+clockSkewSeconds:
+			span *= 2
+			continue
+		case len(rows) == 0:
+			return nil, "", nil
+		}
+		// The whole range in one page: newer objects may follow it, the
+		// next page's to find.
+		return rows, rows[0].id, nil
+	}
+}
+
+// walkToOldest walks the objects created in second at, more than a page,
+// from the newest to the oldest (starting_after), and returns the last
+// page with the cursor of the objects after it.
+func walkToOldest(lp stripego.ListParams, list listPage, at int64) ([]row, string, error) {
+	var last []row
+	for {
+		rows, more, err := list(lp, &stripego.RangeQueryParams{GreaterThanOrEqual: at, LesserThanOrEqual: at})
 		if err != nil {
 			return nil, "", err
 		}
 		if len(rows) > 0 {
-			newer, last = last != nil, rows
+			last = rows
 		}
 		if !more {
 			break
@@ -81,8 +129,8 @@ func oldestPage(lp stripego.ListParams, list listPage) ([]row, string, error) {
 		}
 		lp.StartingAfter = stripego.String(rows[len(rows)-1].id)
 	}
-	if !newer {
-		return last, "", nil
+	if len(last) == 0 {
+		return nil, "", gateway.Unknownf("a page said more follow in second %d, and none did", at)
 	}
 	return last, last[0].id, nil
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/example/payments/internal/gateway/stripe"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -29,6 +29,11 @@ func listing(t *testing.T, path string, objects []string) http.HandlerFunc {
 		if err != nil {
 			t.Errorf("created[gte] = %q", q.Get("created[gte]"))
 		}
+		below := func(created int64) bool {
+			lt, ltErr := strconv.ParseInt(q.Get("created[lt]"), 10, 64)
+			lte, lteErr := strconv.ParseInt(q.Get("created[lte]"), 10, 64)
+			return (ltErr != nil || created < lt) && (lteErr != nil || created <= lte)
+		}
 		var window []string
 		index := -1
 		for _, o := range objects {
@@ -39,7 +44,7 @@ func listing(t *testing.T, path string, objects []string) http.HandlerFunc {
 			if err := json.Unmarshal([]byte(o), &head); err != nil {
 				t.Fatal(err)
 			}
-			if head.Created < gte {
+			if head.Created < gte || !below(head.Created) {
 				continue
 			}
 			if head.ID == q.Get("starting_after") || head.ID == q.Get("ending_before") {
@@ -121,24 +126,37 @@ func TestLedgerCharges(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ledger =\n%+v\nwant\n%+v", got, want)
 	}
-	// The first page walked the 8 objects of the window, 3 a page, to
-	// return the oldest; two pages followed, each asked by ending_before.
+	// The first page was found by narrowing the window's creation times
+	// (the whole window first, then halves of it), never walked page by
+	// page; two pages followed, each asked by ending_before.
 	if pages != 3 {
 		t.Errorf("%d pages, want 3", pages)
 	}
 	reqs := s.requests("GET /v1/payment_intents")
 	var cursors []string
-	for _, r := range reqs {
+	for i, r := range reqs {
 		wantForm(t, r.form, map[string]string{"limit": "3", "created[gte]": strconv.Itoa(t0)})
-		cursors = append(cursors, r.form.Get("starting_after")+"|"+r.form.Get("ending_before"))
+		if i == 0 && (r.form.Get("created[lt]") != "" || r.form.Get("created[lte]") != "") {
+			t.Errorf("first request %v, want the whole window", r.form)
+		}
+		if r.form.Get("starting_after") != "" {
+			t.Errorf("request %d walked the window: %v", i, r.form)
+		}
+		if e := r.form.Get("ending_before"); e != "" {
+			cursors = append(cursors, e)
+		}
 	}
-	if want := []string{"|", "pi_5|", "pi_3|", "|pi_2", "|pi_4"}; !slices.Equal(cursors, want) {
-		t.Errorf("starting_after|ending_before = %q, want %q", cursors, want)
+	if len(cursors) != pages-1 {
+		t.Errorf("ending_before = %q over %d pages, want one a page after the first", cursors, pages)
+	}
+	// About log2 of the window in seconds to find the oldest page.
+	if probes := len(reqs) - len(cursors); probes > 40 {
+		t.Errorf("%d requests to find the oldest page", probes)
 	}
 }
 
-// TestLedgerRefunds: the refunds of the window, oldest first, each naming
-// the refund of ours its downstream key does.
+// TestLedgerRefunds: the refunds of the window this service made, oldest
+// first, each naming the refund of ours its downstream key does.
 func TestLedgerRefunds(t *testing.T) {
 	t.Parallel()
 	objects := []string{
@@ -152,7 +170,7 @@ func TestLedgerRefunds(t *testing.T) {
 		{ID: "re_1", IdempotencyKey: "refund_re_ours1", Reference: "re_ours1", Amount: 500, Currency: "EUR", CreatedAt: time.Unix(1_700_000_100, 0).UTC()},
 		{ID: "re_2", IdempotencyKey: "refund_re_ours2", Reference: "re_ours2", Succeeded: true, Amount: 500, Currency: "USD",
 			CreatedAt: time.Unix(1_700_000_200, 0).UTC()},
-		{ID: "re_3", Amount: 500, Currency: "USD", CreatedAt: time.Unix(1_700_000_300, 0).UTC()},
+		// re_3, made elsewhere (no downstream key), is not the service's.
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ledger =\n%+v\nwant\n%+v", got, want)
@@ -190,5 +208,29 @@ func TestLedgerUnknown(t *testing.T) {
 				check(t, unknown, operation.Outcome{}, operation.Outcome{}, err)
 			}
 		})
+	}
+}
+
+// TestLedgerPaced: the ledger's requests keep to Config.LedgerRate, so a
+// comparison takes its share of Stripe's rate limit and no more: eleven
+// requests at ten a second span at least a second.
+func TestLedgerPaced(t *testing.T) {
+	t.Parallel()
+	s := serve(t, map[string][]reply{"GET /v1/payment_intents": {ok(list("/v1/payment_intents", false))}})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: 5 * time.Second, LedgerRate: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for range 11 {
+		if _, _, err := c.LedgerCharges(context.Background(), time.Unix(1_700_000_000, 0), "pi_1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Fatalf("11 ledger requests in %s at 10 a second", took)
+	}
+	if _, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", LedgerRate: -1}); err == nil {
+		t.Error("a negative ledger rate: taken")
 	}
 }

@@ -22,11 +22,6 @@ var (
 	_ refunds.RefundLedger = (*Client)(nil)
 )
 
-// refundWindow is how far back FindRefund looks: a refund made under a key
-// is younger than the key, which Stripe keeps KeyRetention, and the hour
-// more covers clocks apart.
-const refundWindow = KeyRetention + time.Hour
-
 // Refund refunds req.Amount of the PaymentIntent req.ChargeID under
 // req.IdempotencyKey, or returns the refund Stripe already made under it:
 // a success or a failure with the refund's ID, a definite refusal
@@ -39,7 +34,7 @@ func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Out
 	}
 	params := &stripego.RefundCreateParams{
 		PaymentIntent: stripego.String(req.ChargeID),
-		Amount:        stripego.Int64(req.Amount),
+		Amount:        stripego.Int64(toStripe(req.Currency, req.Amount)),
 		Metadata:      map[string]string{metaDownstreamKey: req.IdempotencyKey},
 	}
 	params.SetIdempotencyKey(req.IdempotencyKey)
@@ -94,12 +89,13 @@ func (c *Client) currentRefund(ctx context.Context, id string) (operation.Outcom
 }
 
 // FindRefund reports the refund made under key: the newest refund of the
-// last KeyRetention and an hour whose metadata names key. found is false
-// only when the whole window was listed without it; a refund not final is
-// unknown.
+// payment's PaymentIntent whose metadata names key, as Stripe lists the
+// PaymentIntent's refunds (one request, however long the refund was
+// pending). found is false only when the list holds none; a refund not
+// final is unknown.
 func (c *Client) FindRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
 	key := req.IdempotencyKey
-	r, err := c.findRefund(ctx, key)
+	r, err := c.findRefund(ctx, req)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("find refund %s: %w", key, unknown(err))
 	}
@@ -113,14 +109,16 @@ func (c *Client) FindRefund(ctx context.Context, req refunds.Request) (operation
 	return out, true, nil
 }
 
-// findRefund lists the refunds created in refundWindow, newest first, page
-// by page, until the first whose metadata names key: the newest made under
-// it. nil means none in the window; there is no search for refunds, so that
-// answer costs one request per page of every refund in the window.
-func (c *Client) findRefund(ctx context.Context, key string) (*stripego.Refund, error) {
+// findRefund lists the refunds of req's PaymentIntent, newest first, until
+// the first whose metadata names req's key: the newest made under it. nil
+// means none; a PaymentIntent has few refunds, so that is one request.
+func (c *Client) findRefund(ctx context.Context, req refunds.Request) (*stripego.Refund, error) {
+	if req.ChargeID == "" {
+		return nil, gateway.Unknownf("the refund names no payment intent to list the refunds of")
+	}
 	params := &stripego.RefundListParams{
-		ListParams:   stripego.ListParams{Context: ctx, Limit: stripego.Int64(maxPageSize)},
-		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: time.Now().Add(-refundWindow).Unix()},
+		ListParams:    stripego.ListParams{Context: ctx, Limit: stripego.Int64(maxPageSize)},
+		PaymentIntent: stripego.String(req.ChargeID),
 	}
 	for {
 		page, err := c.refundPage(params)
@@ -128,7 +126,7 @@ func (c *Client) findRefund(ctx context.Context, key string) (*stripego.Refund, 
 			return nil, err
 		}
 		for _, r := range page.Data {
-			if r != nil && r.Metadata[metaDownstreamKey] == key {
+			if r != nil && r.Metadata[metaDownstreamKey] == req.IdempotencyKey {
 				return r, nil
 			}
 		}
@@ -156,13 +154,13 @@ func (c *Client) refundPage(params *stripego.RefundListParams) (*stripego.Refund
 }
 
 // LedgerRefunds lists one page of the refunds created at or after since,
-// oldest first (refunds.Processor); an entry's Reference is the refund its
-// downstream key names, empty for a refund made under no key of ours. The
-// first page walks the window as LedgerCharges's does.
+// oldest first (refunds.Processor), those this service made only (their
+// metadata names a refund's downstream key); an entry's Reference is the
+// refund its downstream key names, its amount in ISO 4217 minor units. The
+// pages are found as LedgerCharges's are.
 func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return c.ledger(ctx, "refunds", cursor, func(lp stripego.ListParams) ([]row, bool, error) {
-		page, err := c.refundPage(&stripego.RefundListParams{ListParams: lp,
-			CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: since.Unix()}})
+	return c.ledger(ctx, "refunds", since, cursor, func(lp stripego.ListParams, created *stripego.RangeQueryParams) ([]row, bool, error) {
+		page, err := c.refundPage(&stripego.RefundListParams{ListParams: lp, CreatedRange: created})
 		if err != nil {
 			return nil, false, err
 		}
@@ -171,14 +169,14 @@ func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor stri
 			if r == nil {
 				return nil, false, gateway.Unknownf("a null refund in a list")
 			}
+			rows[i].id = r.ID
 			key := r.Metadata[metaDownstreamKey]
-			ours, ok := strings.CutPrefix(key, refunds.Names.DownstreamKey(""))
-			if !ok {
-				ours = ""
+			if ours, ok := strings.CutPrefix(key, refunds.Names.DownstreamKey("")); ok && ours != "" {
+				cur := strings.ToUpper(string(r.Currency))
+				rows[i].entry = &operation.LedgerEntry{ID: r.ID, IdempotencyKey: key, Reference: ours,
+					Succeeded: r.Status == stripego.RefundStatusSucceeded, Amount: fromStripe(cur, r.Amount),
+					Currency: cur, CreatedAt: time.Unix(r.Created, 0).UTC()}
 			}
-			rows[i] = row{id: r.ID, entry: &operation.LedgerEntry{ID: r.ID, IdempotencyKey: key, Reference: ours,
-				Succeeded: r.Status == stripego.RefundStatusSucceeded, Amount: r.Amount,
-				Currency: strings.ToUpper(string(r.Currency)), CreatedAt: time.Unix(r.Created, 0).UTC()}}
 		}
 		return rows, page.HasMore, nil
 	})
@@ -189,7 +187,7 @@ func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor stri
 // finds it. A refund still pending is unknown: a refund cannot be canceled.
 func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
 	key := req.IdempotencyKey
-	out, made, err := c.closeRefund(ctx, key)
+	out, made, err := c.closeRefund(ctx, req)
 	if err != nil {
 		return operation.Outcome{}, false, fmt.Errorf("close refund key %s: %w", key, err)
 	}
@@ -197,20 +195,20 @@ func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operatio
 }
 
 // closeRefund is CloseRefund.
-func (c *Client) closeRefund(ctx context.Context, key string) (operation.Outcome, bool, error) {
-	used, err := c.fence(ctx, key)
+func (c *Client) closeRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
+	used, err := c.fence(ctx, req.IdempotencyKey)
 	if err != nil {
 		return operation.Outcome{}, false, err
 	}
 	// Listed even when the fence holds the key, as for a charge.
-	r, err := c.findRefund(ctx, key)
+	r, err := c.findRefund(ctx, req)
 	switch {
 	case err != nil:
 		return operation.Outcome{}, false, unknown(err)
 	case r == nil && !used:
 		return operation.Outcome{}, false, nil
 	case r == nil:
-		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and no refund of the last %s names it", refundWindow)
+		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and no refund of payment intent %s names it", req.ChargeID)
 	}
 	out, ok := refundOutcome(r)
 	if !ok {

@@ -2,8 +2,8 @@ package stripe_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -13,7 +13,7 @@ import (
 
 // refundRequest is the refund of the recorded answers.
 func refundRequest() refunds.Request {
-	return refunds.Request{IdempotencyKey: refundKey, ChargeID: "pi_1", Amount: 500}
+	return refunds.Request{IdempotencyKey: refundKey, ChargeID: "pi_1", Amount: 500, Currency: "USD"}
 }
 
 // TestRefund: each answer Stripe may give a refund is classified as the
@@ -87,8 +87,8 @@ func TestRefundRequest(t *testing.T) {
 	}
 }
 
-// TestFindRefund: the list of the window's refunds, every page, until the
-// newest naming the key.
+// TestFindRefund: the list of the payment intent's refunds, every page,
+// until the newest naming the key.
 func TestFindRefund(t *testing.T) {
 	t.Parallel()
 	const refundList = "GET /v1/refunds"
@@ -114,22 +114,25 @@ func TestFindRefund(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := serve(t, tt.routes)
-			before := time.Now()
-			got, found, err := s.client(t, 5*time.Second, 0).FindRefund(context.Background(), refunds.Request{IdempotencyKey: refundKey})
+			got, found, err := s.client(t, 5*time.Second, 0).FindRefund(context.Background(), refundRequest())
 			check(t, tt.want, tt.outcome, got, err)
 			if found != tt.found {
 				t.Errorf("found = %v, want %v", found, tt.found)
 			}
 			reqs := s.requests(refundList)
-			wantForm(t, reqs[0].form, map[string]string{"limit": "100"})
-			gte, err := strconv.ParseInt(reqs[0].form.Get("created[gte]"), 10, 64)
-			window := time.Since(time.Unix(gte, 0))
-			if err != nil || window < 25*time.Hour || window > 25*time.Hour+time.Since(before)+time.Second {
-				t.Errorf("created[gte] = %q: %s ago, want 25h (the key's retention and an hour)", reqs[0].form.Get("created[gte]"), window)
+			wantForm(t, reqs[0].form, map[string]string{"limit": "100", "payment_intent": refundRequest().ChargeID})
+			if len(reqs[0].form) != 2 {
+				t.Errorf("form = %v, want the payment intent's refunds, no window", reqs[0].form)
 			}
 			if len(reqs) > 1 {
-				wantForm(t, reqs[1].form, map[string]string{"starting_after": "re_8", "limit": "100"})
+				wantForm(t, reqs[1].form, map[string]string{"starting_after": "re_8", "limit": "100", "payment_intent": refundRequest().ChargeID})
 			}
 		})
+	}
+	// A refund naming no payment intent cannot be looked up: unknown, and
+	// nothing is asked.
+	s := serve(t, map[string][]reply{})
+	if _, _, err := s.client(t, time.Second, 0).FindRefund(context.Background(), refunds.Request{IdempotencyKey: refundKey}); !errors.Is(err, operation.ErrProcessorUnknown) {
+		t.Errorf("no payment intent: %v", err)
 	}
 }

@@ -126,10 +126,11 @@ func (s *server) requests(route string) []request {
 	return s.got[route]
 }
 
-// client is a client of the server's, its requests bounded by timeout.
+// client is a client of the server's, its requests bounded by timeout, its
+// ledger unpaced (TestLedgerPaced paces it).
 func (s *server) client(t *testing.T, timeout time.Duration, pageSize int) *stripe.Client {
 	t.Helper()
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: timeout, PageSize: pageSize})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: timeout, PageSize: pageSize, LedgerRate: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,40 +40,42 @@ func TestStripeMock(t *testing.T) {
 	}
 
 	// The fixture Refund succeeded.
-	refunded, err := c.Refund(ctx, refunds.Request{IdempotencyKey: refundKey, ChargeID: "pi_mock", Amount: 500})
+	refund := refunds.Request{IdempotencyKey: refundKey, ChargeID: "pi_mock", Amount: 500, Currency: "USD", CreatedAt: time.Now()}
+	refunded, err := c.Refund(ctx, refund)
 	if err != nil || !strings.HasPrefix(refunded.ID, "re_") || !refunded.Succeeded {
 		t.Errorf("Refund = %+v, %v; want a success of a re_", refunded, err)
 	}
 
-	// The mock keeps nothing: its search and its list answer the fixture,
+	// The mock keeps nothing: its search and its lists answer the fixture,
 	// whose metadata is empty, no object made under the key. None found.
-	if out, found, err := c.FindCharge(ctx, payments.ChargeRequest{IdempotencyKey: chargeKey}); err != nil || found {
+	charge := payments.ChargeRequest{IdempotencyKey: chargeKey, CreatedAt: time.Now()}
+	if out, found, err := c.FindCharge(ctx, charge); err != nil || found {
 		t.Errorf("FindCharge = %+v, %v, %v; want none", out, found, err)
 	}
-	if out, found, err := c.FindRefund(ctx, refunds.Request{IdempotencyKey: refundKey}); err != nil || found {
+	if out, found, err := c.FindRefund(ctx, refund); err != nil || found {
 		t.Errorf("FindRefund = %+v, %v, %v; want none", out, found, err)
 	}
 
-	// The fence is made (the mock refuses no key) and canceled: the key is
+	// The fence, a Customer, is made (the mock refuses no key): the key is
 	// closed with nothing made under it.
-	if out, made, err := c.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: chargeKey}); err != nil || made {
+	if out, made, err := c.CloseCharge(ctx, charge); err != nil || made {
 		t.Errorf("CloseCharge = %+v, %v, %v; want nothing made", out, made, err)
 	}
-	if out, made, err := c.CloseRefund(ctx, refunds.Request{IdempotencyKey: refundKey}); err != nil || made {
+	if out, made, err := c.CloseRefund(ctx, refund); err != nil || made {
 		t.Errorf("CloseRefund = %+v, %v, %v; want nothing made", out, made, err)
 	}
 
 	// Each list is one page of the fixture, the last page: the first page,
-	// and a later one asked with ending_before, have no next.
+	// and a later one asked with ending_before, have no next. The fixture
+	// names no downstream key: made elsewhere, it is no entry.
 	since := time.Now().Add(-time.Hour)
 	for name, ledger := range map[string]func(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error){
 		"LedgerCharges": c.LedgerCharges, "LedgerRefunds": c.LedgerRefunds,
 	} {
 		for _, cursor := range []string{"", "obj_cursor"} {
 			page, next, err := ledger(ctx, since, cursor)
-			if err != nil || next != "" || len(page) != 1 || page[0].ID == "" || page[0].Amount == 0 ||
-				page[0].Currency != "USD" || page[0].CreatedAt.IsZero() {
-				t.Errorf("%s(%q) = %+v, %q, %v; want the fixture", name, cursor, page, next, err)
+			if err != nil || next != "" || len(page) != 0 {
+				t.Errorf("%s(%q) = %+v, %q, %v; want no entry", name, cursor, page, next, err)
 			}
 		}
 	}
@@ -102,25 +104,18 @@ func TestStripeMock(t *testing.T) {
 	}
 	for _, route := range []string{
 		"POST /v1/payment_intents", "GET /v1/payment_intents/search", "GET /v1/payment_intents",
-		"POST /v1/refunds", "GET /v1/refunds",
+		"POST /v1/refunds", "GET /v1/refunds", "POST /v1/customers",
 	} {
 		if len(answered[route]) == 0 {
 			t.Errorf("no %s was made", route)
 		}
 	}
-	cancels := 0
 	for route, statuses := range answered {
-		if strings.HasSuffix(route, "/cancel") {
-			cancels += len(statuses)
-		}
 		for _, s := range statuses {
 			if s != http.StatusOK {
 				t.Errorf("%s answered %d: the mock refused a request", route, s)
 			}
 		}
-	}
-	if cancels != 2 {
-		t.Errorf("%d cancels, want the two fences'", cancels)
 	}
 	if t.Failed() {
 		t.Logf("answers: %v", answered)

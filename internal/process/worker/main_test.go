@@ -45,15 +45,18 @@ func TestWorkerConfigValidate(t *testing.T) {
 	if err := noReconciler.Validate(); err != nil {
 		t.Fatalf("a deadline of the retry horizon, with no reconciler: %v", err)
 	}
-	// Stripe, with keys kept less than Stripe keeps its own, and every page
-	// the largest.
+	// Stripe at the defaults: how long the service keeps its own keys has
+	// nothing to do with when calls reach Stripe.
 	withStripe := defaults(t)
 	stripeConfig(t, &withStripe)
 	if err := withStripe.Validate(); err != nil {
-		t.Fatalf("a Stripe configuration: %v", err)
+		t.Fatalf("Stripe at the defaults: %v", err)
 	}
-	if withStripe.KeyRetention.KeyRetention = 23 * time.Hour; withStripe.Validate() == nil {
-		t.Fatal("Stripe with keys kept 23 h and a deadline of 1 h: taken")
+	if withStripe.KeyRetention.KeyRetention = 30 * 24 * time.Hour; withStripe.Validate() != nil {
+		t.Fatalf("Stripe with the service's keys kept 30 days: %v", withStripe.Validate())
+	}
+	if withStripe.Deadline = 21*time.Hour + 40*time.Minute; withStripe.Validate() == nil {
+		t.Fatal("Stripe with a deadline past its key window (a tenth short of 24 h): taken")
 	}
 	noKey := defaults(t)
 	noKey.Webhooks = process.Webhooks{}
@@ -65,8 +68,8 @@ func TestWorkerConfigValidate(t *testing.T) {
 		change  func(*Config)
 		setting string // the setting the message must name
 	}{
-		{"ErrProcessorForgetsKeys", func(c *Config) { c.Processor.Settings.(*fake.Settings).KeyRetention = 24 * time.Hour }, "keeps its idempotency keys 24h0m0s"},
-		{"ErrRetentionEatsMargin", func(c *Config) { c.KeyRetention.KeyRetention = 200 * time.Hour }, "IDEMPOTENCY_KEY_RETENTION"},
+		{"ErrProcessorForgetsKeys", func(c *Config) { c.Processor.Settings.(*fake.Settings).KeyRetention = time.Hour }, "keeps its idempotency keys 1h0m0s"},
+		{"ErrDeadlinePastKeys", func(c *Config) { c.Deadline = 160 * time.Hour }, "OPERATION_DEADLINE + JOB_TIMEOUT"},
 		{"ErrDeadlineBeforeRetries", func(c *Config) { c.Deadline = time.Minute }, "OPERATION_DEADLINE"},
 		// Past the retries, the reconciler needs its interval and a pass.
 		{"ErrDeadlineBeforeReconciler", func(c *Config) { c.Deadline = c.backoff().Horizon(c.MaxAttempts, c.JobTimeout) + c.ReconcileTimeout }, "RECONCILE_INTERVAL"},
@@ -80,7 +83,7 @@ func TestWorkerConfigValidate(t *testing.T) {
 		{"ErrProcessorSettings", func(c *Config) { c.Processor.Name = "stripe" }, "its settings declare processor \"fake\""},
 		{"ErrProcessorUnread", func(c *Config) { c.Processor.Settings = nil }, "settings of processor fake were not read"},
 		// Stripe: its 24 hours of keys, its pages of 100.
-		{"ErrStripeForgetsKeys", func(c *Config) { stripeConfig(t, c); c.KeyRetention.KeyRetention = 24 * time.Hour }, "IDEMPOTENCY_KEY_RETENTION"},
+		{"ErrStripeForgetsKeys", func(c *Config) { stripeConfig(t, c); c.Deadline = 22 * time.Hour }, "keeps its idempotency keys 24h0m0s"},
 		{"ErrStripePage", func(c *Config) { stripeConfig(t, c); c.LedgerPageSize = 1000 }, "RECONCILE_LEDGER_PAGE"},
 		// Doubled that often, a base of seconds overflows a time.Duration: the
 		// horizon must not wrap around below the default deadline.
@@ -122,7 +125,6 @@ func processor(t *testing.T, c *Config, a gateway.Adapter) {
 func stripeConfig(t *testing.T, c *Config) {
 	processor(t, c, stripe.Adapter)
 	c.Processor.Settings.(*stripe.Settings).APIKey = "sk_test_123"
-	c.KeyRetention.KeyRetention = 12 * time.Hour
 }
 
 // TestProcessorCalls: the worker's client of the processor is refused when

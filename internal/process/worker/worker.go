@@ -115,9 +115,9 @@ func (c Config) Validate() error {
 			c.Deadline, c.reconciledBy(horizon))
 	case c.Processor.Validate() != nil:
 		return c.Processor.Validate()
-	case c.declared().KeyRetention <= c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention:
-		return fmt.Errorf("the processor (%s) keeps its idempotency keys %s, which must exceed OPERATION_DEADLINE + JOB_TIMEOUT + IDEMPOTENCY_KEY_RETENTION (%s): shorten IDEMPOTENCY_KEY_RETENTION (12h, say) or OPERATION_DEADLINE, or, where the processor's retention is one of its settings (-h), raise it; otherwise a retry could reach the processor after it forgot the key and charge twice",
-			c.Processor.Name, c.declared().KeyRetention, c.Deadline+c.JobTimeout+c.KeyRetention.KeyRetention)
+	case c.Deadline+c.JobTimeout > keyWindow(c.declared().KeyRetention):
+		return fmt.Errorf("the processor (%s) keeps its idempotency keys %s: OPERATION_DEADLINE + JOB_TIMEOUT (%s), the last moment a call is made under a downstream key, must be within %s of it (a tenth kept for the clocks): shorten OPERATION_DEADLINE, or, where the processor's retention is one of its settings (-h), raise it; otherwise a call could reach the processor after it forgot the key and charge twice",
+			c.Processor.Name, c.declared().KeyRetention, c.Deadline+c.JobTimeout, keyWindow(c.declared().KeyRetention))
 	case c.ReconcileTimeout <= c.ProcessorTimeout || c.LedgerTimeout <= c.ProcessorTimeout:
 		return fmt.Errorf("RECONCILE_TIMEOUT (%s) and LEDGER_COMPARE_TIMEOUT (%s) must exceed PROCESSOR_TIMEOUT (%s), or a run cannot make one call", c.ReconcileTimeout, c.LedgerTimeout, c.ProcessorTimeout)
 	case c.Webhooks.Validate() != nil:
@@ -136,6 +136,12 @@ func (c Config) Validate() error {
 	}
 	return c.Common.Validate()
 }
+
+// keyWindow is the part of a processor's key retention calls are made in:
+// no path makes a call past OPERATION_DEADLINE (operation.Runner), and a
+// tenth of the retention is kept for the database's clock and the
+// processor's apart.
+func keyWindow(retention time.Duration) time.Duration { return retention - retention/10 }
 
 // declared is what the processor can do, as its adapter declares it with
 // the settings read; Validate checks first that they were.
