@@ -69,9 +69,8 @@ func (c *Client) ledger(ctx context.Context, name string, since time.Time, curso
 // oldestPage returns the oldest page of the objects created at or after
 // since (Unix seconds), with the cursor of the page after it: "" when the
 // window is that one page, else its newest object's id. A window of more
-// than a page is narrowed: the objects created in [since, since+span) are
-// listed, span halved while more than a page falls in it and doubled
-// while none does, up to now and a little more for the clocks: a few
+// than a page is narrowed by halves to a range [since, since+span) that
+// holds one page (span up to now and a little more for the clocks): a few
 // requests (about 17 for a day), not one per page of the window. A second
 // holding more than a page is walked to its oldest end.
 func oldestPage(lp stripego.ListParams, list listPage, since, now int64) ([]row, string, error) {
@@ -85,27 +84,27 @@ func oldestPage(lp stripego.ListParams, list listPage, since, now int64) ([]row,
 	case !more:
 		return rows, "", nil
 	}
-	span := max(now-since, 1) + clockSkewSeconds
-	for {
-		rows, more, err := list(lp, &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: since + span})
+	// Narrowed by halves: [since, since+empty) holds none, [since,
+	// since+full) more than a page, the window's span to begin with.
+	empty, full := int64(0), max(now-since, 1)+clockSkewSeconds
+	for full-empty > 1 {
+		mid := empty + (full-empty)/2
+		rows, more, err := list(lp, &stripego.RangeQueryParams{GreaterThanOrEqual: since, LesserThan: since + mid})
 		switch {
 		case err != nil:
 			return nil, "", err
-		case more && span > 1:
-			span /= 2
-			continue
 		case more:
-			return walkToOldest(lp, list, since)
-		case len(rows) == 0 && since+span <= now+clockSkewSeconds:
-			span *= 2
-			continue
+			full = mid
 		case len(rows) == 0:
-			return nil, "", nil
+			empty = mid
+		default:
+			// The range in one page: newer objects follow it, the next
+			// page's to find.
+			return rows, rows[0].id, nil
 		}
-		// The whole range in one page: newer objects may follow it, the
-		// next page's to find.
-		return rows, rows[0].id, nil
 	}
+	// One second, since+empty, holds more than a page.
+	return walkToOldest(lp, list, since+empty)
 }
 
 // walkToOldest walks the objects created in second at, more than a page,
