@@ -47,7 +47,7 @@ bench-count:
 
 ## build: the four binaries into bin/
 build:
-	$(GO) build -o bin/ ./cmd/api ./cmd/worker ./tools/cmd/fakeprocessor ./tools/cmd/demoreceiver
+	$(GO) build -o bin/ ./cmd/api ./cmd/worker ./tools/cmd/fakeprocessor ./tools/cmd/demoreceiver ./tools/cmd/stripesim
 
 ## migrate: create the database if missing and apply every migration (goose, then River's)
 migrate: build

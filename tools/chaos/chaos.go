@@ -62,6 +62,9 @@ type Profile struct {
 	// as the synchronous standby; the run must see MinFailovers.
 	FirstPrimaryKill, PrimaryKillEvery time.Duration
 	MinFailovers                       int
+	// Stripe runs the service on its Stripe adapter against the Stripe
+	// simulator (stripe.go) instead of the fake processor.
+	Stripe bool
 }
 
 // Profiles are the runs by name: short for CI, long for the proof by hand.
@@ -76,6 +79,9 @@ var Profiles = map[string]Profile{
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second,
 		FirstPrimaryKill: 15 * time.Second, PrimaryKillEvery: 30 * time.Second, MinFailovers: 3},
+	"stripe": {Name: "stripe", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
+		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 4 * time.Minute,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, Stripe: true},
 	"long": {Name: "long", Load: 30 * time.Minute, Clients: 48, KillEvery: 6 * time.Second,
 		OutageEvery: 8 * time.Minute, Outage: 25 * time.Second, Quiesce: 10 * time.Minute,
 		TarpitEvery: 15 * time.Second, DeliveryBound: 30 * time.Second},
@@ -109,13 +115,15 @@ type stack struct {
 	cfg       Config
 	procs     []*proc
 	processor *proc
-	apiURLs   [2]string
-	rng       *rand.Rand
-	kills     map[string]*atomic.Int64
-	outageN   atomic.Int64
-	outage    atomic.Bool
-	outageLog []window
-	outageMu  sync.Mutex
+	// processorAddr is where the processor listens.
+	processorAddr string
+	apiURLs       [2]string
+	rng           *rand.Rand
+	kills         map[string]*atomic.Int64
+	outageN       atomic.Int64
+	outage        atomic.Bool
+	outageLog     []window
+	outageMu      sync.Mutex
 	// webhookSecret signs the processor's webhooks, and the injector's.
 	webhookSecret string
 	// receiver takes the tenants' webhooks, recording each event it
@@ -190,13 +198,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		return nil, err
 	}
 
-	l := newLoad(s.apiURLs, cfg.Seed)
-	secrets, err := webhook.ParseSecrets(s.webhookSecret)
-	if err != nil {
-		return nil, err
+	inj := &injector{apiURLs: s.apiURLs, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, 11)), client: &http.Client{Timeout: 10 * time.Second}}
+	methods := fakeMethods
+	if cfg.Profile.Stripe {
+		methods, inj.event = stripeMethods, stripeEvent
+		inj.signer, inj.forger = stripeSigner{s.webhookSecret}, stripeSigner{"whsec_forged"}
+	} else {
+		secrets, err := webhook.ParseSecrets(s.webhookSecret)
+		if err != nil {
+			return nil, err
+		}
+		other, _ := webhook.ParseSecrets(webhook.NewSecret())
+		inj.event, inj.signer, inj.forger = fakeEvent, standardSigner{secrets}, standardSigner{other}
 	}
-	inj := &injector{apiURLs: s.apiURLs, secrets: secrets, pool: pool, rng: rand.New(rand.NewPCG(cfg.Seed, 11)),
-		client: &http.Client{Timeout: 10 * time.Second}}
+	l := newLoad(s.apiURLs, cfg.Seed, methods)
 	s.underLoad(ctx, l, inj, bouncer, cluster, out, started)
 	loadEnd := time.Now()
 	// Interrupted (SIGINT, SIGTERM): stop, without a verdict.
@@ -211,6 +226,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	quiesceStart := time.Now()
 	quiet := settle(ctx, l, pool, cfg.Profile.Quiesce)
 	sum := s.summary(runName, time.Since(quiesceStart), quiet, l, inj)
+	if cfg.Profile.Stripe {
+		if sum.Stripe, err = loadSimulatorState(ctx, pool, s.processorAddr); err != nil {
+			return nil, err
+		}
+	}
 	if err := check(ctx, pool, l, s.outageWindows(), s.receiverSeen, cfg.Profile.DeliveryBound, s.downs.all(), sum); err != nil {
 		return nil, err
 	}
@@ -326,22 +346,36 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 		s.apiURLs[i] = "http://" + apiAddrs[i]
 	}
 	procAddr := addr()
+	s.processorAddr = procAddr
 	var err error
 	// The processor's webhooks go to the first API, dropped, duplicated and
-	// delayed out of order; when that API is down they are retried.
-	s.processor, err = newProc("processor", "processor", filepath.Join(cfg.Bin, "fakeprocessor"), cfg.Logs, "http://"+procAddr+"/healthz",
-		append(common, "PROCESSOR_ADDR="+procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", "PROCESSOR_FAIL_RATE=0.1", "PROCESSOR_DROP_RATE=0.05",
-			"PROCESSOR_LATENCY=2ms", "PROCESSOR_EXEC_LATENCY=10ms", "PROCESSOR_TIMEOUT_HANG=2s",
-			"PROCESSOR_WEBHOOK_URL="+s.apiURLs[0]+"/v1/processor/webhooks", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret,
-			"PROCESSOR_WEBHOOK_DROP_RATE=0.1", "PROCESSOR_WEBHOOK_DUPLICATE_RATE=0.1", "PROCESSOR_WEBHOOK_DELAY=500ms"))
+	// delayed out of order; when that API is down they are retried. The
+	// APIs verify them, and the workers call the processor, as its adapter
+	// says.
+	var apiProcessor, workerProcessor []string
+	if cfg.Profile.Stripe {
+		s.webhookSecret = "whsec_" + s.webhookSecret
+		s.processor, err = newSimulator(cfg, procAddr, s.apiURLs[0]+"/v1/processor/webhooks", s.webhookSecret)
+		apiProcessor = []string{"PROCESSOR=stripe", "STRIPE_WEBHOOK_SECRET=" + s.webhookSecret}
+		workerProcessor = []string{"PROCESSOR=stripe", "STRIPE_API_BASE=http://" + procAddr, "STRIPE_API_KEY=" + simAPIKey,
+			fmt.Sprintf("STRIPE_RATE_LIMIT=%d", simRateLimit/2-1)}
+	} else {
+		s.processor, err = newProc("processor", "processor", filepath.Join(cfg.Bin, "fakeprocessor"), cfg.Logs, "http://"+procAddr+"/healthz",
+			append(common, "PROCESSOR_ADDR="+procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", "PROCESSOR_FAIL_RATE=0.1", "PROCESSOR_DROP_RATE=0.05",
+				"PROCESSOR_LATENCY=2ms", "PROCESSOR_EXEC_LATENCY=10ms", "PROCESSOR_TIMEOUT_HANG=2s",
+				"PROCESSOR_WEBHOOK_URL="+s.apiURLs[0]+"/v1/processor/webhooks", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret,
+				"PROCESSOR_WEBHOOK_DROP_RATE=0.1", "PROCESSOR_WEBHOOK_DUPLICATE_RATE=0.1", "PROCESSOR_WEBHOOK_DELAY=500ms"))
+		apiProcessor = []string{"PROCESSOR_WEBHOOK_SECRET=" + s.webhookSecret}
+		workerProcessor = []string{"PROCESSOR_URL=http://" + procAddr}
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.procs = append(s.procs, s.processor)
 	for i, a := range apiAddrs {
 		p, err := newProc(fmt.Sprintf("api-%d", i+1), "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
-			append(append(service, webhooks...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0", "IDEMPOTENCY_DEFAULT_WAIT=2s",
-				"IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s", "PROCESSOR_WEBHOOK_SECRET="+s.webhookSecret))
+			append(append(append(service, webhooks...), apiProcessor...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0",
+				"IDEMPOTENCY_DEFAULT_WAIT=2s", "IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s"))
 		if err != nil {
 			return nil, err
 		}
@@ -350,7 +384,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 	for i := range 2 {
 		m := addr()
 		p, err := newProc(fmt.Sprintf("worker-%d", i+1), "worker", filepath.Join(cfg.Bin, "worker"), cfg.Logs, "http://"+m+"/healthz",
-			append(append(service, webhooks...), "METRICS_ADDR="+m, "PROCESSOR_URL=http://"+procAddr, "WORKER_POLL_INTERVAL=100ms",
+			append(append(append(service, webhooks...), workerProcessor...), "METRICS_ADDR="+m, "WORKER_POLL_INTERVAL=100ms",
 				"PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT="+jobTimeout.String(), "RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=1s",
 				"OPERATION_MAX_ATTEMPTS=4", "OPERATION_DEADLINE="+operationDeadline.String(), "RECONCILE_INTERVAL=1s",
 				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s", "WEBHOOK_RETRY_SCHEDULE="+receiverSchedule))
@@ -369,10 +403,14 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 }
 
 // kill SIGKILLs a random process every KillEvery and restarts it, until ctx
-// ends. The processor is left alone while it is cut off.
+// ends. The processor is left alone while it is cut off, and Stripe always
+// (it keeps its state).
 func (s *stack) kill(ctx context.Context) {
 	database.Every(ctx, s.cfg.Profile.KillEvery, func() {
 		p := s.procs[s.rng.IntN(len(s.procs))]
+		if p == s.processor && s.cfg.Profile.Stripe {
+			return
+		}
 		if !p.turn.TryLock() {
 			return // down on purpose already (an outage)
 		}
@@ -417,11 +455,18 @@ func (s *stack) outages(ctx context.Context) {
 		s.processor.turn.Lock()
 		from := time.Now()
 		s.outage.Store(true)
-		s.processor.kill()
 		s.outageN.Add(1)
-		sleep(ctx, s.cfg.Profile.Outage)
-		if err := s.processor.start(context.WithoutCancel(ctx)); err != nil {
-			fmt.Fprintf(s.processor.log, "=== chaos: restart failed: %v\n", err)
+		if s.cfg.Profile.Stripe {
+			if err := simulatorOutage(ctx, s.processorAddr, s.cfg.Profile.Outage); err != nil {
+				fmt.Fprintf(s.processor.log, "=== chaos: outage: %v\n", err)
+			}
+			sleep(ctx, s.cfg.Profile.Outage)
+		} else {
+			s.processor.kill()
+			sleep(ctx, s.cfg.Profile.Outage)
+			if err := s.processor.start(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintf(s.processor.log, "=== chaos: restart failed: %v\n", err)
+			}
 		}
 		s.outage.Store(false)
 		s.outageMu.Lock()

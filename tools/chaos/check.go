@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/tools/stripesim"
 )
 
 // Summary is what a run did and found.
@@ -48,6 +50,9 @@ type Summary struct {
 
 	// Failovers are the primary's kills, in the failover profile.
 	Failovers []Failover
+	// Stripe is what the Stripe simulator was asked and answered, in the
+	// stripe profile.
+	Stripe stripesim.Stats
 
 	// Invariants in the order they are printed, with their violations.
 	Invariants []Invariant
@@ -87,6 +92,10 @@ func (s *Summary) Print(out io.Writer) {
 	fmt.Fprintf(tw, "processor outages\t%d, each longer than a worker's retry budget\n", s.Outages)
 	if len(s.Failovers) > 0 {
 		fmt.Fprintf(tw, "failovers (primary SIGKILLed)\t%d: %s\n", len(s.Failovers), printFailovers(s.Failovers))
+	}
+	if s.Stripe.Requests > 0 {
+		fmt.Fprintf(tw, "stripe simulator\t%d requests, %d answered 429 (at most %d in one second, limit %d), %d 500, %d replayed, %d answers lost\n",
+			s.Stripe.Requests, s.Stripe.ByStatus[429], s.Stripe.MaxPerSecond, simRateLimit, s.Stripe.ByStatus[500], s.Stripe.Replayed, s.Stripe.Lost)
 	}
 	fmt.Fprintf(tw, "payments\t%d succeeded, %d failed (%d given up through the fence)\n", s.Succeeded, s.Failed, s.GivenUp)
 	fmt.Fprintf(tw, "refunds\t%d succeeded, %d failed, %d refused (exceeding or not refundable)\n", s.RefundsSucceeded, s.RefundsFailed, s.RefundsRefused)
@@ -477,11 +486,15 @@ func checkReplays(ctx context.Context, pool *pgxpool.Pool, l *load, ops []*op) (
 
 // checkReview allows in the needs-review queue only what the run injected:
 // a payment given up on that used pm_card_processing_error (the processor
-// never charges it), or an operation whose deadline ran out while the
-// processor was cut off. Any discrepancy between the ledgers is a violation.
+// never charges it), an operation whose deadline ran out while the
+// processor was cut off, and an operation whose key the processor answered
+// with a failure it saved (Stripe's 500s), reviewed at once and given up
+// once the processor forgot the key. Any discrepancy between the ledgers is
+// a violation.
 func checkReview(ctx context.Context, pool *pgxpool.Pool, outages []window) ([]string, error) {
 	rows, err := pool.Query(ctx, `
-SELECT n.kind, n.reference, coalesce(p.payment_method, ''), coalesce(p.created_at, r.created_at)
+SELECT n.kind, n.reference, coalesce(p.payment_method, ''), coalesce(p.created_at, r.created_at),
+	EXISTS (SELECT 1 FROM needs_review s WHERE s.reference = n.reference AND s.kind LIKE '%\_saved\_failure')
 FROM needs_review n
 LEFT JOIN payments p ON n.kind = 'payment_given_up' AND p.id = n.reference
 LEFT JOIN refunds r ON n.kind = 'refund_given_up' AND r.id = n.reference`)
@@ -492,11 +505,13 @@ LEFT JOIN refunds r ON n.kind = 'refund_given_up' AND r.id = n.reference`)
 	var (
 		kind, ref, method string
 		created           *time.Time
+		saved             bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&kind, &ref, &method, &created}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&kind, &ref, &method, &created, &saved}, func() error {
 		givenUp := strings.HasSuffix(kind, "_given_up")
 		switch {
 		case strings.HasPrefix(kind, "processor_event_") && strings.HasPrefix(ref, injectedPrefix):
+		case strings.HasSuffix(kind, "_saved_failure"), givenUp && saved:
 		case givenUp && method == "pm_card_processing_error":
 		case givenUp && created != nil && slices.ContainsFunc(outages, func(w window) bool {
 			// Its deadline passed while the processor could not be asked.

@@ -20,12 +20,15 @@ import (
 // drives, and the tarpit tenant (tarpit.go), which the run creates.
 var tenants = []struct{ id, apiKey string }{{"ten_acme", "sk_test_acme"}, {"ten_globex", "sk_test_globex"}, {tarpitTenantID, "sk_test_tarpit"}}
 
-// methods are the payment methods sent, with their weights: mostly cards that
-// succeed, and every token with an outcome of its own.
-var methods = []struct {
+// method is a payment method the load sends, and its weight.
+type method struct {
 	token  string
 	weight int
-}{
+}
+
+// fakeMethods are the fake processor's: mostly cards that succeed, and
+// every token with an outcome of its own.
+var fakeMethods = []method{
 	{"pm_card_visa", 55}, {"pm_card_mastercard", 10}, {"pm_card_declined", 8}, {"pm_card_insufficient_funds", 5},
 	{"pm_card_processing_error", 7}, {"pm_card_timeout", 15},
 }
@@ -134,11 +137,13 @@ type load struct {
 	resends atomic.Int64
 	refunds atomic.Int64
 	async   atomic.Int64
+	// methods are the payment methods sent, the processor's test cards.
+	methods []method
 }
 
-func newLoad(apiURLs [2]string, seed uint64) *load {
+func newLoad(apiURLs [2]string, seed uint64, methods []method) *load {
 	rec := &recorder{next: &http.Transport{MaxIdleConnsPerHost: 64}, final: map[string][]byte{}}
-	l := &load{rec: rec, seed: seed}
+	l := &load{rec: rec, seed: seed, methods: methods}
 	for a, url := range apiURLs {
 		for t, tenant := range tenants {
 			retries := []client.Option{client.WithMaxAttempts(6), client.WithBackoff(100*time.Millisecond, 2*time.Second)}
@@ -170,7 +175,7 @@ func (l *load) run(ctx context.Context, n int) {
 // that succeeded sometimes refunds, sometimes racing ones that together
 // exceed it.
 func (l *load) scenario(ctx context.Context, rng *rand.Rand, key string) {
-	o := &op{tenant: rng.IntN(tarpitTenant), key: key, method: pick(rng), amount: int64(100 + rng.IntN(9900)), sentAt: time.Now()}
+	o := &op{tenant: rng.IntN(tarpitTenant), key: key, method: pick(rng, l.methods), amount: int64(100 + rng.IntN(9900)), sentAt: time.Now()}
 	o.body, _ = json.Marshal(client.CreatePaymentParams{Amount: o.amount, Currency: "USD", PaymentMethod: o.method})
 	l.add(o)
 	async := rng.IntN(5) == 0
@@ -287,8 +292,8 @@ func (l *load) all() []*op {
 	return append([]*op(nil), l.ops...)
 }
 
-// pick draws a payment method by weight.
-func pick(rng *rand.Rand) string {
+// pick draws one of methods by weight.
+func pick(rng *rand.Rand, methods []method) string {
 	total := 0
 	for _, m := range methods {
 		total += m.weight

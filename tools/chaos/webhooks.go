@@ -27,10 +27,13 @@ const injectedPrefix = "evt_chaos_"
 // refused 400 and change nothing).
 type injector struct {
 	apiURLs [2]string
-	secrets webhook.Secrets
-	pool    *pgxpool.Pool
-	rng     *rand.Rand
-	client  *http.Client
+	// signer signs as the processor does, forger as another would; event is
+	// the processor's event about a charge.
+	signer, forger signer
+	event          func(id, chargeID, paymentID string, amount int64, succeeded bool) string
+	pool           *pgxpool.Pool
+	rng            *rand.Rand
+	client         *http.Client
 
 	contradictions, unknown, refused atomic.Int64
 	mu                               sync.Mutex
@@ -54,24 +57,47 @@ ORDER BY created_at DESC LIMIT 1`).Scan(&paymentID, &chargeID, &amount)
 		}
 		in.seq++
 		n := in.seq
-		contradicting := chargeEvent(fmt.Sprintf("%s%d_contradiction", injectedPrefix, n), "charge.failed", chargeID, paymentID, amount, "failed")
-		if in.deliver(ctx, contradicting, in.secrets, time.Now(), http.StatusOK, `"accepted"`) {
+		contradicting := in.event(fmt.Sprintf("%s%d_contradiction", injectedPrefix, n), chargeID, paymentID, amount, false)
+		if in.deliver(ctx, contradicting, in.signer, time.Now(), http.StatusOK, `"accepted"`) {
 			in.contradictions.Add(1)
 		}
-		unknown := chargeEvent(fmt.Sprintf("%s%d_unknown", injectedPrefix, n), "charge.succeeded", "ch_chaos",
-			"pay_"+strings.Repeat("0", 24), 100, "succeeded")
-		if in.deliver(ctx, unknown, in.secrets, time.Now(), http.StatusOK, `"unknown_operation"`) {
+		unknown := in.event(fmt.Sprintf("%s%d_unknown", injectedPrefix, n), "ch_chaos", "pay_"+strings.Repeat("0", 24), 100, true)
+		if in.deliver(ctx, unknown, in.signer, time.Now(), http.StatusOK, `"unknown_operation"`) {
 			in.unknown.Add(1)
 		}
-		other, _ := webhook.ParseSecrets(webhook.NewSecret())
-		forged := chargeEvent(fmt.Sprintf("%s%d_forged", injectedPrefix, n), "charge.failed", chargeID, paymentID, amount, "failed")
-		if in.deliver(ctx, forged, other, time.Now(), http.StatusBadRequest, "webhook_signature_invalid") {
+		forged := in.event(fmt.Sprintf("%s%d_forged", injectedPrefix, n), chargeID, paymentID, amount, false)
+		if in.deliver(ctx, forged, in.forger, time.Now(), http.StatusBadRequest, "webhook_signature_invalid") {
 			in.refused.Add(1)
 		}
-		if in.deliver(ctx, forged, in.secrets, time.Now().Add(-webhook.Tolerance-time.Minute), http.StatusBadRequest, "webhook_signature_invalid") {
+		if in.deliver(ctx, forged, in.signer, time.Now().Add(-in.signer.staleBy()), http.StatusBadRequest, "webhook_signature_invalid") {
 			in.refused.Add(1)
 		}
 	}
+}
+
+// signer signs a processor's webhook.
+type signer interface {
+	// sign signs body, event id's, at at, in h.
+	sign(h http.Header, id string, at time.Time, body []byte) error
+	// staleBy is how long before now a delivery signed is stale.
+	staleBy() time.Duration
+}
+
+// standardSigner signs as the fake processor does: Standard Webhooks.
+type standardSigner struct{ secrets webhook.Secrets }
+
+func (s standardSigner) sign(h http.Header, id string, at time.Time, body []byte) error {
+	return s.secrets.Sign(h, id, at, body)
+}
+
+func (standardSigner) staleBy() time.Duration { return webhook.Tolerance + time.Minute }
+
+// fakeEvent is the fake processor's event about a charge.
+func fakeEvent(id, chargeID, paymentID string, amount int64, succeeded bool) string {
+	if succeeded {
+		return chargeEvent(id, "charge.succeeded", chargeID, paymentID, amount, "succeeded")
+	}
+	return chargeEvent(id, "charge.failed", chargeID, paymentID, amount, "failed")
 }
 
 // chargeEvent is a processor event about a charge, as the processor sends it.
@@ -86,10 +112,10 @@ func chargeEvent(id, typ, chargeID, paymentID string, amount int64, status strin
 		id, typ, time.Now().Unix(), chargeID, amount, paymentID, status, failure, paymentID, time.Now().UTC().Format(time.RFC3339))
 }
 
-// deliver posts body, signed with secrets at at, to a random API until one
+// deliver posts body, signed by signer at at, to a random API until one
 // answers (the APIs are killed too), and reports whether the answer was
 // status with want in its body; another answer is a violation.
-func (in *injector) deliver(ctx context.Context, body string, secrets webhook.Secrets, at time.Time, status int, want string) bool {
+func (in *injector) deliver(ctx context.Context, body string, signer signer, at time.Time, status int, want string) bool {
 	id := body[strings.Index(body, `"id":"`)+6:]
 	id = id[:strings.IndexByte(id, '"')]
 	for ctx.Err() == nil {
@@ -98,7 +124,7 @@ func (in *injector) deliver(ctx context.Context, body string, secrets webhook.Se
 			return false
 		}
 		req.Header.Set("Content-Type", "application/json")
-		if err := secrets.Sign(req.Header, id, at, []byte(body)); err != nil {
+		if err := signer.sign(req.Header, id, at, []byte(body)); err != nil {
 			return false
 		}
 		res, err := in.client.Do(req)

@@ -40,6 +40,16 @@ var faultNames = [...]string{
 	Fault429:        "429",
 }
 
+// FaultNamed is the fault of a name String gives, and whether there is one.
+func FaultNamed(name string) (Fault, bool) {
+	for f, n := range faultNames {
+		if n == name {
+			return Fault(f), true
+		}
+	}
+	return FaultNone, false
+}
+
 // String names f.
 func (f Fault) String() string {
 	if f < 0 || int(f) >= len(faultNames) {

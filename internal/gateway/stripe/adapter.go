@@ -30,8 +30,8 @@ type Settings struct {
 	APIBase string        `envconfig:"STRIPE_API_BASE" desc:"Stripe's API (unset: https://api.stripe.com; a local stripe-mock in tests)"`
 	// WebhookSecret verifies Stripe's webhooks; it may hold the old and the
 	// new secret during a rotation.
-	// LedgerRate paces the ledger comparison's requests.
-	LedgerRate    float64 `envconfig:"STRIPE_LEDGER_RATE" default:"5" desc:"requests a second the ledger comparison may make of Stripe, out of its rate limit (25 a second in test mode, 100 in live mode), so that the payments keep the rest"`
+	// RateLimit paces the worker's requests (pace.go).
+	RateLimit     float64 `envconfig:"STRIPE_RATE_LIMIT" default:"20" desc:"requests a second this worker makes of Stripe, its share of the account's rate limit (25 a second in test mode, 100 in live mode, for every worker together): four fifths for the calls that make operations, a fifth for lookups, fences and the ledger"`
 	WebhookSecret Secrets `envconfig:"STRIPE_WEBHOOK_SECRET" desc:"the signing secrets of Stripe's webhook endpoint, whsec_... as its dashboard shows them, comma-separated during a rotation (unset: every processor webhook is refused)"`
 }
 
@@ -56,7 +56,7 @@ func (s *Settings) Calls(opts gateway.Options) (any, error) {
 		return nil, errors.New("STRIPE_API_KEY is required with PROCESSOR=stripe")
 	}
 	c, err := New(Config{APIKey: string(s.APIKey), APIBase: s.APIBase, Timeout: opts.Timeout, PageSize: opts.PageSize,
-		LedgerRate: s.LedgerRate})
+		RateLimit: s.RateLimit})
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,7 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (operat
 		params.Description = stripego.String(req.Description)
 	}
 	params.SetIdempotencyKey(req.IdempotencyKey)
+	ctx = asCall(ctx)
 	pi, err := c.api.V1PaymentIntents.Create(ctx, params)
 	var out operation.Outcome
 	if err != nil {
@@ -147,46 +148,84 @@ func (c *Client) currentPayment(ctx context.Context, id string) (operation.Outco
 	return operation.Outcome{}, gateway.Unknownf("payment intent %s is %s: not final", id, pi.Status)
 }
 
-// FindCharge reports the charge made under key: the newest PaymentIntent
-// made under it, fence PaymentIntents aside (findPayment), as it stands.
-// found is false only when the list of every PaymentIntent created while
-// calls could be made under the key holds none; a PaymentIntent not final
-// is unknown.
+// FindCharge reports the charge made under key, fence PaymentIntents
+// aside, as it stands: what the search finds, or else the list of the
+// PaymentIntents created just around the charge's creation, where its
+// first call made it (findPayment). found false means neither shows one,
+// which is safe for what the runner does with it: before the deadline it
+// makes the call again under the key, which Stripe answers with the
+// original while it keeps the key (KeyRetention), and past it it closes
+// the key, and CloseCharge lists every PaymentIntent that could have been
+// made. A PaymentIntent not final is unknown.
 func (c *Client) FindCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
 	key := req.IdempotencyKey
-	pi, _, err := c.findPayment(ctx, req)
-	if err != nil {
+	pi, _, err := c.findPayment(ctx, req, false)
+	switch {
+	case err != nil:
 		return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, unknown(err))
-	}
-	if pi == nil {
+	case pi == nil:
 		return operation.Outcome{}, false, nil
 	}
-	out, err := c.currentPayment(ctx, pi.ID)
-	if err != nil {
-		return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, err)
+	if out, ok := paymentOutcome(pi); ok {
+		return out, true, nil
 	}
-	return out, true, nil
+	return operation.Outcome{}, false, fmt.Errorf("find charge %s: %w", key, gateway.Unknownf("payment intent %s is %s: not final", pi.ID, pi.Status))
 }
 
-// findPayment returns the newest PaymentIntent made under req's key, nil
-// when none was, and whether a fence PaymentIntent holds the key (as an
-// earlier fence made them). The search is a shortcut only: it is
-// eventually consistent, and missing on some accounts (India's). What it
-// does not find, the list decides: the PaymentIntents created from the
-// operation's creation to the end of the key's retention (no call is made
-// under the key later), the clocks' skew either side, which Stripe lists
-// consistently.
-func (c *Client) findPayment(ctx context.Context, req payments.ChargeRequest) (pi *stripego.PaymentIntent, fenced bool, err error) {
+// findPayment returns the newest PaymentIntent made under req's key, as it
+// stands, nil when none is found, and whether a fence PaymentIntent holds
+// the key (as an earlier fence made them). The search is a shortcut only:
+// it is eventually consistent, and missing on some accounts (India's), and
+// what it finds is retrieved, its own copy possibly stale. What it does not
+// find, the lists show, which Stripe keeps consistent: the PaymentIntents
+// created within nearSeconds of the charge's creation, and with every
+// true, the rest of the time calls could be made under the key too (to the
+// end of KeyRetention, clockSkew either side): then none found means none
+// was made.
+func (c *Client) findPayment(ctx context.Context, req payments.ChargeRequest, every bool) (pi *stripego.PaymentIntent, fenced bool, err error) {
 	if found, err := c.searchPayment(ctx, req.IdempotencyKey); err == nil && found != nil {
-		return found, false, nil
+		pi, err := c.api.V1PaymentIntents.Retrieve(ctx, found.ID, nil)
+		switch {
+		case err != nil:
+			return nil, false, err
+		case pi.ID != found.ID:
+			return nil, false, gateway.Unknownf("retrieving payment intent %s answered %q", found.ID, pi.ID)
+		}
+		return pi, false, nil
 	}
 	if req.CreatedAt.IsZero() {
 		return nil, false, gateway.Unknownf("the charge's creation time is required to list what was made under its key")
 	}
+	created := req.CreatedAt.Unix()
+	windows := [][2]int64{{created - nearSeconds, created + nearSeconds}}
+	if every {
+		last := min(req.CreatedAt.Add(KeyRetention).Unix(), time.Now().Unix()) + clockSkewSeconds
+		windows = append(windows, [2]int64{created + nearSeconds + 1, last}, [2]int64{created - clockSkewSeconds, created - nearSeconds - 1})
+	}
+	for _, window := range windows {
+		if window[0] > window[1] {
+			continue
+		}
+		found, fence, err := c.listPayment(ctx, req.IdempotencyKey, window[0], window[1])
+		fenced = fenced || fence
+		if err != nil || found != nil {
+			return found, false, err
+		}
+	}
+	return nil, fenced, nil
+}
+
+// nearSeconds is the window either side of a charge's creation its lookup
+// lists: its first call, queued with it, is made within it.
+const nearSeconds = 30
+
+// listPayment pages the PaymentIntents created from second from to second
+// to, newest first, for the first made under key: the newest. fenced
+// reports a fence PaymentIntent under key among them.
+func (c *Client) listPayment(ctx context.Context, key string, from, to int64) (pi *stripego.PaymentIntent, fenced bool, err error) {
 	params := &stripego.PaymentIntentListParams{
-		ListParams: stripego.ListParams{Context: ctx, Limit: stripego.Int64(maxPageSize)},
-		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: req.CreatedAt.Unix() - clockSkewSeconds,
-			LesserThanOrEqual: min(req.CreatedAt.Add(KeyRetention).Unix(), time.Now().Unix()) + clockSkewSeconds},
+		ListParams:   stripego.ListParams{Context: ctx, Limit: stripego.Int64(maxPageSize)},
+		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: from, LesserThanOrEqual: to},
 	}
 	for {
 		var page stripego.PaymentIntentList
@@ -198,11 +237,10 @@ func (c *Client) findPayment(ctx context.Context, req payments.ChargeRequest) (p
 		}
 		for _, p := range page.Data {
 			switch {
-			case p == nil || p.Metadata[metaDownstreamKey] != req.IdempotencyKey:
+			case p == nil || p.Metadata[metaDownstreamKey] != key:
 			case isFence(p):
 				fenced = true
 			default:
-				// Newest first: the first found is the newest.
 				return p, false, nil
 			}
 		}
@@ -314,13 +352,17 @@ func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (o
 // closeCharge is CloseCharge.
 func (c *Client) closeCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
 	used, err := c.fence(ctx, req.IdempotencyKey)
-	if err != nil {
+	switch {
+	case err != nil:
 		return operation.Outcome{}, false, err
+	case !used && remembered(req.CreatedAt):
+		// Stripe keeps every key used since the charge was created: none
+		// held this one, so nothing was made under it.
+		return operation.Outcome{}, false, nil
 	}
-	// Looked up even when the fence holds the key: Stripe may have
-	// forgotten a key older than KeyRetention, and the PaymentIntent made
-	// under it.
-	found, fenced, err := c.findPayment(ctx, req)
+	// The key was used, or Stripe may have forgotten it, and what was made
+	// under it: every PaymentIntent that could have been is listed.
+	found, fenced, err := c.findPayment(ctx, req, true)
 	switch {
 	case err != nil:
 		return operation.Outcome{}, false, unknown(err)
@@ -330,13 +372,7 @@ func (c *Client) closeCharge(ctx context.Context, req payments.ChargeRequest) (o
 	case found == nil:
 		return operation.Outcome{}, false, gateway.Unknownf("the key was used, and nothing made under it is listed yet")
 	}
-	pi, err := c.api.V1PaymentIntents.Retrieve(ctx, found.ID, nil)
-	switch {
-	case err != nil:
-		return operation.Outcome{}, false, unknown(err)
-	case pi.ID != found.ID:
-		return operation.Outcome{}, false, gateway.Unknownf("retrieving payment intent %s answered %q", found.ID, pi.ID)
-	}
+	pi := found
 	if out, ok := paymentOutcome(pi); ok {
 		return out, true, nil
 	}

@@ -174,17 +174,19 @@ func TestFindCharge(t *testing.T) {
 			search: {ok(searchResult("page_2", paymentIntent("pi_9", "succeeded", "charge_pay_19", nil))),
 				ok(searchResult("", paymentIntent("pi_2", "canceled", chargeKey, nil)))},
 			"GET /v1/payment_intents/pi_2": {ok(paymentIntent("pi_2", "canceled", chargeKey, nil))}}},
-		// The search lags: the list has it.
+		// The search lags: the list has it, as it stands (no retrieval).
 		{name: "SearchLagsListed", found: true, listed: 2, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
 			search: {none},
 			listed: {ok(list("/v1/payment_intents", true, paymentIntent("pi_9", "succeeded", "charge_pay_19", nil), fence)),
-				ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "processing", chargeKey, nil)))},
-			"GET /v1/payment_intents/pi_1": {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
+				ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "succeeded", chargeKey, nil)))}}},
+		{name: "ListedNotFinal", want: unknown, listed: 1, routes: map[string][]reply{search: {none},
+			listed: {ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "processing", chargeKey, nil)))}}},
 		// No search on the account (India's): the list decides.
 		{name: "NoSearchListed", found: true, listed: 1, outcome: operation.Outcome{ID: "pi_1", Succeeded: true}, routes: map[string][]reply{
-			search:                         {unavailable},
-			listed:                         {ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "succeeded", chargeKey, nil)))},
-			"GET /v1/payment_intents/pi_1": {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}}},
+			search: {unavailable},
+			listed: {ok(list("/v1/payment_intents", false, paymentIntent("pi_1", "succeeded", chargeKey, nil)))}}},
+		// None: the window around the creation listed; the rest is the
+		// close's to list.
 		{name: "None", listed: 1, routes: map[string][]reply{search: {none}, listed: {ok(list("/v1/payment_intents", false))}}},
 		{name: "FenceIgnored", listed: 1, routes: map[string][]reply{search: {ok(searchResult("", fence))}, listed: {ok(list("/v1/payment_intents", false, fence))}}},
 		{name: "OtherKeyIgnored", listed: 1, routes: map[string][]reply{search: {none},
@@ -213,14 +215,12 @@ func TestFindCharge(t *testing.T) {
 			if len(lists) != tt.listed {
 				t.Fatalf("%d list requests, want %d", len(lists), tt.listed)
 			}
+			// Half a minute either side of the charge's creation.
 			if len(lists) > 0 {
-				// From the charge's creation, five minutes early, to the end
-				// of Stripe's 24 hours of its key, five minutes late.
-				wantForm(t, lists[0].form, map[string]string{"limit": "100",
-					"created[gte]": "1699999700", "created[lte]": "1700086700"})
+				wantForm(t, lists[0].form, map[string]string{"limit": "100", "created[gte]": "1699999970", "created[lte]": "1700000030"})
 			}
-			if len(lists) > 1 {
-				wantForm(t, lists[1].form, map[string]string{"starting_after": "pi_f"})
+			if tt.name == "SearchLagsListed" {
+				wantForm(t, lists[1].form, map[string]string{"starting_after": "pi_f", "created[gte]": "1699999970"})
 			}
 		})
 	}

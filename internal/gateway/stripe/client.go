@@ -10,7 +10,6 @@ import (
 	stripego "github.com/stripe/stripe-go/v83"
 	"github.com/stripe/stripe-go/v83/form"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/time/rate"
 
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
@@ -55,16 +54,15 @@ type Config struct {
 	// PageSize is the limit of one ledger page, from 1 to 100; zero means
 	// DefaultPageSize.
 	PageSize int
-	// LedgerRate is how many requests a second the ledger's pages may make,
-	// of Stripe's rate limit for the account; zero means DefaultLedgerRate.
-	LedgerRate float64
+	// RateLimit is how many requests a second the client makes (pace.go),
+	// its share of the account's rate limit; zero means DefaultRateLimit.
+	RateLimit float64
 }
 
-// DefaultLedgerRate is the ledger's requests a second when
-// Config.LedgerRate is zero: a fifth of Stripe's limit in test mode (25 a
-// second), a twentieth of live mode's (100), so that the comparison never
-// crowds out the payments.
-const DefaultLedgerRate = 5
+// DefaultRateLimit is the client's requests a second when Config.RateLimit
+// is zero: within Stripe's limit in test mode (25 a second for the
+// account), a fifth of live mode's (100).
+const DefaultRateLimit = 20
 
 // Client makes the processor calls of every kind at Stripe. It is safe for
 // concurrent use.
@@ -75,8 +73,6 @@ type Client struct {
 	// a list or a search (get).
 	api     *stripego.Client
 	backend stripego.Backend
-	// ledgerPace paces the ledger's requests at Config.LedgerRate.
-	ledgerPace *rate.Limiter
 }
 
 // New returns a client of the Stripe API that cfg names.
@@ -88,8 +84,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("stripe: page size %d is not between 1 and %d", cfg.PageSize, maxPageSize)
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("stripe: negative timeout %s", cfg.Timeout)
-	case cfg.LedgerRate < 0:
-		return nil, fmt.Errorf("stripe: negative ledger rate %g", cfg.LedgerRate)
+	case cfg.RateLimit < 0:
+		return nil, fmt.Errorf("stripe: negative rate limit %g", cfg.RateLimit)
 	}
 	if cfg.APIBase != "" {
 		if u, err := url.Parse(cfg.APIBase); err != nil || u.Scheme == "" || u.Host == "" {
@@ -99,10 +95,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize
 	}
-	if cfg.LedgerRate == 0 {
-		cfg.LedgerRate = DefaultLedgerRate
+	if cfg.RateLimit == 0 {
+		cfg.RateLimit = DefaultRateLimit
 	}
-	return newClient(cfg, &http.Client{Timeout: cfg.Timeout, Transport: gateway.Transport()}), nil
+	return newClient(cfg, &http.Client{Timeout: cfg.Timeout, Transport: paced(gateway.Transport(), cfg.RateLimit)}), nil
 }
 
 // newClient is the client of cfg making its requests with hc.
@@ -126,8 +122,7 @@ func newClient(cfg Config, hc *http.Client) *Client {
 	api := stripego.NewClient(cfg.APIKey, stripego.WithBackends(&stripego.Backends{
 		API: backend, Connect: backend, Uploads: backend, MeterEvents: backend,
 	}))
-	return &Client{cfg: cfg, http: hc, api: api, backend: backend,
-		ledgerPace: rate.NewLimiter(rate.Limit(cfg.LedgerRate), 1)}
+	return &Client{cfg: cfg, http: hc, api: api, backend: backend}
 }
 
 // Traced returns a copy of c whose every request is a client span, a child

@@ -77,12 +77,14 @@
 //
 // Stripe cannot retrieve an object by its idempotency key. FindCharge
 // searches PaymentIntents (metadata['downstream_key']:'<key>') as a
-// shortcut, and what the search does not find (it lags about a minute, and
-// some accounts, India's, have none) the list decides: the PaymentIntents
-// created from the charge's creation to the end of KeyRetention (no call is
-// made under the key later), clockSkew either side, newest first, page by
-// page, until the newest whose metadata names the key; fence PaymentIntents
-// of earlier versions are skipped. A PaymentIntent not final is unknown.
+// shortcut, retrieving what it finds, and what the search does not find
+// (it lags about a minute, and some accounts, India's, have none) it looks
+// for in the list of the PaymentIntents created within nearSeconds of the
+// charge's creation, where its first call made it; the list is consistent
+// and current. None found is safe for what the runner does with it: before
+// the deadline it makes the call again under the key, which Stripe answers
+// with the original while it keeps the key, and past it it closes the key.
+// A PaymentIntent not final is unknown.
 //
 // FindRefund lists the refunds of the refund's PaymentIntent (one request,
 // however long a refund stays pending) for the newest whose metadata names
@@ -99,10 +101,13 @@
 //   - the fence made, or found again (replayed, or a 5xx Stripe saved for
 //     the fence's own request, which it replays only to the same endpoint
 //     and parameters): nothing can be made under the key from now on, since
-//     a later call with it gets an idempotency_error. Unless the lookup finds
-//     an object made under the key all the same (Stripe forgot a key older
-//     than KeyRetention: the fence then proves nothing about the past), the
-//     close reports nothing made;
+//     a later call with it gets an idempotency_error, and, while Stripe
+//     keeps every key used since the operation was created (KeyRetention
+//     less clockSkew), nothing was: no request ever held the key. Past that,
+//     the fence proves nothing about the past, and every PaymentIntent that
+//     could have been made is listed (the operation's creation, clockSkew
+//     before, to the end of KeyRetention), a refund's PaymentIntent's
+//     refunds; none found, the close reports nothing made;
 //   - an idempotency_error: a real call used the key (or a fence
 //     PaymentIntent of an earlier version, which the list shows and which
 //     holds it as well). Its object is looked up: not listed is unknown;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	stripego "github.com/stripe/stripe-go/v83"
 
@@ -41,6 +42,13 @@ func (c *Client) fence(ctx context.Context, key string) (used bool, err error) {
 		return false, gateway.Unknownf("the answer to the fence is not a customer")
 	}
 	return false, nil
+}
+
+// remembered reports whether Stripe still keeps every key used since
+// created, an operation's creation: KeyRetention from the key's first use,
+// which came after, less clockSkew for the clocks.
+func remembered(created time.Time) bool {
+	return time.Since(created) < KeyRetention-clockSkew
 }
 
 // cancel cancels PaymentIntent id. canceled is true when Stripe canceled it

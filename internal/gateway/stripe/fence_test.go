@@ -3,6 +3,7 @@ package stripe_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -178,4 +179,40 @@ func TestCloseRefund(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFenceHeldWithinRetention: a fence made under a key Stripe still
+// remembers every use of (the charge is younger than its 24 hours) proves
+// nothing was made, with no lookup; once Stripe may have forgotten, the
+// close lists every PaymentIntent that could have been made, from the
+// five minutes before the charge to now.
+func TestFenceHeldWithinRetention(t *testing.T) {
+	t.Parallel()
+	const fence, search, listed = "POST /v1/customers", "GET /v1/payment_intents/search", "GET /v1/payment_intents"
+	routes := func() map[string][]reply {
+		return map[string][]reply{fence: {ok(fenceCustomer(chargeKey))}, search: {ok(searchResult(""))},
+			listed: {ok(list("/v1/payment_intents", false))}}
+	}
+	s := serve(t, routes())
+	req := chargeRequest()
+	req.CreatedAt = time.Now().Add(-2 * time.Hour)
+	if out, made, err := s.client(t, 5*time.Second, 0).CloseCharge(context.Background(), req); err != nil || made {
+		t.Fatalf("close = %+v, %v, %v; want nothing made", out, made, err)
+	}
+	if n := len(s.requests(search)) + len(s.requests(listed)); n != 0 {
+		t.Errorf("%d lookups after a fence that held within the retention, want none", n)
+	}
+	s = serve(t, routes())
+	req.CreatedAt = time.Now().Add(-30 * time.Hour)
+	if out, made, err := s.client(t, 5*time.Second, 0).CloseCharge(context.Background(), req); err != nil || made {
+		t.Fatalf("close 30 h on = %+v, %v, %v; want nothing made", out, made, err)
+	}
+	lists := s.requests(listed)
+	if len(lists) != 3 {
+		t.Fatalf("%d list requests 30 h on, want the three windows", len(lists))
+	}
+	created := req.CreatedAt.Unix()
+	wantForm(t, lists[2].form, map[string]string{"created[gte]": strconv.FormatInt(created-300, 10), "created[lte]": strconv.FormatInt(created-31, 10)})
+	wantForm(t, lists[1].form, map[string]string{"created[gte]": strconv.FormatInt(created+31, 10),
+		"created[lte]": strconv.FormatInt(created+24*3600+300, 10)})
 }

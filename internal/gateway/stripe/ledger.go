@@ -32,15 +32,9 @@ type listPage func(lp stripego.ListParams, created *stripego.RangeQueryParams) (
 // and the page after it is the objects just newer (ending_before), which
 // Stripe gives newest first too and which are reordered. A pass over the
 // window costs a request a page, and a few more to find the first, paced
-// at Config.LedgerRate. Any failure wraps operation.ErrProcessorUnknown.
-func (c *Client) ledger(ctx context.Context, name string, since time.Time, cursor string, unpaced listPage) ([]operation.LedgerEntry, string, error) {
+// with the lookups (pace.go). Any failure wraps operation.ErrProcessorUnknown.
+func (c *Client) ledger(ctx context.Context, name string, since time.Time, cursor string, list listPage) ([]operation.LedgerEntry, string, error) {
 	lp := stripego.ListParams{Context: ctx, Limit: stripego.Int64(int64(c.cfg.PageSize))}
-	list := func(lp stripego.ListParams, created *stripego.RangeQueryParams) ([]row, bool, error) {
-		if err := c.ledgerPace.Wait(ctx); err != nil {
-			return nil, false, err
-		}
-		return unpaced(lp, created)
-	}
 	var (
 		rows []row
 		next string

@@ -211,26 +211,38 @@ func TestLedgerUnknown(t *testing.T) {
 	}
 }
 
-// TestLedgerPaced: the ledger's requests keep to Config.LedgerRate, so a
-// comparison takes its share of Stripe's rate limit and no more: eleven
-// requests at ten a second span at least a second.
-func TestLedgerPaced(t *testing.T) {
+// TestPaced: the client keeps to Config.RateLimit, four fifths of it for
+// the calls that make operations and a fifth for the rest, so that a
+// backlog of lookups never crowds out new payments: at 10 a second, three
+// ledger requests (2 a second) span at least a second, and nine charges
+// (8 a second) too, while the lookups wait meanwhile.
+func TestPaced(t *testing.T) {
 	t.Parallel()
-	s := serve(t, map[string][]reply{"GET /v1/payment_intents": {ok(list("/v1/payment_intents", false))}})
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: 5 * time.Second, LedgerRate: 10})
+	s := serve(t, map[string][]reply{"GET /v1/payment_intents": {ok(list("/v1/payment_intents", false))},
+		"POST /v1/payment_intents": {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: 5 * time.Second, RateLimit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	for range 11 {
+	for range 3 {
 		if _, _, err := c.LedgerCharges(context.Background(), time.Unix(1_700_000_000, 0), "pi_1"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if took := time.Since(start); took < time.Second {
-		t.Fatalf("11 ledger requests in %s at 10 a second", took)
+		t.Errorf("3 ledger requests in %s at 2 a second", took)
 	}
-	if _, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", LedgerRate: -1}); err == nil {
-		t.Error("a negative ledger rate: taken")
+	start = time.Now()
+	for range 9 {
+		if _, err := c.Charge(context.Background(), chargeRequest()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < time.Second || took > 3500*time.Millisecond {
+		t.Errorf("9 charges in %s at 8 a second: want about a second, their own pace, not the 4 s of the rest's", took)
+	}
+	if _, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", RateLimit: -1}); err == nil {
+		t.Error("a negative rate limit: taken")
 	}
 }

@@ -38,6 +38,7 @@ func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Out
 		Metadata:      map[string]string{metaDownstreamKey: req.IdempotencyKey},
 	}
 	params.SetIdempotencyKey(req.IdempotencyKey)
+	ctx = asCall(ctx)
 	r, err := c.api.V1Refunds.Create(ctx, params)
 	if err != nil {
 		out, err := refusal(err)
@@ -197,10 +198,13 @@ func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operatio
 // closeRefund is CloseRefund.
 func (c *Client) closeRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
 	used, err := c.fence(ctx, req.IdempotencyKey)
-	if err != nil {
+	switch {
+	case err != nil:
 		return operation.Outcome{}, false, err
+	case !used && remembered(req.CreatedAt):
+		// As for a charge: nothing was made under a key no request held.
+		return operation.Outcome{}, false, nil
 	}
-	// Listed even when the fence holds the key, as for a charge.
 	r, err := c.findRefund(ctx, req)
 	switch {
 	case err != nil:

@@ -28,7 +28,7 @@ func onSimulator(t *testing.T, opts stripesim.Options) (*stripe.Client, *stripes
 		srv.Close()
 		sim.Close()
 	})
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: srv.URL, Timeout: 5 * time.Second, LedgerRate: 1e6})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: srv.URL, Timeout: 5 * time.Second, RateLimit: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestLedgerOnSimulator(t *testing.T) {
 		srv.Close()
 		sim.Close()
 	})
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: srv.URL, Timeout: 5 * time.Second, PageSize: 2, LedgerRate: 1e6})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: srv.URL, Timeout: 5 * time.Second, PageSize: 2, RateLimit: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func (s *server) requests(route string) []request {
 // ledger unpaced (TestLedgerPaced paces it).
 func (s *server) client(t *testing.T, timeout time.Duration, pageSize int) *stripe.Client {
 	t.Helper()
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: timeout, PageSize: pageSize, LedgerRate: 1e6})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: timeout, PageSize: pageSize, RateLimit: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}
