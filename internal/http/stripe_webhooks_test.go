@@ -3,6 +3,7 @@ package http_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/stripesim"
 )
 
 // stripeEvent is Stripe's event evtID of type typ about PaymentIntent pi in
@@ -150,5 +152,31 @@ func TestStripeAmounts(t *testing.T) {
 				t.Errorf("%d %s: the refusal spent the key", c.amount, c.currency)
 			}
 		}
+	}
+}
+
+// TestStripeAuthenticationRequired: with PROCESSOR=stripe, against the
+// Stripe simulator, a card that needs 3-D Secure ends in a final answer
+// within the client's wait: a 402 declining it, authentication_required,
+// never a payment left processing.
+func TestStripeAuthenticationRequired(t *testing.T) {
+	t.Parallel()
+	sim, err := stripesim.New(stripesim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(func() {
+		srv.Close()
+		sim.Close()
+	})
+	s := stacktest.New(t, stacktest.Options{Stripe: &stacktest.Stripe{APIBase: srv.URL, WebhookSecret: "whsec_sca"}})
+	s.StartWorker()
+	res := s.Pay(acme, "sca-card", `{"amount":2500,"currency":"EUR","payment_method":"pm_card_authenticationRequired"}`, "Prefer", "wait=10")
+	if res.Status != http.StatusPaymentRequired || !strings.Contains(string(res.Body), `"failure_code":"authentication_required"`) {
+		t.Fatalf("payment: %d %s, want 402 authentication_required", res.Status, res.Body)
+	}
+	if pis := sim.PaymentIntents(); len(pis) != 1 || pis[0].Status != stripesim.StatusRequiresPaymentMethod {
+		t.Fatalf("at Stripe: %+v", pis)
 	}
 }

@@ -124,7 +124,8 @@ type Options struct {
 
 // Stripe is the Stripe a stack runs against (PROCESSOR=stripe).
 type Stripe struct {
-	// APIBase is STRIPE_API_BASE: a stripe-mock (package stripemock).
+	// APIBase is STRIPE_API_BASE: a stripe-mock (package stripemock), or a
+	// Stripe simulator (package stripesim).
 	APIBase string
 	// WebhookSecret is STRIPE_WEBHOOK_SECRET: whsec_ strings,
 	// comma-separated.

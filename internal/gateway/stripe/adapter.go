@@ -31,7 +31,7 @@ type Settings struct {
 	// WebhookSecret verifies Stripe's webhooks; it may hold the old and the
 	// new secret during a rotation.
 	// RateLimit paces the worker's requests (pace.go).
-	RateLimit     float64 `envconfig:"STRIPE_RATE_LIMIT" default:"20" desc:"requests a second this worker makes of Stripe, its share of the account's rate limit (25 a second in test mode, 100 in live mode, for every worker together): four fifths for the calls that make operations, a fifth for lookups, fences and the ledger"`
+	RateLimit     float64 `envconfig:"STRIPE_RATE_LIMIT" default:"20" desc:"requests a second this worker makes of Stripe, its share of the account's rate limit (25 a second in test mode, 100 in live mode, for every worker together): the calls that make operations first, then lookups, fences and the ledger"`
 	WebhookSecret Secrets `envconfig:"STRIPE_WEBHOOK_SECRET" desc:"the signing secrets of Stripe's webhook endpoint, whsec_... as its dashboard shows them, comma-separated during a rotation (unset: every processor webhook is refused)"`
 }
 
