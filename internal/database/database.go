@@ -159,6 +159,15 @@ func IsUnavailable(err error) bool {
 	return false
 }
 
+// WentAway reports whether err, of work done under ctx, says that the
+// database went away (IsUnavailable), not that ctx ran out: a statement
+// cut by its caller's own deadline (a lock a stuck session holds, a query
+// too slow) fails as a network timeout, and is the caller's failure, not
+// an outage's.
+func WentAway(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && IsUnavailable(err)
+}
+
 // CreateFresh creates the database name on the server of serverURL, for a
 // run of its own (the chaos run, the benchmark), and returns its URL and a
 // function that drops it.

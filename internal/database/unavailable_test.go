@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -36,6 +37,27 @@ func TestIsUnavailable(t *testing.T) {
 		_, err := conn.Exec(ctx, `SELECT 1`)
 		if err == nil || !database.IsUnavailable(err) {
 			t.Fatalf("a statement on a terminated backend: %v", err)
+		}
+	})
+	t.Run("OwnDeadline", func(t *testing.T) {
+		t.Parallel()
+		// A statement cut by its caller's own deadline fails as a network
+		// timeout: the database did not go away, the caller ran out.
+		conn := connect(t, db.URL)
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err := conn.Exec(short, `SELECT pg_sleep(5)`)
+		if err == nil || database.WentAway(short, err) {
+			t.Fatalf("a statement past its caller's deadline: %v, went away %t", err, database.WentAway(short, err))
+		}
+		// Reported after the context, by the error alone.
+		if database.WentAway(ctx, err) {
+			t.Fatalf("a deadline's error taken for the database gone: %v", err)
+		}
+		gone := connect(t, db.URL)
+		db.Exec(t, `SELECT pg_terminate_backend($1)`, gone.PgConn().PID())
+		if _, err := gone.Exec(ctx, `SELECT 1`); !database.WentAway(ctx, err) {
+			t.Fatalf("a terminated backend, within the deadline: %v, want gone", err)
 		}
 	})
 	t.Run("ReadOnly", func(t *testing.T) {

@@ -44,13 +44,14 @@ type OperationWorker struct {
 // it returns. A job of a kind that is not declared is
 // cancelled: no retry would find it declared. A run that failed only because
 // the database went away is snoozed (waitForDatabase), its attempt not
-// spent: a failover costs an operation none of its retry budget.
+// spent: a failover costs an operation none of its retry budget. A run cut
+// by the job's own deadline (JOB_TIMEOUT) is an attempt like any other.
 func (w *OperationWorker) Work(ctx context.Context, job *river.Job[OperationArgs]) error {
 	if _, err := w.Ops.Kinds.Kind(job.Args.ResourceType); err != nil {
 		return river.JobCancel(err)
 	}
 	err := w.Ops.Run(ctx, job.Args.ResourceType, job.Args.ID, job.Attempt)
-	if operation.DatabaseWentAway(err) {
+	if operation.DatabaseWentAway(ctx, err) {
 		return waitForDatabase(w.Backoff, job.JobRow)
 	}
 	return stopWhenHandedOff(err)
@@ -142,10 +143,11 @@ func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { retur
 // when it failed with attempts left. A claim or a record that failed because
 // the database went away counts no attempt (the delivery's count moves only
 // as an attempt is recorded) and snoozes the job (waitForDatabase): the
-// attempt is made again under its number, its schedule's step unspent.
+// attempt is made again under its number, its schedule's step unspent. One
+// cut by the job's own deadline is an error, as any failure.
 func (w *DeliveryWorker) Work(ctx context.Context, job *river.Job[DeliveryArgs]) error {
 	wait, err := w.Deliverer.Deliver(ctx, job.Args.DeliveryID, job.ID)
-	if database.IsUnavailable(err) {
+	if database.WentAway(ctx, err) {
 		return waitForDatabase(w.Backoff, job.JobRow)
 	}
 	if err != nil {

@@ -162,3 +162,40 @@ func TestOperationWhileTheDatabaseIsAway(t *testing.T) {
 		t.Fatalf("%d payments succeeded, marked %v: want it settled by its worker", n, marked(s, p.ID))
 	}
 }
+
+// TestOperationPastItsOwnDeadline: an operation's job whose run is cut by
+// the job's own deadline (a statement that outlasts JOB_TIMEOUT: a lock a
+// stuck session holds, say) fails as a network timeout, but the database
+// did not go away: the attempt is spent, and on the budget's last one the
+// operation is handed to the reconciler, never snoozed for ever.
+func TestOperationPastItsOwnDeadline(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{MaxAttempts: 1})
+	res := s.Pay(acme, "own-deadline", pay("pm_card_visa"), "Prefer", "respond-async")
+	if res.Status != http.StatusAccepted {
+		t.Fatalf("pay: %d %s", res.Status, res.Body)
+	}
+	p := paymentOf(t, res.Body)
+	// A stuck session holds the payment's key.
+	stuck, err := s.DB.Pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Rollback(context.Background()) //nolint:errcheck // the test's own
+	if _, err := stuck.Exec(t.Context(), `SELECT 1 FROM idempotency_keys WHERE resource_id = $1 FOR UPDATE`, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	w := &jobs.OperationWorker{Ops: s.Ops, Backoff: jobs.Backoff{Base: time.Second, Max: time.Second}}
+	job := &river.Job[jobs.OperationArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1},
+		Args: jobs.OperationArgs{ResourceType: "payment", ID: p.ID}}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	err = w.Work(ctx, job)
+	cancel()
+	var snooze *rivertype.JobSnoozeError
+	if errors.As(err, &snooze) || err == nil {
+		t.Fatalf("an attempt cut by its own deadline: %v, want it spent, not snoozed", err)
+	}
+	if !marked(s, p.ID) {
+		t.Fatalf("the budget's last attempt past its own deadline: %v, and not handed to the reconciler", err)
+	}
+}

@@ -141,7 +141,7 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 		span.AddEvent("outcome unknown: retry with the same downstream key", trace.WithAttributes(
 			attribute.Int("attempt", attempt), attribute.Int("max_attempts", o.MaxAttempts), attribute.String("error", err.Error())))
 	}
-	if err == nil || (attempt < o.MaxAttempts && !awaiting) || DatabaseWentAway(err) {
+	if err == nil || (attempt < o.MaxAttempts && !awaiting) || DatabaseWentAway(ctx, err) {
 		return err
 	}
 	span.AddEvent("handed to the reconciler", trace.WithAttributes(attribute.Int("attempt", attempt), attribute.Bool("awaiting_processor", awaiting)))
@@ -157,12 +157,15 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 	return fmt.Errorf("%w: %w", ErrHandedToReconciler, err)
 }
 
-// DatabaseWentAway reports whether an attempt failed only because the
-// database went away (database.IsUnavailable: a failover, say), with no
-// processor outcome left unknown: such an attempt spends none of the retry
-// budget, and its job waits for the database (jobs.OperationWorker).
-func DatabaseWentAway(err error) bool {
-	return !errors.Is(err, ErrProcessorUnknown) && database.IsUnavailable(err)
+// DatabaseWentAway reports whether an attempt run under ctx failed only
+// because the database went away (database.WentAway: a failover, say, not
+// the attempt's own deadline), with no processor outcome left unknown:
+// such an attempt spends none of the retry budget, and its job waits for
+// the database (jobs.OperationWorker). An attempt cut by its own deadline
+// spends its budget, so that an operation whose statements keep
+// outlasting JOB_TIMEOUT reaches the reconciler.
+func DatabaseWentAway(ctx context.Context, err error) bool {
+	return !errors.Is(err, ErrProcessorUnknown) && database.WentAway(ctx, err)
 }
 
 // LearnOutcome runs only the outcome phase of operation id of resourceType,
