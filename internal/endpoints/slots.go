@@ -113,7 +113,9 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // not taken back yet) holds the place as nobody: others would take it for
 // dead, and the place counts until its until passes instead. A presence is
 // a session lock held by a session outside any transaction (xact_start),
-// never another's transaction lock taken to test it (purgeSlots). The number is the chain's recorded attempts and one:
+// in this database (advisory locks are the database's, and another
+// service's database on the server has workers of the same ids), never
+// another's transaction lock taken to test it (purgeSlots). The number is the chain's recorded attempts and one:
 // the attempt is counted when it is recorded (countAttempt), so that one
 // that never recorded (its worker killed, its connection lost, before or
 // during the POST) is made again under the same number, not the schedule's
@@ -124,7 +126,8 @@ const claimAttempt = `
 WITH held AS (
 	UPDATE webhook_sending SET until = now() + $2::interval,
 		worker = CASE WHEN EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'advisory' AND l.classid::bigint = $5::integer AND l.objid::bigint = $3::integer AND l.objsubid = 2
+			WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+				AND l.classid::bigint = $5::integer AND l.objid::bigint = $3::integer AND l.objsubid = 2
 				AND l.granted AND a.xact_start IS NULL) THEN $3::integer END
 	WHERE delivery_id = $1 AND until > now()
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -89,7 +90,8 @@ func TestSweepAfterFailover(t *testing.T) {
 // failover cut it, and it is not taken back yet) claims an attempt's place
 // as nobody, so that no other worker takes the attempt in flight for a dead
 // worker's (another's transaction holding its lock for a moment is no
-// presence); with its presence held, as itself.
+// presence, nor is a worker of its id's in another database); with its
+// presence held, as itself.
 func TestClaimWithoutPresenceHoldsAsNobody(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t, testdb.DemoTenants)
@@ -118,9 +120,20 @@ func TestClaimWithoutPresenceHoldsAsNobody(t *testing.T) {
 	if _, err := other.Exec(ctx, `SELECT pg_try_advisory_xact_lock($1, $2)`, database.PresenceClass, me.ID+1); err != nil {
 		t.Fatal(err)
 	}
+	// A worker of the same id in another database on the server holds
+	// its presence there: that is no presence here.
+	elsewhere := testdb.New(t)
+	conn, err := pgx.Connect(ctx, elsewhere.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, database.PresenceClass, me.ID+3); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		worker, want int32
-	}{{me.ID + 1, 0}, {me.ID + 2, 0}, {me.ID, me.ID}} {
+	}{{me.ID + 1, 0}, {me.ID + 2, 0}, {me.ID + 3, 0}, {me.ID, me.ID}} {
 		var a attempt
 		if err := db.Pool.QueryRow(ctx, claimAttempt, id, SlotHeld, c.worker, 1, database.PresenceClass).Scan(
 			&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number, &a.url, &a.status, &a.version, &a.sealed, &a.worker); err != nil {
