@@ -195,6 +195,12 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 		if n := deliveries(s, "failed"); n != 1 {
 			t.Fatalf("%d failed after a refused recovery, want 1", n)
 		}
+		// The refusal leaves the key free: once the endpoint is enabled,
+		// the same request under the same key recovers.
+		updateEndpoint(s, e, "on", `{"status":"enabled"}`)
+		if res := recover("rec-3", fmt.Sprintf(`{"since":%q}`, time.Now().Add(-2*time.Hour).Format(time.RFC3339))); res.Status != http.StatusAccepted {
+			t.Fatalf("the same key once enabled: %d %s, want the recovery", res.Status, res.Body)
+		}
 	})
 
 	t.Run("AttemptOutlivesTheJobTimeout", func(t *testing.T) {
