@@ -3,7 +3,6 @@ package http_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -161,16 +160,8 @@ func TestStripeAmounts(t *testing.T) {
 // never a payment left processing.
 func TestStripeAuthenticationRequired(t *testing.T) {
 	t.Parallel()
-	sim, err := stripesim.New(stripesim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(func() {
-		srv.Close()
-		sim.Close()
-	})
-	s := stacktest.New(t, stacktest.Options{Stripe: &stacktest.Stripe{APIBase: srv.URL, WebhookSecret: "whsec_sca"}})
+	sim, url := stripesim.Serve(t, stripesim.Options{})
+	s := stacktest.New(t, stacktest.Options{Stripe: &stacktest.Stripe{APIBase: url, WebhookSecret: "whsec_sca"}})
 	s.StartWorker()
 	res := s.Pay(acme, "sca-card", `{"amount":2500,"currency":"EUR","payment_method":"pm_card_authenticationRequired"}`, "Prefer", "wait=10")
 	if res.Status != http.StatusPaymentRequired || !strings.Contains(string(res.Body), `"failure_code":"authentication_required"`) {

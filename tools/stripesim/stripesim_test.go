@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -32,17 +31,9 @@ type env struct {
 // start serves a simulator with opts until the test ends.
 func start(t *testing.T, opts stripesim.Options) *env {
 	t.Helper()
-	sim, err := stripesim.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(func() {
-		srv.Close()
-		sim.Close()
-	})
-	e := &env{sim: sim, url: srv.URL}
-	e.api, e.backend = client(srv.URL, apiKey)
+	sim, url := stripesim.Serve(t, opts)
+	e := &env{sim: sim, url: url}
+	e.api, e.backend = client(url, apiKey)
 	return e
 }
 

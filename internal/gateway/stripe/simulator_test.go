@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -19,16 +18,8 @@ import (
 // state as Stripe does (tools/stripesim), and the simulator.
 func onSimulator(t *testing.T, opts stripesim.Options) (*stripe.Client, *stripesim.Server) {
 	t.Helper()
-	sim, err := stripesim.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(func() {
-		srv.Close()
-		sim.Close()
-	})
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: srv.URL, Timeout: 5 * time.Second, RateLimit: 1e6})
+	sim, url := stripesim.Serve(t, opts)
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: url, Timeout: 5 * time.Second, RateLimit: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,16 +187,8 @@ func TestRefundPendingPastTheWindow(t *testing.T) {
 // ISO 4217 minor units, and ends.
 func TestLedgerOnSimulator(t *testing.T) {
 	t.Parallel()
-	sim, err := stripesim.New(stripesim.Options{Start: time.Now().Add(-time.Hour), ManualClock: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(func() {
-		srv.Close()
-		sim.Close()
-	})
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: srv.URL, Timeout: 5 * time.Second, PageSize: 2, RateLimit: 1e6})
+	sim, url := stripesim.Serve(t, stripesim.Options{Start: time.Now().Add(-time.Hour), ManualClock: true})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: url, Timeout: 5 * time.Second, PageSize: 2, RateLimit: 1e6})
 	if err != nil {
 		t.Fatal(err)
 	}
