@@ -30,6 +30,7 @@ const (
 	CodePayloadTooLarge        = "payload_too_large"
 	CodeUnsupportedMediaType   = "unsupported_media_type"
 	CodeServiceUnavailable     = "service_unavailable"
+	CodeOutcomeUnknown         = "outcome_unknown"
 	CodeEndpointDisabled       = "endpoint_disabled"
 	CodeDeliveryInFlight       = "delivery_in_flight"
 	CodeRotationInProgress     = "rotation_in_progress"

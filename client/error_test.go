@@ -53,6 +53,7 @@ func TestErrorRetryable(t *testing.T) {
 	}{
 		{name: "KeyInUse", status: 409, code: "idempotency_key_in_use", want: true},
 		{name: "ServiceUnavailable", status: 503, code: "service_unavailable", want: true},
+		{name: "OutcomeUnknown", status: 503, code: "outcome_unknown", want: true},
 		{name: "InternalError", status: 500, code: "internal_error", want: true},
 		{name: "GatewayTimeout", status: 504, want: true},
 		{name: "BadGatewayFromProxy", status: 502, want: true},

@@ -131,10 +131,11 @@ func IsDataException(err error) bool {
 // IsUnavailable reports whether err says only that the database went away:
 // it could not be reached (a failed connection, a broken socket, a server
 // shutting down or crashed), or it is a standby that refuses to write (a
-// primary demoted by a failover: read_only_sql_transaction). Nothing was
-// committed by the statement that failed so, and it may be retried once a
-// primary accepts writes: the API answers 503, and a job that failed so
-// spends none of its retry budget (package jobs).
+// primary demoted by a failover: read_only_sql_transaction). The work may
+// be retried once a primary accepts writes: the API answers 503, and a job
+// that failed so spends none of its retry budget (package jobs). Whether
+// the statement that failed so took effect is NotExecuted's to say: a
+// connection lost after a COMMIT was sent may have lost only its answer.
 func IsUnavailable(err error) bool {
 	var (
 		connectErr *pgconn.ConnectError
@@ -157,6 +158,21 @@ func IsUnavailable(err error) bool {
 		return strings.HasPrefix(pgErr.Code, "08")
 	}
 	return false
+}
+
+// NotExecuted reports whether err, one IsUnavailable reports, also proves
+// that the statement that failed took no effect: no connection was made,
+// pgx reports that nothing was sent (pgconn.SafeToRetry), or the server
+// answered it with an error, which aborts its transaction. Any other
+// unavailable error, a connection reset or cut after the statement was
+// sent, leaves the outcome unknown: a transaction whose COMMIT went out
+// may have committed.
+func NotExecuted(err error) bool {
+	var (
+		connectErr *pgconn.ConnectError
+		pgErr      *pgconn.PgError
+	)
+	return IsUnavailable(err) && (errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || errors.As(err, &pgErr))
 }
 
 // WentAway reports whether err, of work done under ctx, says that the

@@ -2,12 +2,14 @@ package database_test
 
 import (
 	"context"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -35,8 +37,8 @@ func TestIsUnavailable(t *testing.T) {
 		conn := connect(t, db.URL)
 		db.Exec(t, `SELECT pg_terminate_backend($1)`, conn.PgConn().PID())
 		_, err := conn.Exec(ctx, `SELECT 1`)
-		if err == nil || !database.IsUnavailable(err) {
-			t.Fatalf("a statement on a terminated backend: %v", err)
+		if err == nil || !database.IsUnavailable(err) || !database.NotExecuted(err) {
+			t.Fatalf("a statement on a terminated backend: %v, not executed %t", err, database.NotExecuted(err))
 		}
 	})
 	t.Run("OwnDeadline", func(t *testing.T) {
@@ -68,15 +70,40 @@ func TestIsUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := conn.Exec(ctx, `INSERT INTO t VALUES (1)`)
-		if !database.IsCode(err, "25006") || !database.IsUnavailable(err) {
+		if !database.IsCode(err, "25006") || !database.IsUnavailable(err) || !database.NotExecuted(err) {
 			t.Fatalf("a write refused as read-only: %v", err)
 		}
 	})
 	t.Run("Refused", func(t *testing.T) {
 		t.Parallel()
 		_, err := pgx.Connect(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
-		if err == nil || !database.IsUnavailable(err) {
+		if err == nil || !database.IsUnavailable(err) || !database.NotExecuted(err) {
 			t.Fatalf("a connection refused: %v", err)
+		}
+	})
+	t.Run("CommitAnswerLost", func(t *testing.T) {
+		t.Parallel()
+		// The server commits and its answer is lost with the connection:
+		// the database went away, and the statement may well have run.
+		u, err := url.Parse(db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := stacktest.NewProxy(t, u.Host)
+		u.Host = proxy.Addr()
+		conn := connect(t, u.String())
+		proxy.LoseCommitAnswer()
+		b := &pgx.Batch{}
+		b.Queue(`BEGIN`)
+		b.Queue(`INSERT INTO t VALUES (3)`)
+		b.Queue(`COMMIT`)
+		err = conn.SendBatch(ctx, b).Close()
+		if err == nil || !database.IsUnavailable(err) || database.NotExecuted(err) {
+			t.Fatalf("a commit whose answer was lost: %v, unavailable %t, not executed %t",
+				err, database.IsUnavailable(err), database.NotExecuted(err))
+		}
+		if n := db.Count(t, `SELECT count(*) FROM t WHERE id = 3`); n != 1 {
+			t.Fatalf("the commit whose answer was lost left %d rows, want 1", n)
 		}
 	})
 	t.Run("Answered", func(t *testing.T) {

@@ -53,3 +53,33 @@ func TestFailClosed(t *testing.T) {
 		t.Errorf("processor charges = %d, want 2", n)
 	}
 }
+
+// TestCommitAnswerLost loses the answer to the first phase's COMMIT: the
+// payment is recorded, and the 503 must not say that nothing was executed.
+// A retry under the same key finds the payment, charged once.
+func TestCommitAnswerLost(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{DBProxy: true})
+	s.StartWorker()
+
+	s.Proxy.LoseCommitAnswer()
+	res := s.Pay(acme, "lost-answer", visa)
+	if res.Status != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(res.Body), `"code":"outcome_unknown"`) {
+		t.Fatalf("a payment whose commit's answer was lost: %d %v %s", res.Status, res.Header, res.Body)
+	}
+	if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE key = 'lost-answer'`); n != 1 {
+		t.Fatalf("the lost answer's key: %d rows, want 1 (the commit happened)", n)
+	}
+	var again stacktest.Response
+	stacktest.WaitFor(t, "the same key to answer with the payment", func() bool {
+		again = s.Pay(acme, "lost-answer", visa)
+		return again.Status == http.StatusCreated
+	})
+	if again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the retry was not a replay of the recorded payment: %v %s", again.Header, again.Body)
+	}
+	if n := s.Count(`SELECT count(*) FROM processor.charges`); n != 1 {
+		t.Errorf("processor charges = %d, want 1", n)
+	}
+}

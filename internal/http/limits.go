@@ -58,7 +58,7 @@ func newKeyMetrics(reg prometheus.Registerer) *keyMetrics {
 	}
 	failures := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "payments_api_failures_total",
-		Help: "Requests the API failed: store_unavailable (503, failing closed: nothing executed) or internal (500, logged with the request id).",
+		Help: "Requests the API failed: store_unavailable (503: service_unavailable, nothing executed, or outcome_unknown, the connection lost after the request was sent) or internal (500, logged with the request id).",
 	}, []string{"kind"})
 	failures.WithLabelValues(failureStore)
 	failures.WithLabelValues(failureInternal)

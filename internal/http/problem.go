@@ -16,7 +16,9 @@ import (
 )
 
 // writeError answers with the problem err maps to. An unreachable database
-// is 503 with Retry-After: nothing was executed. An error it does not know
+// is 503 with Retry-After: service_unavailable when nothing was executed,
+// outcome_unknown when the connection went after the request's statements
+// were sent, so that it may have been. An error it does not know
 // becomes a generic 500, logged with the request id; nothing internal leaks.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if database.IsDataException(err) {
@@ -34,8 +36,18 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.countFailure(failureStore)
 		s.Logger.WarnContext(r.Context(), "database unavailable", "request_id", requestIDOf(r.Context()), "err", err)
 		w.Header().Set("Retry-After", strconv.Itoa(s.retryAfterSeconds()))
-		writeProblem(w, render.NewProblem(http.StatusServiceUnavailable, "service_unavailable", "Service unavailable",
-			"The database cannot be reached; nothing was executed. Retry with the same Idempotency-Key."))
+		if database.NotExecuted(err) {
+			writeProblem(w, render.NewProblem(http.StatusServiceUnavailable, "service_unavailable", "Service unavailable",
+				"The database cannot be reached; nothing was executed. Retry with the same Idempotency-Key."))
+			return
+		}
+		// The connection went after the request's statements were sent:
+		// its transaction may have committed (a lost answer to a COMMIT),
+		// and only the same key can find out.
+		writeProblem(w, render.NewProblem(http.StatusServiceUnavailable, "outcome_unknown", "Outcome unknown",
+			"The connection to the database was lost after the request was sent, so it may have been executed. "+
+				"Retry with the same Idempotency-Key to learn the outcome; a retry may meet 409 idempotency_key_in_use "+
+				"until this attempt's hold on the key lapses. Never send it again under another key."))
 		return
 	case !known:
 		s.countFailure(failureInternal)

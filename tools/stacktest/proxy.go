@@ -1,7 +1,7 @@
 package stacktest
 
 import (
-	"io"
+	"bytes"
 	"net"
 	"sync"
 	"testing"
@@ -16,7 +16,10 @@ type Proxy struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	// loseCommit: the next answer from the server that reports a COMMIT
+	// done is dropped and its connection closed (LoseCommitAnswer).
+	loseCommit bool
+	wg         sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards to target until t ends.
@@ -76,18 +79,58 @@ func (p *Proxy) accept() {
 		}
 		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(client, server) })
-		p.wg.Go(func() { p.pipe(server, client) })
+		p.wg.Go(func() { p.pipe(client, server, true) })
+		p.wg.Go(func() { p.pipe(server, client, false) })
 	}
 }
 
-// pipe copies one direction and closes both ends when it ends.
-func (p *Proxy) pipe(dst, src net.Conn) {
-	io.Copy(dst, src) //nolint:errcheck
+// LoseCommitAnswer makes the next answer of the server that reports a
+// COMMIT done (its CommandComplete) vanish, the connection closed on both
+// sides instead: the transaction committed, and its client is left to
+// guess, as when a network fails just after a commit.
+func (p *Proxy) LoseCommitAnswer() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loseCommit = true
+}
+
+// commitDone is the body of the CommandComplete message for a COMMIT.
+var commitDone = []byte("COMMIT\x00")
+
+// pipe copies one direction, the server's answers to the client when
+// fromServer, and closes both ends when it ends.
+func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && fromServer && p.losesAnswer(buf[:n]) {
+			break
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	p.mu.Lock()
 	delete(p.conns, dst)
 	delete(p.conns, src)
 	p.mu.Unlock()
 	dst.Close()
 	src.Close()
+}
+
+// losesAnswer reports whether answer is the one LoseCommitAnswer asked to
+// lose, disarming it.
+func (p *Proxy) losesAnswer(answer []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loseCommit || !bytes.Contains(answer, commitDone) {
+		return false
+	}
+	p.loseCommit = false
+	return true
 }
