@@ -17,14 +17,27 @@ import (
 // service takes a two-key lock, so none can collide with a presence.
 const PresenceClass int32 = 0x70726573 // "pres"
 
-// Presence marks a process alive in the database: a session-level advisory
-// lock on (PresenceClass, ID), held on a connection of its own past any
-// pooler, which Postgres releases the moment the session ends, however the
-// process died (SIGKILL, its host gone, the connection cut). What a process
-// records with its ID is its own for as long as it lives: another asks
-// whether the holder lives with pg_try_advisory_xact_lock(PresenceClass, id),
-// which takes the lock (until its transaction ends) only when nobody holds
-// it. Nothing relies on a clock: the database decides.
+// Presence marks a process alive in the database: a transaction-level
+// advisory lock on (PresenceClass, ID), taken in a transaction that its
+// connection keeps open for as long as the process lives. Postgres releases
+// it the moment that transaction ends, and a transaction ends with its
+// session, however the process died (SIGKILL, its host gone, the connection
+// cut). A transaction is also the one thing no pooler shares: PgBouncer, in
+// any mode, gives a server connection in a transaction to that client alone
+// and closes it when the client goes mid-transaction, so a presence cannot
+// sit on a backend another client's statements run on (a session lock
+// there is re-entered by whoever gets the backend next, and outlives its
+// process). What a process records with its ID is its own for as long as it
+// lives: another asks whether the holder lives with
+// pg_try_advisory_xact_lock(PresenceClass, id), which takes the lock (until
+// its transaction ends) only when nobody holds it. Nothing relies on a
+// clock: the database decides.
+//
+// The transaction writes nothing, so it has no transaction id and, between
+// its pings, no snapshot: it holds back neither vacuum nor a concurrent
+// index build. It shows in pg_stat_activity as "idle in transaction" under
+// application_name PresenceApplication, exempt from the session's
+// idle_in_transaction_session_timeout and transaction_timeout.
 //
 // Should the connection drop while the process lives, Presence connects
 // again and takes the lock back; in between, others take the process for
@@ -38,10 +51,13 @@ type Presence struct {
 	ID     int32
 	url    string
 	logger *slog.Logger
-	conn   *pgx.Conn // nil while lost
+	conn   *pgx.Conn // nil while lost; in the lock's transaction
 	stop   context.CancelFunc
 	done   chan struct{}
 }
+
+// PresenceApplication is the application_name of a presence's session.
+const PresenceApplication = "payments-presence"
 
 // presenceCheck is how often Presence checks that its lock's session is
 // still there.
@@ -83,26 +99,33 @@ var errPresenceTaken = errors.New("the presence ID is held by another session")
 var ErrPresenceThroughPooler = errors.New("the presence's connection reaches Postgres through a pooler " +
 	"in transaction or statement mode, which shares its server session with other clients")
 
-// lock connects and takes the lock on p.ID, on a session of its own: the
-// one place a presence is taken, at start and when taken back, so that
-// both refuse a pooler that shares sessions.
+// lock connects and takes the lock on p.ID, in a transaction it leaves
+// open: the one place a presence is taken, at start and when taken back.
 func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgxpool.ParseConfig(p.url) // takes the pool's settings out
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	// Every statement on the simple protocol: no prepared statement is left
+	// on a server connection a pooler hands on.
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	cfg.ConnConfig.RuntimeParams["application_name"] = PresenceApplication
 	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
 	if err != nil {
 		return nil, fmt.Errorf("hold presence: %w", err)
 	}
-	// Checked before the lock is taken: through such a pooler, closing the
-	// connection would leave a lock taken on the pooler's backend held.
+	// The presence would be safe through a pooler that shares sessions;
+	// what else needs this URL's session (LISTEN, River's client) is not.
 	if err := ownSession(ctx, conn, cfg.ConnConfig); err != nil {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("hold presence: %w", err)
 	}
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, PresenceClass, p.ID).Scan(&ok); err != nil || !ok {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(exemptFromTimeouts)
+	b.Queue(`SELECT pg_try_advisory_xact_lock($1, $2)`, PresenceClass, p.ID).QueryRow(func(row pgx.Row) error { return row.Scan(&ok) })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil || !ok {
 		conn.Close(ctx)
 		if err == nil {
 			err = errPresenceTaken
@@ -112,13 +135,22 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// exemptFromTimeouts lifts, for the presence's transaction only, the
+// server's bounds on a transaction left open, on the versions that have
+// them.
+const exemptFromTimeouts = `SELECT set_config(name, '0', true) FROM pg_settings
+WHERE name IN ('idle_in_transaction_session_timeout', 'transaction_timeout')`
+
 // ownSession returns ErrPresenceThroughPooler when conn's server session
-// also serves another client: another connection to the same place, opened
+// also serves another client, as far as it can tell: another connection to the same place, opened
 // while conn is open and idle, runs on the same backend. Postgres never
 // gives two open connections one backend, so equal pids prove a pooler that
 // moves server sessions between clients; PgBouncer gives a transaction the
 // server connection released last, conn's. Different pids prove nothing (a
-// busy pooler may hand out another), which only lets such a pooler pass.
+// busy pooler may hand out another, poolers behind a round-robin are each
+// asked once), which lets such a pooler pass: the presence stays safe, being
+// a transaction's, and only what else needs a session is left to the
+// operator's DATABASE_SESSION_URL.
 func ownSession(ctx context.Context, conn *pgx.Conn, cfg *pgx.ConnConfig) error {
 	pid, err := backendPID(ctx, conn)
 	if err != nil {
@@ -153,7 +185,7 @@ func backendPID(ctx context.Context, conn *pgx.Conn) (pid int32, err error) {
 func (p *Presence) keep(ctx context.Context) {
 	defer close(p.done)
 	Every(ctx, presenceCheck, func() {
-		if p.conn != nil && p.conn.Ping(ctx) == nil {
+		if p.conn != nil && p.alive(ctx) {
 			return
 		}
 		if p.conn != nil {
@@ -172,6 +204,16 @@ func (p *Presence) keep(ctx context.Context) {
 			p.logger.Error("presence not taken back", "presence", p.ID, "err", err)
 		}
 	})
+}
+
+// alive reports whether the lock's transaction still answers, within
+// presenceCheck: a statement in an aborted transaction fails, as one on a
+// dropped connection does.
+func (p *Presence) alive(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, presenceCheck)
+	defer cancel()
+	_, err := p.conn.Exec(ctx, `SELECT 1`)
+	return err == nil
 }
 
 // Close gives the presence up: the lock's session ends.

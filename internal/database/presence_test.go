@@ -5,8 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/tools/pgbouncer"
@@ -108,10 +114,105 @@ WHERE locktype = 'advisory' AND classid::bigint = $1 AND objsubid = 2 AND grante
 	}
 }
 
+// TestPresenceBehindPoolers: two PgBouncers in transaction mode behind a
+// round-robin, as a usual Kubernetes set-up has them, which the check for
+// a pooler cannot see (its probe goes to the other one). The presence is
+// held, and safely: no other client of the poolers re-enters it, whatever
+// backend they are given, and once it is closed its lock is gone from the
+// server, not left on a pooled backend for a dead process to look alive.
+func TestPresenceBehindPoolers(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	rr := roundRobin(t, startPooler(t, db.URL).Addr, startPooler(t, db.URL).Addr)
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = rr
+	p, err := database.HoldPresence(ctx, u.String(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("HoldPresence behind poolers the check cannot see: %v", err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			p.Close()
+		}
+	})
+	cfg, err := pgx.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	for i := range 12 {
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var free bool
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, $2)`, database.PresenceClass, p.ID).Scan(&free)
+		})
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if free {
+			t.Fatalf("client %d of the poolers took the live presence %d for free", i, p.ID)
+		}
+	}
+	p.Close()
+	closed = true
+	testwait.For(t, "the closed presence's lock gone from the server", func() bool {
+		return db.Count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2`,
+			int64(uint32(database.PresenceClass)), int64(p.ID)) == 0
+	})
+}
+
+// TestPresenceHoldsNoSnapshot: the presence's open transaction keeps no
+// snapshot between its statements, so it holds back neither vacuum nor a
+// concurrent index build.
+func TestPresenceHoldsNoSnapshot(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	p, err := database.HoldPresence(ctx, db.URL, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	testwait.For(t, "the presence's session idle in its transaction", func() bool {
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
+  AND state = 'idle in transaction'`, database.PresenceApplication) == 1
+	})
+	if n := db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
+  AND (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)`, database.PresenceApplication); n != 0 {
+		t.Fatalf("the presence's transaction holds a snapshot or an id")
+	}
+	db.Exec(t, `CREATE TABLE t (id int)`)
+	built, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := db.Pool.Exec(built, `CREATE INDEX CONCURRENTLY t_id ON t (id)`); err != nil {
+		t.Fatalf("an index built concurrently beside the presence: %v", err)
+	}
+}
+
 // throughPooler starts PgBouncer in transaction mode in front of dbURL's
-// server, stopped when t ends, and returns dbURL through it. A missing
-// pgbouncer fails t: .ci/run installs it.
+// server, stopped when t ends, and returns dbURL through it.
 func throughPooler(t *testing.T, dbURL string) string {
+	t.Helper()
+	pooled, err := startPooler(t, dbURL).URL(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pooled
+}
+
+// startPooler starts PgBouncer in transaction mode in front of dbURL's
+// server, stopped when t ends. A missing pgbouncer fails t: .ci/run
+// installs it.
+func startPooler(t *testing.T, dbURL string) *pgbouncer.Bouncer {
 	t.Helper()
 	upstream, err := pgbouncer.Upstream(dbURL)
 	if err != nil {
@@ -131,9 +232,42 @@ func throughPooler(t *testing.T, dbURL string) string {
 		t.Fatalf("start pgbouncer: %v", err)
 	}
 	t.Cleanup(bouncer.Stop)
-	pooled, err := bouncer.URL(dbURL)
+	return bouncer
+}
+
+// roundRobin listens on loopback and sends each connection to the next of
+// targets in turn, as a load balancer in front of poolers does, until t
+// ends. It returns its address.
+func roundRobin(t *testing.T, targets ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pooled
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for next := 0; ; next++ {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", targets[next%len(targets)])
+			if err != nil {
+				client.Close()
+				continue
+			}
+			for _, pair := range [][2]net.Conn{{client, server}, {server, client}} {
+				wg.Go(func() {
+					io.Copy(pair[0], pair[1]) //nolint:errcheck // ends with either side
+					pair[0].Close()
+					pair[1].Close()
+				})
+			}
+		}
+	})
+	return ln.Addr().String()
 }

@@ -145,7 +145,7 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 				return err
 			}
 			ids = revived
-			if _, err := tx.Exec(ctx, purgeSlots, tenant, database.PresenceClass, SlotHeld); err != nil {
+			if _, err := tx.Exec(ctx, purgeSlots, tenant, database.PresenceClass); err != nil {
 				return err
 			}
 			for {

@@ -51,22 +51,21 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 // transaction, and its job ends; one that takes a place leaves the line
 // (claimAttempt).
 //
-// Only the places claimed (their until less SlotHeld, $3) since the oldest
-// session now on the database began are judged so. A failover cuts every
-// session, and the workers take their presences back on the new primary a
-// few seconds apart: the first back must not take the others, their
-// attempts still in flight, for dead. The places claimed before the
-// failover count until their until passes; a worker's death while the
-// database serves on is seen at once, some other session (an API's, a
-// worker's) being older than its place.
+// Only the places claimed on this server (their instance, its postmaster's
+// start time, which claimAttempt records with the worker) are judged so. A
+// failover, or a restart, cuts every session, and the workers take their
+// presences back on the new primary a few seconds apart: the first back
+// must not take the others, their attempts still in flight, for dead. The
+// places claimed before count until their until passes; a worker's death
+// while the database serves on is seen at once. No time read on one
+// server's clock is compared with another's.
 const (
 	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
 	purgeSlots      = `
 DELETE FROM webhook_sending s WHERE tenant_id = $1
 	AND (until <= now() OR (worker IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = s.delivery_id AND d.status = 'pending')
-		AND until - $3::interval >= (SELECT min(backend_start) FROM pg_stat_activity
-			WHERE datname = current_database() AND backend_type = 'client backend')
+		AND instance = pg_postmaster_start_time()
 		AND pg_try_advisory_xact_lock($2, worker)))`
 	takeSlot = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
@@ -81,15 +80,13 @@ ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
 	// and the sweep inserts a new job to make it again at once, under the
 	// same number (claimAttempt), rather than when River's rescuer comes by
 	// for the dead job, which then finds the delivery another job's. It
-	// judges only the places claimed since the oldest session began, as
-	// purgeSlots does.
+	// judges only the places claimed on this server, as purgeSlots does.
 	reviveSlots = `
 UPDATE webhook_sending s SET worker = NULL, until = now() + $3::interval
 FROM webhook_deliveries d
 WHERE s.tenant_id = $1 AND s.worker IS NOT NULL AND s.until > now()
 	AND d.id = s.delivery_id AND d.status = 'pending'
-	AND s.until - $3::interval >= (SELECT min(backend_start) FROM pg_stat_activity
-		WHERE datname = current_database() AND backend_type = 'client backend')
+	AND s.instance = pg_postmaster_start_time()
 	AND pg_try_advisory_xact_lock($2, s.worker)
 RETURNING s.delivery_id`
 	wait = `
@@ -112,10 +109,12 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // its class) is lost (its session cut, as a failover cuts every one, and
 // not taken back yet) holds the place as nobody: others would take it for
 // dead, and the place counts until its until passes instead. A presence is
-// a session lock held by a session outside any transaction (xact_start),
-// in this database (advisory locks are the database's, and another
-// service's database on the server has workers of the same ids), never
-// another's transaction lock taken to test it (purgeSlots). The number is the chain's recorded attempts and one:
+// a lock held by a presence's session (application_name $6, which
+// pg_stat_activity shows to every role), in this database (advisory locks
+// are the database's, and another service's database on the server has
+// workers of the same ids), never another's transaction lock taken to test
+// it (purgeSlots). The place records the server it is claimed on
+// (purgeSlots). The number is the chain's recorded attempts and one:
 // the attempt is counted when it is recorded (countAttempt), so that one
 // that never recorded (its worker killed, its connection lost, before or
 // during the POST) is made again under the same number, not the schedule's
@@ -124,11 +123,11 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // this one leaves alone.
 const claimAttempt = `
 WITH held AS (
-	UPDATE webhook_sending SET until = now() + $2::interval,
+	UPDATE webhook_sending SET until = now() + $2::interval, instance = pg_postmaster_start_time(),
 		worker = CASE WHEN EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 			WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 				AND l.classid::bigint = $5::integer AND l.objid::bigint = $3::integer AND l.objsubid = 2
-				AND l.granted AND a.xact_start IS NULL) THEN $3::integer END
+				AND l.granted AND a.application_name = $6) THEN $3::integer END
 	WHERE delivery_id = $1 AND until > now()
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
 	RETURNING delivery_id, worker),
@@ -156,7 +155,7 @@ func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
 		claimErr, whoseErr      error
 	)
 	b := &pgx.Batch{}
-	b.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass).QueryRow(func(row pgx.Row) error {
+	b.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass, database.PresenceApplication).QueryRow(func(row pgx.Row) error {
 		claimErr = d.scanAttempt(row, &a)
 		return nil
 	})
@@ -206,12 +205,12 @@ func (d *Deliverer) takePlace(ctx context.Context, a attempt, job int64) (attemp
 	)
 	take := &pgx.Batch{}
 	take.Queue(lockTenantSlots, a.tenantID)
-	take.Queue(purgeSlots, a.tenantID, database.PresenceClass, SlotHeld)
+	take.Queue(purgeSlots, a.tenantID, database.PresenceClass)
 	take.Queue(takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Exec(func(tag pgconn.CommandTag) error {
 		taken = tag
 		return nil
 	})
-	take.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass).QueryRow(func(row pgx.Row) error {
+	take.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass, database.PresenceApplication).QueryRow(func(row pgx.Row) error {
 		claimErr = d.scanAttempt(row, &a)
 		return nil
 	})
