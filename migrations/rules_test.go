@@ -5,9 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 // rows are a key at each point, a payment and a refund that keep every rule.
@@ -137,5 +139,81 @@ func TestTenantInUse(t *testing.T) {
 	db.Exec(t, `DELETE FROM tenants WHERE id = 'ten_rules'`)
 	if n := db.Count(t, `SELECT count(*) FROM tenants WHERE id = 'ten_rules'`); n != 0 {
 		t.Fatal("a tenant with no rows was not deleted")
+	}
+}
+
+// TestTenantDeleteRacesFirstPhase races a tenant's delete with a first
+// phase for real, both ways round: a delete while a first phase is in
+// flight waits for its commit and then refuses, seeing the key it wrote;
+// a first phase while a delete is in flight waits for it and then finds
+// the tenant gone (23503, tenant_gone), writing nothing.
+func TestTenantDeleteRacesFirstPhase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := testdb.New(t)
+	db.Exec(t, `INSERT INTO tenants (id, name) VALUES ('ten_race', 'Race')`)
+	const firstPhase = `INSERT INTO idempotency_keys (tenant_id, key, request_method, request_path, request_fingerprint,
+	recovery_point, created_at, updated_at) VALUES ('ten_race', 'k', 'POST', '/v1/payments', '\x00', 'started', now(), now())`
+	waiting := func(what string) {
+		t.Helper()
+		testwait.For(t, what, func() bool {
+			return db.Count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) == 1
+		})
+	}
+
+	phase, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer phase.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := phase.Exec(ctx, `SELECT tenant_writes('ten_race')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := phase.Exec(ctx, firstPhase); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := db.Pool.Exec(ctx, `DELETE FROM tenants WHERE id = 'ten_race'`)
+		deleted <- err
+	}()
+	waiting("the delete waiting for the first phase in flight")
+	if err := phase.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var pgErr *pgconn.PgError
+	if err := <-deleted; !errors.As(err, &pgErr) || pgErr.ConstraintName != "tenants_in_use" {
+		t.Fatalf("a delete that raced a first phase: %v, want refused, tenants_in_use", err)
+	}
+
+	db.Exec(t, `DELETE FROM idempotency_keys`)
+	del, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer del.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := del.Exec(ctx, `DELETE FROM tenants WHERE id = 'ten_race'`); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		wrote <- pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT tenant_writes('ten_race')`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, firstPhase)
+			return err
+		})
+	}()
+	waiting("the first phase waiting for the delete in flight")
+	if err := del.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; !errors.As(err, &pgErr) || pgErr.Code != "23503" || pgErr.ConstraintName != "tenant_gone" {
+		t.Fatalf("a first phase that raced a delete: %v, want refused, tenant_gone", err)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM idempotency_keys WHERE tenant_id = 'ten_race'`); n != 0 {
+		t.Fatalf("%d keys of a deleted tenant", n)
 	}
 }

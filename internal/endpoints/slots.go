@@ -108,13 +108,12 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // clock) and the worker the place is held by. A worker whose presence ($5
 // its class) is lost (its session cut, as a failover cuts every one, and
 // not taken back yet) holds the place as nobody: others would take it for
-// dead, and the place counts until its until passes instead. A presence is
-// a lock held by a presence's session (application_name $6, which
-// pg_stat_activity shows to every role), in this database (advisory locks
-// are the database's, and another service's database on the server has
-// workers of the same ids), never another's transaction lock taken to test
-// it (purgeSlots). The place records the server it is claimed on
-// (purgeSlots). The number is the chain's recorded attempts and one:
+// dead, and the place counts until its until passes instead. Whether it
+// holds its presence, holds_presence says (migration 00028): a lock held by
+// a presence's session ($6 its application_name), in this database
+// (another service's database on the server has workers of the same ids),
+// never another's transaction lock taken to test it (purgeSlots). The
+// place records the server it is claimed on (purgeSlots). The number is the chain's recorded attempts and one:
 // the attempt is counted when it is recorded (countAttempt), so that one
 // that never recorded (its worker killed, its connection lost, before or
 // during the POST) is made again under the same number, not the schedule's
@@ -124,10 +123,7 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 const claimAttempt = `
 WITH held AS (
 	UPDATE webhook_sending SET until = now() + $2::interval, instance = pg_postmaster_start_time(),
-		worker = CASE WHEN EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-				AND l.classid::bigint = $5::integer AND l.objid::bigint = $3::integer AND l.objsubid = 2
-				AND l.granted AND a.application_name = $6) THEN $3::integer END
+		worker = CASE WHEN holds_presence($5, $3, $6) THEN $3::integer END
 	WHERE delivery_id = $1 AND until > now()
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
 	RETURNING delivery_id, worker),

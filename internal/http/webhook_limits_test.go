@@ -424,11 +424,14 @@ func TestWebhookDeadWorkersPlaceFreed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer alive.Close(ctx)
+	if _, err := alive.Exec(ctx, `SET application_name = '`+database.PresenceApplication+`'`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := alive.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, database.PresenceClass, other); err != nil {
 		t.Fatal(err)
 	}
-	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until, worker)
-SELECT min(id), $1, $2, now() + interval '1 hour', $3 FROM webhook_deliveries`, e, stacktest.AcmeID, other)
+	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until, worker, instance)
+SELECT min(id), $1, $2, now() + interval '1 hour', $3, pg_postmaster_start_time() FROM webhook_deliveries`, e, stacktest.AcmeID, other)
 	paidPayment(t, s, "dead-2")
 	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) == 1 })
 	// Two sweeps since it joined the line: the place still counts.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/example/payments/internal/database"
@@ -26,6 +27,13 @@ SELECT $1, $2, $3, $4, $5, $14, nullif($13, ''),
 	CASE WHEN final THEN now() END, CASE WHEN final THEN now() + $12::interval END
 FROM (SELECT $9::integer IS NOT NULL AS final) AS k
 RETURNING id, locked_at, created_at, finished_at, expires_at`
+
+// tenantWrites takes tenant $1's write lock, shared, for the transaction,
+// and refuses with SQLSTATE 23503 (tenant_gone) when the tenant is gone: a
+// delete of the tenant takes the lock alone before it looks for the
+// tenant's rows (migration 00029), so no first phase writes rows the
+// delete does not see, for a tenant re-created under the id to inherit.
+const tenantWrites = `SELECT tenant_writes($1)`
 
 // Reservation is a key being reserved in the first phase of its operation
 // (Reserve); Lease tells how it went once the phase's batch has run.
@@ -76,6 +84,9 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Resp
 		}
 		status, body, r.key.RecoveryPoint = &final.Status, final.Body, RecoveryFinished
 	}
+	// Its first statement: the tenant's write lock, shared with the other
+	// first phases, which a delete of the tenant waits for (tenants_in_use).
+	batch.Queue(tenantWrites, req.TenantID).Exec(func(pgconn.CommandTag) error { return nil })
 	batch.Queue(reserveKey, req.TenantID, req.Key, req.Method, req.Path, req.Fingerprint, req.Wait,
 		res.Type, res.ID, status, header, body, s.Retention, req.RequestID, req.Digest).QueryRow(func(row pgx.Row) error {
 		k := &r.key
@@ -98,6 +109,12 @@ func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Resp
 // the unique index of (tenant, key).
 const uniqueViolation = "23505"
 
+// tenantGone reports whether err is tenantWrites's refusal.
+func tenantGone(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == "tenant_gone"
+}
+
 // Lease is the outcome of the reservation, given err, what running its batch
 // returned, once the phase's transaction has ended (committed, or rolled
 // back on err): the new key, with its lock held when the request waits. The
@@ -118,6 +135,8 @@ func (r *Reservation) Lease(ctx context.Context, err error) (Lease, error) {
 			return Lease{}, err
 		}
 		return r.store.decide(ctx, r.req, key, locked || r.req.Wait)
+	case tenantGone(err):
+		return Lease{}, fmt.Errorf("%w: %w", ErrTenantGone, err)
 	case err != nil:
 		return Lease{}, err
 	}

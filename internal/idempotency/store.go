@@ -26,6 +26,9 @@ var (
 	ErrKeyMismatch = errors.New("idempotency key reused with a different request")
 	// ErrNotFound reports that no such key exists for the tenant.
 	ErrNotFound = errors.New("idempotency key not found")
+	// ErrTenantGone reports a request of a tenant deleted since it was
+	// authenticated: nothing of it was written.
+	ErrTenantGone = errors.New("the API key's tenant does not exist")
 	// ErrKeyExpired reports a retry under a key whose response was reaped:
 	// the request it stands for was executed, and is not executed again.
 	ErrKeyExpired = errors.New("idempotency key expired")

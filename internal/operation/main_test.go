@@ -104,7 +104,7 @@ func (f *fakeProcessor) make(key string, ledger *[]operation.LedgerEntry, entry 
 	return made, nil
 }
 
-func (f *fakeProcessor) Charge(_ context.Context, req payments.ChargeRequest) (operation.Outcome, error) {
+func (f *fakeProcessor) Charge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, error) {
 	out := operation.Outcome{ID: "ch_" + req.PaymentID, Succeeded: true}
 	if req.PaymentMethod == "pm_card_declined" {
 		out = operation.Outcome{ID: out.ID, FailureCode: "card_declined", FailureMessage: "Your card was declined."}
@@ -116,7 +116,10 @@ func (f *fakeProcessor) Charge(_ context.Context, req payments.ChargeRequest) (o
 	if held != nil && err == nil {
 		f.holding.Add(1)
 		defer f.holding.Add(-1)
-		<-held
+		select {
+		case <-held:
+		case <-ctx.Done():
+		}
 		return operation.Outcome{}, errUnknown
 	}
 	return out, err

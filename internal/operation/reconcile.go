@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -125,22 +126,40 @@ type Report struct {
 // tried and holds them for the lease ($2) in the name of this process ($3),
 // in one statement: what cannot be settled yet goes to the back, so it never
 // blocks what can, and a run that overlaps this one, or comes before this
-// one's lease ends, takes others. A claim of a process whose presence is
-// gone ($4 its class) holds nothing: the statement learns it by taking that
-// presence lock, as only a lock nobody holds can be taken.
+// one's lease ends, takes others. It returns each one's tried_at and
+// attempts as they were, for releaseUntried. A claim of a process whose
+// presence is gone ($4 its class) holds nothing: the statement learns it by
+// taking that presence lock, as only a lock nobody holds can be taken; but
+// only for a claim made on this server (claimed_on), since a failover cuts
+// every presence and the workers take theirs back a few seconds apart, and
+// the first back must not take the others' batches. A process whose own
+// presence is not back yet ($5 its sessions' application_name) claims as
+// nobody's, for the lease alone to free, as webhook places do.
 const claimMarked = `
 UPDATE reconciliations r SET tried_at = now(), attempts = r.attempts + 1,
-	claimed_until = now() + $2::interval, claimed_by = nullif($3::integer, 0)
+	claimed_until = now() + $2::interval, claimed_on = pg_postmaster_start_time(),
+	claimed_by = CASE WHEN holds_presence($4, $3, $5) THEN $3::integer END
 FROM (
-	SELECT resource_type, resource_id FROM reconciliations
+	SELECT resource_type, resource_id, tried_at, attempts FROM reconciliations
 	WHERE claimed_until IS NULL OR claimed_until <= now()
-		OR (claimed_by IS NOT NULL AND pg_try_advisory_xact_lock($4, claimed_by))
+		OR (claimed_by IS NOT NULL AND claimed_on = pg_postmaster_start_time() AND pg_try_advisory_xact_lock($4, claimed_by))
 	ORDER BY tried_at NULLS FIRST, marked_at, resource_id
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
 ) batch
 WHERE r.resource_type = batch.resource_type AND r.resource_id = batch.resource_id
-RETURNING r.resource_type, r.resource_id`
+RETURNING r.resource_type, r.resource_id, batch.tried_at, batch.attempts, r.claimed_until`
+
+// releaseUntried gives back the operations of a batch that its pass ran out
+// of time to try, as they were before the claim ($3 and $4: tried_at and
+// attempts), while the claim is still this pass's ($5 its claimed_until):
+// the next pass of any worker takes them at once, in their place in the
+// order, rather than after the lease.
+const releaseUntried = `
+UPDATE reconciliations r SET tried_at = u.tried_at, attempts = u.attempts, claimed_until = NULL, claimed_by = NULL
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[], $5::timestamptz[])
+	AS u (resource_type, resource_id, tried_at, attempts, claimed_until)
+WHERE r.resource_type = u.resource_type AND r.resource_id = u.resource_id AND r.claimed_until = u.claimed_until`
 
 // noteError notes why an operation is not settled yet, and frees it for the
 // next run.
@@ -164,14 +183,13 @@ func (r *Reconciler) Run(ctx context.Context) (Report, error) {
 // settled stays marked for a later run, behind the others.
 func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 	var report Report
-	rows, err := r.Ops.DB.Query(ctx, claimMarked, r.BatchSize, r.Lease, r.Worker, database.PresenceClass)
+	rows, err := r.Ops.DB.Query(ctx, claimMarked, r.BatchSize, r.Lease, r.Worker, database.PresenceClass, database.PresenceApplication)
 	if err != nil {
 		return report, fmt.Errorf("claim marked operations: %w", err)
 	}
-	type marked struct{ kind, id string }
 	batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (marked, error) {
 		var m marked
-		return m, row.Scan(&m.kind, &m.id)
+		return m, row.Scan(&m.kind, &m.id, &m.triedAt, &m.attempts, &m.claimedUntil)
 	})
 	if err != nil {
 		return report, fmt.Errorf("claim marked operations: %w", err)
@@ -196,13 +214,57 @@ func (r *Reconciler) Settle(ctx context.Context) (Report, error) {
 			}
 		})
 	}
-	for _, m := range batch {
-		next <- m
+	var untried []marked
+	for i, m := range batch {
+		select {
+		case next <- m:
+			continue
+		case <-ctx.Done():
+			untried = batch[i:]
+		}
+		break
 	}
 	close(next)
 	wg.Wait()
+	if err := r.release(ctx, untried); err != nil {
+		return report, err
+	}
 	return report, nil
 }
+
+// marked is an operation of a claimed batch, with what releaseUntried
+// restores.
+type marked struct {
+	kind, id     string
+	triedAt      pgtype.Timestamptz
+	attempts     int32
+	claimedUntil time.Time
+}
+
+// release gives back the operations of the batch that the pass, out of
+// time (ctx done), never tried: not counted as tried, free for the next
+// pass at once. It runs past ctx, for a moment.
+func (r *Reconciler) release(ctx context.Context, untried []marked) error {
+	if len(untried) == 0 {
+		return nil
+	}
+	kinds, ids := make([]string, len(untried)), make([]string, len(untried))
+	tried, attempts := make([]pgtype.Timestamptz, len(untried)), make([]int32, len(untried))
+	until := make([]time.Time, len(untried))
+	for i, m := range untried {
+		kinds[i], ids[i], tried[i], attempts[i], until[i] = m.kind, m.id, m.triedAt, m.attempts, m.claimedUntil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if _, err := r.Ops.DB.Exec(ctx, releaseUntried, kinds, ids, tried, attempts, until); err != nil {
+		return fmt.Errorf("release %d untried operations: %w", len(untried), err)
+	}
+	return nil
+}
+
+// releaseTimeout bounds what a pass writes once its time is up: giving
+// back what it did not try, noting why one it tried is not settled.
+const releaseTimeout = 5 * time.Second
 
 // settled is what came of one try of a marked operation.
 type settled int
@@ -240,7 +302,11 @@ func (r *Reconciler) settleOne(ctx context.Context, kind, id string) settled {
 	case err != nil:
 		span.RecordError(err)
 		r.Logger.WarnContext(ctx, "not settled yet", "resource_type", kind, "id", id, "err", err)
-		if _, noteErr := r.Ops.DB.Exec(ctx, noteError, kind, id, err.Error()); noteErr != nil {
+		// Noted even when the pass ran out of time in the middle of it,
+		// so that its claim is freed now, not at the lease's end.
+		note, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if _, noteErr := r.Ops.DB.Exec(note, noteError, kind, id, err.Error()); noteErr != nil {
 			r.Logger.WarnContext(ctx, "note reconciliation error", "id", id, "err", noteErr)
 		}
 		return settledNot

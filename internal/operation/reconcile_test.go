@@ -3,6 +3,7 @@ package operation_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -397,7 +398,8 @@ func TestReconcilerLeaseOfTheDead(t *testing.T) {
 		worker int32
 	}{{alive.ID, 7}, {dead.ID, 8}} {
 		h.mark(payments.Names.Type, p.id)
-		h.exec(`UPDATE reconciliations SET claimed_until = now() + interval '1 hour', claimed_by = $2 WHERE resource_id = $1`, p.id, p.worker)
+		h.exec(`UPDATE reconciliations SET claimed_until = now() + interval '1 hour', claimed_by = $2,
+			claimed_on = pg_postmaster_start_time() WHERE resource_id = $1`, p.id, p.worker)
 	}
 	// Worker 7 lives: its presence lock is held, on a session of its own.
 	conn, err := h.db.Pool.Acquire(t.Context())
@@ -418,5 +420,98 @@ func TestReconcilerLeaseOfTheDead(t *testing.T) {
 	}
 	if !h.marked(alive.ID) || h.proc.made(payments.Names.DownstreamKey(alive.ID)) != 0 {
 		t.Fatalf("the live worker's claim was taken: marked %t, %d calls", h.marked(alive.ID), h.proc.made(payments.Names.DownstreamKey(alive.ID)))
+	}
+}
+
+// TestReconcilerClaimsAfterFailover: a claim is judged by its worker's
+// presence only on the server it was made on: after a failover, which cuts
+// every presence, a batch claimed on the old primary holds for its lease,
+// its worker perhaps alive and not back yet. And a worker whose own
+// presence is not back claims as nobody's, which only the lease frees;
+// with its presence held, in its name.
+func TestReconcilerClaimsAfterFailover(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.rec.Lease = time.Hour
+	before := h.pay("pm_card_visa")
+	h.mark(payments.Names.Type, before.ID)
+	// Claimed by worker 8, whose presence nobody holds, on another server.
+	h.exec(`UPDATE reconciliations SET claimed_until = now() + interval '1 hour', claimed_by = 8,
+		claimed_on = pg_postmaster_start_time() - interval '1 day' WHERE resource_id = $1`, before.ID)
+
+	// This worker's presence is not back yet: it claims as nobody's.
+	h.rec.Worker = 9
+	p := h.pay("pm_card_visa")
+	h.mark(payments.Names.Type, p.ID)
+	release := make(chan struct{})
+	h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
+	done := make(chan operation.Report, 1)
+	go func() {
+		r, err := h.rec.Settle(t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	testwait.For(t, "the claim's call in flight", func() bool { return h.proc.holding.Load() == 1 })
+	if by := h.count(`SELECT count(*) FROM reconciliations WHERE resource_id = $1 AND claimed_by IS NULL AND claimed_until > now()`, p.ID); by != 1 {
+		t.Errorf("a worker without its presence claimed in its own name")
+	}
+	close(release)
+	<-done
+	if h.proc.made(payments.Names.DownstreamKey(before.ID)) != 0 || !h.marked(before.ID) {
+		t.Fatalf("the batch claimed on the old primary was taken: %d calls", h.proc.made(payments.Names.DownstreamKey(before.ID)))
+	}
+
+	// With its presence held, it claims in its name.
+	presence, err := database.HoldPresence(t.Context(), h.db.URL, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer presence.Close()
+	h.rec.Worker = presence.ID
+	q := h.pay("pm_card_visa")
+	h.mark(payments.Names.Type, q.ID)
+	hold := make(chan struct{})
+	h.proc.hold(payments.Names.DownstreamKey(q.ID), hold)
+	go func() {
+		r, err := h.rec.Settle(t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	testwait.For(t, "the second claim's call in flight", func() bool { return h.proc.holding.Load() == 1 })
+	if by := h.count(`SELECT count(*) FROM reconciliations WHERE resource_id = $1 AND claimed_by = $2`, q.ID, presence.ID); by != 1 {
+		t.Errorf("a worker with its presence did not claim in its name")
+	}
+	close(hold)
+	<-done
+}
+
+// TestReconcilerPassOutOfTime: a pass whose time runs out gives back what
+// of its batch it never tried, not counted as tried, free for the next pass
+// at once, and frees the one it was trying.
+func TestReconcilerPassOutOfTime(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.rec.Lease, h.rec.Parallel, h.rec.BatchSize = time.Hour, 1, 3
+	release := make(chan struct{})
+	defer close(release)
+	for range 3 {
+		p := h.pay("pm_card_visa")
+		h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
+		h.mark(payments.Names.Type, p.ID)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if _, err := h.rec.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.count(`SELECT count(*) FROM reconciliations WHERE claimed_until IS NULL`); n != 3 {
+		t.Errorf("%d of the batch of 3 free after the pass ran out of time, want 3", n)
+	}
+	if n := h.count(`SELECT count(*) FROM reconciliations WHERE attempts = 0 AND tried_at IS NULL`); n != 2 {
+		t.Errorf("%d of the 2 untried counted as never tried", n)
 	}
 }

@@ -90,6 +90,8 @@ func (r *Renderer) Rules() []operation.ErrorRule { return r.rules }
 var genericRules = []operation.ErrorRule{
 	rule(tenants.ErrUnauthorized, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key",
 		"Send your API key as Authorization: Bearer <key>."),
+	rule(idempotency.ErrTenantGone, http.StatusUnauthorized, "unauthorized", "Missing or unknown API key",
+		"The API key's tenant no longer exists."),
 	rule(ErrKeyMissing, http.StatusBadRequest, "idempotency_key_missing", "Idempotency-Key header required",
 		"Send a unique Idempotency-Key header, such as a UUID, with every POST, and the same one when you retry it."),
 	rule(idempotency.ErrKeyInvalid, http.StatusBadRequest, "idempotency_key_invalid", "Invalid Idempotency-Key", ""),
