@@ -17,6 +17,12 @@ type Jobs interface {
 	// Unfinished reports the jobs among jobIDs that the queue will still
 	// run, however late.
 	Unfinished(ctx context.Context, jobIDs []int64) (map[int64]bool, error)
+	// Abandoned lists the delivery jobs the queue finalized without
+	// completing them (discarded after their attempts, cancelled), in the
+	// order it finalized them, after cursor ("" for the first it keeps): a
+	// page of their deliveries and jobs, and the cursor after its last
+	// (cursor itself when the page is empty).
+	Abandoned(ctx context.Context, cursor string) (deliveryIDs, jobIDs []int64, next string, err error)
 }
 
 // ownJobs makes each job ($2) the one job of its delivery ($1): the only one

@@ -74,15 +74,18 @@ RETURNING w.delivery_id`
 // little longer than they count; a sweep with no line is one read.
 const SweepLineInterval = time.Second
 
-// SweepLines runs SweepLine every interval, and RejobOrphans every
-// OrphanLookInterval, until ctx ends. Every worker runs it, not River's
+// SweepLines runs SweepLine every interval, and RejobAbandoned and
+// RejobOrphans every OrphanLookInterval, until ctx ends. Every worker runs it, not River's
 // leader alone, so that neither a dead leader's term nor a new leader's
 // election holds a line up: sweeps of several workers may overlap, each
 // tenant's taken under its lock, and each orphan's under its row's.
 func (d *Deliverer) SweepLines(ctx context.Context, interval time.Duration, logger *slog.Logger) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var orphans orphanCursor
+	var (
+		orphans   orphanCursor
+		abandoned string
+	)
 	looked := time.Now()
 	for {
 		handed, err := d.SweepLine(ctx)
@@ -94,11 +97,16 @@ func (d *Deliverer) SweepLines(ctx context.Context, interval time.Duration, logg
 		}
 		if time.Since(looked) >= OrphanLookInterval {
 			looked = time.Now()
-			var rejobbed int
-			orphans, rejobbed, err = d.RejobOrphans(ctx, orphans)
+			var rejobbed, also int
+			abandoned, rejobbed, err = d.RejobAbandoned(ctx, abandoned)
+			if err != nil && ctx.Err() == nil {
+				logger.WarnContext(ctx, "look for deliveries whose job was abandoned", "err", err)
+			}
+			orphans, also, err = d.RejobOrphans(ctx, orphans)
 			if err != nil && ctx.Err() == nil {
 				logger.WarnContext(ctx, "look for pending deliveries without a job", "err", err)
 			}
+			rejobbed += also
 			if rejobbed > 0 {
 				logger.WarnContext(ctx, "pending deliveries whose job was gone given a new one", "deliveries", rejobbed)
 			}

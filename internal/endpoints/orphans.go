@@ -9,7 +9,10 @@ import (
 )
 
 // OrphanLookInterval is how often every worker looks for pending
-// deliveries whose job is gone (RejobOrphans), a page at a time.
+// deliveries whose job is gone: those of the jobs the queue abandoned since
+// its last look (RejobAbandoned), however many deliveries are pending, and
+// a page of the pending deliveries (RejobOrphans), for a job gone without a
+// trace (deleted by hand).
 const OrphanLookInterval = 10 * time.Second
 
 // orphanPage bounds how many pending deliveries one look reads.
@@ -78,11 +81,50 @@ func (d *Deliverer) RejobOrphans(ctx context.Context, cursor orphanCursor) (orph
 			ids, jobs = append(ids, p.id), append(jobs, p.job)
 		}
 	}
+	rejobbed, err := d.rejob(ctx, ids, jobs)
+	if err != nil {
+		return cursor, 0, err
+	}
+	return next, rejobbed, nil
+}
+
+// abandonedPages bounds the pages of abandoned jobs one look reads.
+const abandonedPages = 10
+
+// RejobAbandoned gives a new job to each pending delivery whose job the
+// queue abandoned (discarded, cancelled) after cursor, reading at most
+// abandonedPages pages of such jobs: a look reads what was abandoned since
+// the last one, not the pending deliveries, so a delivery is given a new
+// job within a look however many are pending. It returns where the next
+// look starts and how many it gave a job.
+func (d *Deliverer) RejobAbandoned(ctx context.Context, cursor string) (string, int, error) {
+	total := 0
+	for range abandonedPages {
+		ids, jobs, next, err := d.Jobs.Abandoned(ctx, cursor)
+		if err != nil {
+			return cursor, total, fmt.Errorf("list abandoned delivery jobs: %w", err)
+		}
+		n, err := d.rejob(ctx, ids, jobs)
+		if err != nil {
+			return cursor, total, err
+		}
+		total += n
+		if next == cursor {
+			break // none since
+		}
+		cursor = next
+	}
+	return cursor, total, nil
+}
+
+// rejob gives a new job to each delivery of ids whose job is still the one
+// of jobs found gone, and says how many.
+func (d *Deliverer) rejob(ctx context.Context, ids, jobs []int64) (int, error) {
 	if len(ids) == 0 {
-		return next, 0, nil
+		return 0, nil
 	}
 	var rejobbed []int64
-	err = pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, stillOrphans, ids, jobs)
 		var err error
 		if rejobbed, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
@@ -91,7 +133,7 @@ func (d *Deliverer) RejobOrphans(ctx context.Context, cursor orphanCursor) (orph
 		return enqueue(ctx, d.Jobs, tx, rejobbed...)
 	})
 	if err != nil {
-		return cursor, 0, fmt.Errorf("give orphaned deliveries a job: %w", err)
+		return 0, fmt.Errorf("give orphaned deliveries a job: %w", err)
 	}
-	return next, len(rejobbed), nil
+	return len(rejobbed), nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/tools/stacktest"
+	"github.com/example/payments/tools/testwait"
 )
 
 // TestWebhookLimits: a tenant's endpoints, an endpoint's live secrets and a
@@ -336,6 +337,36 @@ func TestWebhookOrphanRejobbed(t *testing.T) {
 	if log := deliveryLog(t, s, e.ID); len(log) != 2 {
 		t.Fatalf("%d attempts logged, want the failed one and the one its new job made", len(log))
 	}
+}
+
+// TestWebhookAbandonedAmongManyPending: a delivery whose job River
+// abandoned (cancelled, here) gets a new job within a look for orphans
+// however many deliveries are pending before it: the look reads what the
+// queue abandoned, not a page of the pending. Here 2,500 older deliveries
+// pending on a live job would take a look at 1,000 of them every 10 s
+// three looks to reach it.
+func TestWebhookAbandonedAmongManyPending(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+	h := newReceiver(t, 2)
+	e := registerWith(t, s, h)
+	paidPayment(t, s, "abandoned")
+	paidPayment(t, s, "live")
+	stacktest.WaitFor(t, "both first attempts, failed", func() bool { return len(deliveryLog(t, s, e.ID)) == 2 })
+	var orphan, live int64
+	if err := s.DB.Pool.QueryRow(t.Context(), `SELECT min(job), max(job) FROM webhook_deliveries WHERE status = 'pending'`).Scan(&orphan, &live); err != nil {
+		t.Fatal(err)
+	}
+	s.Exec(`INSERT INTO events (id, tenant_id, type, resource_id, data, created_at)
+SELECT 'evt_bulk_' || i, $1, 'payment.succeeded', 'pay_bulk', '{}', now() - interval '1 hour' FROM generate_series(1, 2500) i`, stacktest.AcmeID)
+	s.Exec(`INSERT INTO webhook_deliveries (tenant_id, endpoint_id, event_id, status, job, created_at)
+SELECT $1, $2, 'evt_bulk_' || i, 'pending', $3, now() - interval '1 hour' FROM generate_series(1, 2500) i`, stacktest.AcmeID, e.ID, live)
+	if _, err := s.Deliverer.Jobs.(jobs.Queue).Client.JobCancel(t.Context(), orphan); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Within(t, endpoints.OrphanLookInterval+5*time.Second, "the abandoned job's delivery given a new job", func() bool {
+		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND job NOT IN ($1, $2)`, orphan, live) == 1
+	})
 }
 
 // TestWebhookWaitingLine: deliveries over their endpoint's share wait in

@@ -175,6 +175,47 @@ func (q Queue) Unfinished(ctx context.Context, jobIDs []int64) (map[int64]bool, 
 	return unfinished, nil
 }
 
+// abandonedStates are the states of a job River finalized without
+// completing it.
+var abandonedStates = []rivertype.JobState{rivertype.JobStateDiscarded, rivertype.JobStateCancelled}
+
+// abandonedPage is how many abandoned delivery jobs Abandoned lists at once.
+const abandonedPage = 1000
+
+// Abandoned implements endpoints.Jobs: River lists the delivery jobs it
+// discarded or cancelled, by the time it finalized them, on its index of
+// finalized jobs; the cursor is River's own, marshalled.
+func (q Queue) Abandoned(ctx context.Context, cursor string) (deliveryIDs, jobIDs []int64, next string, err error) {
+	params := river.NewJobListParams().Kinds(DeliveryArgs{}.Kind()).States(abandonedStates...).
+		OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderAsc).First(abandonedPage)
+	if cursor != "" {
+		var after river.JobListCursor
+		if err := after.UnmarshalText([]byte(cursor)); err != nil {
+			return nil, nil, cursor, fmt.Errorf("read the cursor of abandoned jobs: %w", err)
+		}
+		params = params.After(&after)
+	}
+	res, err := q.Client.JobList(ctx, params)
+	if err != nil {
+		return nil, nil, cursor, fmt.Errorf("list abandoned delivery jobs: %w", err)
+	}
+	if len(res.Jobs) == 0 {
+		return nil, nil, cursor, nil
+	}
+	for _, job := range res.Jobs {
+		var args DeliveryArgs
+		if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+			return nil, nil, cursor, fmt.Errorf("read delivery job %d: %w", job.ID, err)
+		}
+		deliveryIDs, jobIDs = append(deliveryIDs, args.DeliveryID), append(jobIDs, job.ID)
+	}
+	text, err := res.LastCursor.MarshalText()
+	if err != nil {
+		return nil, nil, cursor, fmt.Errorf("keep the cursor of abandoned jobs: %w", err)
+	}
+	return deliveryIDs, jobIDs, string(text), nil
+}
+
 // unfinished asks River for the jobs among jobIDs in a live state, at most
 // maxListed at a time.
 func (q Queue) unfinished(ctx context.Context, jobIDs []int64) ([]*rivertype.JobRow, error) {
