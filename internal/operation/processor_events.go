@@ -83,6 +83,9 @@ INSERT INTO processor_events (id, type, downstream_key, resource_type, resource_
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, CASE WHEN $14::text IS NULL THEN NULL ELSE now() END)
 ON CONFLICT (id) DO NOTHING`
 
+// checkViolation is the SQLSTATE of a row a CHECK constraint refuses.
+const checkViolation = "23514"
+
 // ReceiveProcessorEvent records a verified processor event durably, in one
 // transaction with the job that will settle the operation it names, and
 // reports EventAccepted; a delivery of an event already recorded changes
@@ -119,7 +122,13 @@ func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) 
 	tag, err := tx.Exec(ctx, recordProcessorEvent, ev.ID, ev.Type, ev.DownstreamKey, Nullable(resourceType), Nullable(id),
 		Nullable(ev.Outcome.ID), ev.Outcome.Succeeded, Nullable(ev.Outcome.Status), Nullable(ev.Outcome.FailureCode), Nullable(ev.Outcome.FailureMessage),
 		ev.Amount, Nullable(ev.Currency), ev.Payload, result)
-	if err != nil {
+	switch {
+	case database.IsCode(err, checkViolation) || database.IsDataException(err):
+		// A value no event of any kind can hold (a status that names no
+		// state, a NUL in text): the event's fault, answered as such, so
+		// that the processor stops sending it rather than retrying a 500.
+		return "", fmt.Errorf("%w: %w", ErrEventMalformed, err)
+	case err != nil:
 		return "", fmt.Errorf("record processor event: %w", err)
 	}
 	if tag.RowsAffected() == 0 {

@@ -2,6 +2,7 @@ package operation_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -264,6 +265,16 @@ func TestProcessorEvents(t *testing.T) {
 		}
 		if h.jobs.next != 0 {
 			t.Fatalf("jobs staged for unknown operations: %d", h.jobs.next)
+		}
+		// A status that names no state of any kind cannot be stored: the
+		// event is malformed (a 400 the processor stops retrying), not a
+		// failure of the service's, and nothing is recorded.
+		bad := event("charge.succeeded", "someone_elses_key", operation.Outcome{ID: "ch_2", Succeeded: true, Status: "Not A State"}, 100, "USD")
+		if _, err := h.svc.ReceiveProcessorEvent(t.Context(), bad); !errors.Is(err, operation.ErrEventMalformed) {
+			t.Fatalf("an unknown key's event with a status no state has: %v, want ErrEventMalformed", err)
+		}
+		if h.reviewed(operation.ReviewEventUnknownOperation, bad.ID) {
+			t.Fatal("the malformed event was recorded")
 		}
 	})
 
