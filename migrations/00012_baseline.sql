@@ -4,6 +4,7 @@
 -- upgraded in place). The fake processor's schema is its own, migrated by the
 -- fake processor (tools/fakeprocessor/migrations). River's tables come from
 -- River's own migrator, in the same command.
+-- squawk-ignore-file require-lock-timeout, require-statement-timeout -- every table is created in this migration, empty
 -- +goose StatementBegin
 DO $$
 BEGIN
@@ -49,6 +50,7 @@ CREATE TABLE idempotency_keys (
     resource_type       text,
     resource_id         text,
     job_id              bigint,
+    -- squawk-ignore prefer-bigint-over-int -- an HTTP status
     response_status     integer,
     response_headers    jsonb,
     response_body       bytea,
@@ -130,6 +132,7 @@ CREATE TABLE reconciliations (
     resource_id   text NOT NULL,
     marked_at     timestamptz NOT NULL DEFAULT now(),
     tried_at      timestamptz,
+    -- squawk-ignore prefer-bigint-over-int -- a count of reconciliation tries
     attempts      integer NOT NULL DEFAULT 0,
     last_error    text,
     PRIMARY KEY (resource_type, resource_id)
@@ -212,6 +215,7 @@ CREATE TABLE webhook_deliveries (
     endpoint_id  text NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
     event_id     text NOT NULL REFERENCES events (id),
     status       text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+    -- squawk-ignore prefer-bigint-over-int -- a count of attempts at one delivery
     attempts     integer NOT NULL DEFAULT 0,
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL DEFAULT now(),
@@ -228,8 +232,11 @@ CREATE TABLE webhook_delivery_attempts (
     delivery_id   bigint NOT NULL REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
     endpoint_id   text NOT NULL REFERENCES webhook_endpoints (id) ON DELETE CASCADE,
     event_id      text NOT NULL,
+    -- squawk-ignore prefer-bigint-over-int -- the number of an attempt at one delivery
     attempt       integer NOT NULL,
+    -- squawk-ignore prefer-bigint-over-int -- an HTTP status
     status_code   integer,
+    -- squawk-ignore prefer-bigint-over-int -- an attempt's duration in milliseconds (2^31 are 24 days)
     duration_ms   integer NOT NULL,
     error         text,
     next_retry_at timestamptz,

@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- The deliveries waiting for a place among the attempts in flight
 -- (webhook_sending), oldest first. A delivery in line has no job: the
 -- attempt that ends hands its place to the oldest waiting for its endpoint,

@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- The jobs first phases staged and the relay has not yet put in River's
 -- queue: the service's own outbox. A first phase writes its row in the batch
 -- of its key, the cheapest insert it can make; the relay in the workers moves

@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- The tables every first phase writes carry their tenant without a foreign
 -- key. A foreign key locks the tenant's one row (FOR KEY SHARE) in every
 -- insert: all of a tenant's concurrent first phases share that lock, each

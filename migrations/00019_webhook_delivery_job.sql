@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- The job that may make a delivery's attempts: the last one inserted for it,
 -- written in the transaction that inserts it. A job of a worker that died
 -- stays running until River rescues it, and by then a newer job may have

@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- SHA-256 over a key's request exactly as received (method, path and the
 -- body's raw bytes; idempotency.Digest), beside the fingerprint of its
 -- canonical JSON. A retry sends the same bytes: a digest that matches

@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- The tables every finishing transaction writes carry their tenant without a
 -- foreign key either, as the first phase's do (00018): the event each
 -- operation stages as it finishes, and its deliveries. A foreign key to the

@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- A finishing transaction fans its event out to the deliveries with its first
 -- read, before the event's own insert, which goes with its COMMIT: a
 -- delivery's reference to its event is checked at the commit. Deleting an

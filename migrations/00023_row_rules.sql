@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- The rules of the rows every operation writes (its key, and its payment or
 -- refund) are checked by a trigger on each table instead of CHECK
 -- constraints: the same rules, failing with the same SQLSTATE (23514,

@@ -1,5 +1,8 @@
 -- +goose Up
 
+SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
+
 -- A tenant that still has rows is never deleted. The tables every operation
 -- writes carry their tenant without a foreign key (00018, 00021), so no
 -- foreign key refuses the delete; a tenant re-created under the same id
