@@ -11,6 +11,7 @@
 -- never judged so. Nullable columns without a default: changes of the
 -- catalog only.
 SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
 ALTER TABLE webhook_sending ADD COLUMN instance timestamptz;
 ALTER TABLE reconciliations ADD COLUMN claimed_on timestamptz;
 

@@ -13,6 +13,7 @@
 -- tenants whose ids hash alike only wait for each other's deletes.
 -- Only functions change: no table is locked or read.
 SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
 
 -- +goose StatementBegin
 CREATE FUNCTION tenant_writes(tenant text) RETURNS void LANGUAGE plpgsql VOLATILE AS $$
