@@ -44,3 +44,15 @@ func Every(ctx context.Context, interval time.Duration, do func()) {
 		do()
 	}
 }
+
+// Sleep waits for d, or until ctx ends, and returns ctx's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

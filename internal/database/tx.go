@@ -319,3 +319,10 @@ func Later(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
 	_, err := tx.Exec(ctx, sql, args...)
 	return err
 }
+
+// AsyncCommit, queued first in a transaction, spares its commit the wait for
+// the disk: for a count a crash may forget (a rate limit's), whose row is
+// then held for the statement and the commit only. It is local to the
+// transaction, so it outlives nothing (a pooler may hand the connection to
+// anyone next).
+const AsyncCommit = `SET LOCAL synchronous_commit TO off`

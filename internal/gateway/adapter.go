@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -62,6 +63,10 @@ type Options struct {
 	// Tracer makes each request a client span; nil means the global
 	// provider.
 	Tracer trace.TracerProvider
+	// Pace keeps the requests within the processor's rate limit, across
+	// every worker (PROCESSOR_RATE_LIMIT); nil means none. An adapter's
+	// client sends every request through Paced.
+	Pace *Pace
 }
 
 // Webhooks is how the API takes the processor's webhooks: verified on the
@@ -109,6 +114,29 @@ func Unknown(err error) error {
 		return err
 	}
 	return fmt.Errorf("%w: %w", operation.ErrProcessorUnknown, err)
+}
+
+// TooManyRequests wraps err, a processor's 429 answer, in
+// operation.ErrNotSent: nothing was executed, and the request is made again
+// under its key after the wait h asks for in Retry-After (seconds, or an
+// HTTP date), if any.
+func TooManyRequests(err error, h http.Header) error {
+	return operation.NotSent(err, retryAfter(h.Get("Retry-After"), time.Now()))
+}
+
+// retryAfter is the wait a Retry-After value asks for at now: zero when
+// there is none, or it cannot be read.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil {
+		return time.Duration(max(s, 0)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
 }
 
 // SavedFailure wraps err, a failure the processor saved for the call's key

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/database"
 )
 
 // ReapPace paces the reaper beside the service's own writes.
@@ -125,7 +127,7 @@ func (s *Store) Reap(ctx context.Context, p ReapPace) (expired, deleted int, err
 			pause := time.Duration(float64(took) * p.Pause)
 			step = max(step, took+pause)
 			if pause > 0 && left > 0 {
-				if err := sleep(ctx, pause); err != nil {
+				if err := database.Sleep(ctx, pause); err != nil {
 					return expired, deleted, err
 				}
 			}
@@ -190,16 +192,4 @@ func (st *reapStage) batch() error {
 	*st.n += n
 	st.done = n < st.limit
 	return nil
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

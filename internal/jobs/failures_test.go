@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -145,6 +146,41 @@ func TestProcessorOutage(t *testing.T) {
 	}
 	if n := s.ChargesAtProcessor(p.ID); n != 1 {
 		t.Fatalf("processor charges = %d, want 1", n)
+	}
+}
+
+// TestRateLimitedSpendsNoAttempt: a processor that answers most calls 429
+// (two a second, eight payments at once) executed nothing, and each call is
+// made again under the same key after the Retry-After, without spending the
+// retry budget: with a budget of one attempt, every payment succeeds by its
+// worker, charged once, none handed to the reconciler.
+func TestRateLimitedSpendsNoAttempt(t *testing.T) {
+	t.Parallel()
+	s := stacktest.New(t, stacktest.Options{MaxAttempts: 1, Chaos: fakeprocessor.Chaos{RateLimit: 2}})
+	s.StartWorker()
+	const n = 8
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = paymentOf(t, s.Pay(acme, fmt.Sprintf("limited-%d", i), pay("pm_card_visa"), "Prefer", "respond-async").Body).ID
+	}
+	stacktest.WaitFor(t, "every payment to settle", func() bool {
+		return s.Count(`SELECT count(*) FROM payments WHERE status <> 'processing'`) == n
+	})
+	for i, id := range ids {
+		if res := s.Pay(acme, fmt.Sprintf("limited-%d", i), pay("pm_card_visa")); res.Status != http.StatusCreated {
+			t.Errorf("payment %s: %d %s", id, res.Status, res.Body)
+		}
+		// Its ledger, read directly: the processor limits its lookups too.
+		if c := s.Count(`SELECT count(*) FROM processor.charges WHERE payment_id = $1`, id); c != 1 {
+			t.Errorf("payment %s charged %d times", id, c)
+		}
+		if marked(s, id) {
+			t.Errorf("payment %s handed to the reconciler", id)
+		}
+	}
+	if snoozes := s.Count(`SELECT coalesce(sum((metadata->>'snoozes')::int), 0) FROM river_job
+		WHERE kind = 'drive_operation' AND args->>'resource_type' = 'payment'`); snoozes < n-2 {
+		t.Errorf("%d snoozes: the processor's 429s never came", snoozes)
 	}
 }
 

@@ -43,15 +43,21 @@ type OperationWorker struct {
 // Work runs the operation's remaining phases; River completes the job once
 // it returns. A job of a kind that is not declared is
 // cancelled: no retry would find it declared. A run that failed only because
-// the database went away is snoozed (waitForDatabase), its attempt not
-// spent: a failover costs an operation none of its retry budget. A run cut
+// the database went away, or whose call the processor did not execute (a
+// 429, no turn under its rate limit), is snoozed, its attempt not spent: for
+// the processor's Retry-After where it gave one, else as an error would
+// wait (waitForDatabase). A failover or the processor's rate limit costs an
+// operation none of its retry budget. A run cut
 // by the job's own deadline (JOB_TIMEOUT) is an attempt like any other.
 func (w *OperationWorker) Work(ctx context.Context, job *river.Job[OperationArgs]) error {
 	if _, err := w.Ops.Kinds.Kind(job.Args.ResourceType); err != nil {
 		return river.JobCancel(err)
 	}
 	err := w.Ops.Run(ctx, job.Args.ResourceType, job.Args.ID, job.Attempt)
-	if operation.DatabaseWentAway(ctx, err) {
+	if wait, notSent := operation.RetryAfter(err); notSent && wait > 0 {
+		return river.JobSnooze(wait)
+	}
+	if operation.Unspent(ctx, err) {
 		return waitForDatabase(w.Backoff, job.JobRow)
 	}
 	return stopWhenHandedOff(err)

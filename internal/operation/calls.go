@@ -40,6 +40,9 @@ const (
 	// ErrProcessorUnknown: a timeout, a lost connection, a 5xx, 409 or 429,
 	// an unreadable answer), asked again later.
 	CallUnknown = "unknown_outcome"
+	// CallNotSent is a call the processor did not execute (ErrNotSent: a
+	// 429, or no turn under its rate limit).
+	CallNotSent = "not_sent"
 	// CallError is a call that failed otherwise: a closed key, a request
 	// refused before it was sent.
 	CallError = "error"
@@ -47,13 +50,15 @@ const (
 
 // CallOutcomes lists every outcome of a call, for metrics that start at
 // zero.
-var CallOutcomes = []string{CallOK, CallUnknown, CallError}
+var CallOutcomes = []string{CallOK, CallUnknown, CallNotSent, CallError}
 
 // CallOutcome is the outcome of a call that returned err.
 func CallOutcome(err error) string {
 	switch {
 	case err == nil:
 		return CallOK
+	case errors.Is(err, ErrNotSent):
+		return CallNotSent
 	case errors.Is(err, ErrProcessorUnknown):
 		return CallUnknown
 	}

@@ -40,6 +40,10 @@ type Processor struct {
 	// is a waiting outcome (Outcome.Waiting), and the kind declares a state
 	// that waits for it. Every other kind's operations settle at once.
 	ByWebhook []string
+	// RateLimit is the requests a second the processor takes of the
+	// account, from every worker together: the default of
+	// PROCESSOR_RATE_LIMIT (gateway.Pace). Zero means it declares none.
+	RateLimit float64
 	// PaymentMethod is the shape of the payment methods the processor takes.
 	PaymentMethod Format
 	// Amounts is what the processor takes in each currency, checked by the

@@ -352,6 +352,26 @@ func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
 	return report, nil
 }
 
+// ledgerPage is one page of k's ledger, asked again, after the wait it asks
+// for, while the processor did not execute the request (ErrNotSent: no turn
+// under its rate limit, which serves the ledger last), until ctx ends.
+func ledgerPage(ctx context.Context, k Kind, since time.Time, cursor string) ([]LedgerEntry, string, error) {
+	ctx = WithShare(ctx, ShareLedger)
+	for {
+		page, next, err := k.Ledger(ctx, since, cursor)
+		wait, notSent := RetryAfter(err)
+		if !notSent {
+			return page, next, err
+		}
+		if err := database.Sleep(ctx, max(wait, ledgerRetry)); err != nil {
+			return nil, "", fmt.Errorf("%w (waiting for a turn after: %w)", err, ctx.Err())
+		}
+	}
+}
+
+// ledgerRetry is the least wait before a ledger page not sent is asked again.
+const ledgerRetry = 100 * time.Millisecond
+
 // compare walks one side of the processor's ledger over the window, page by
 // page, at any volume. An entry for an operation still processing is a
 // repair: the operation is marked, and a run records the entry. Anything else
@@ -366,7 +386,7 @@ func (r *Reconciler) compare(ctx context.Context, k Kind) (repaired, flagged int
 	since, cutoff := now.Add(-r.Window), now.Add(-r.Grace)
 	cursor := ""
 	for {
-		page, next, err := k.Ledger(ctx, since, cursor)
+		page, next, err := ledgerPage(ctx, k, since, cursor)
 		if err != nil {
 			return repaired, flagged, fmt.Errorf("list processor %ss: %w", n.Object, err)
 		}

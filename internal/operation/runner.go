@@ -88,12 +88,16 @@ const (
 	// AttemptUnknown is an attempt whose processor outcome is unknown: it is
 	// tried again, with the same downstream key.
 	AttemptUnknown = "unknown_outcome"
+	// AttemptNotSent is an attempt whose call the processor did not execute
+	// (ErrNotSent: a 429, or no turn under its rate limit): made again
+	// under the same key, its attempt not spent.
+	AttemptNotSent = "not_sent"
 	// AttemptFailed is an attempt that failed otherwise (the store, say).
 	AttemptFailed = "failed"
 )
 
 // AttemptResults lists every attempt result, for metrics that start at zero.
-var AttemptResults = []string{AttemptOK, AttemptUnknown, AttemptFailed}
+var AttemptResults = []string{AttemptOK, AttemptUnknown, AttemptNotSent, AttemptFailed}
 
 // Results of reconciliation, for Observer.Reconciliation.
 const (
@@ -126,6 +130,8 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 	if o.Observer != nil {
 		result := AttemptOK
 		switch {
+		case errors.Is(err, ErrNotSent):
+			result = AttemptNotSent
 		case errors.Is(err, ErrProcessorUnknown):
 			result = AttemptUnknown
 		case err != nil:
@@ -141,7 +147,7 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 		span.AddEvent("outcome unknown: retry with the same downstream key", trace.WithAttributes(
 			attribute.Int("attempt", attempt), attribute.Int("max_attempts", o.MaxAttempts), attribute.String("error", err.Error())))
 	}
-	if err == nil || (attempt < o.MaxAttempts && !awaiting) || DatabaseWentAway(ctx, err) {
+	if err == nil || (attempt < o.MaxAttempts && !awaiting) || Unspent(ctx, err) {
 		return err
 	}
 	span.AddEvent("handed to the reconciler", trace.WithAttributes(attribute.Int("attempt", attempt), attribute.Bool("awaiting_processor", awaiting)))
@@ -166,6 +172,14 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 // outlasting JOB_TIMEOUT reaches the reconciler.
 func DatabaseWentAway(ctx context.Context, err error) bool {
 	return !errors.Is(err, ErrProcessorUnknown) && database.WentAway(ctx, err)
+}
+
+// Unspent reports whether an attempt that failed with err spends none of
+// the retry budget: the database went away (DatabaseWentAway), or the
+// processor did not execute its call (ErrNotSent). Its job waits and runs
+// the attempt again under its number (jobs.OperationWorker).
+func Unspent(ctx context.Context, err error) bool {
+	return DatabaseWentAway(ctx, err) || errors.Is(err, ErrNotSent)
 }
 
 // LearnOutcome runs only the outcome phase of operation id of resourceType,
@@ -306,7 +320,7 @@ func (o *Runner) learn(ctx context.Context, k Kind, id string, p Pending, reconc
 			return outcome{}, fmt.Errorf("%w: %s %s: the processor has no lookup; its webhook settles the operation", ErrAwaitingProcessor, n.Type, id)
 		}
 	}
-	out, err := p.Make(ctx)
+	out, err := p.Make(WithShare(ctx, ShareCall))
 	switch {
 	case errors.Is(err, ErrKeyClosed) && o.Processor.Fence:
 		// Another runner gave up first: closing again answers what it learned.

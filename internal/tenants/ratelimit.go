@@ -32,13 +32,6 @@ ON CONFLICT (tenant_id) DO UPDATE SET
 	count = CASE WHEN r.window_start + $2::interval > now() THEN r.count + 1 ELSE 1 END
 RETURNING count, extract(epoch FROM window_start + $2::interval - now())::float8`
 
-// asyncCommit spares the count the wait for the disk: a crash may forget
-// the last counts of a window, which at worst lets a few more requests in,
-// and the row is held for the statement and the commit only. It is local to
-// the transaction, so it outlives nothing (a pooler may hand the connection
-// to anyone next).
-const asyncCommit = `SET LOCAL synchronous_commit TO off`
-
 // Allow counts a request of the tenant and reports whether it is within the
 // limit; when not, how long until the window ends. It costs one round trip:
 // the BEGIN, the count and the COMMIT go together.
@@ -53,7 +46,7 @@ func (l *Limiter) Allow(ctx context.Context, tenantID string) (bool, time.Durati
 		left  float64
 	)
 	b := &pgx.Batch{}
-	b.Queue(asyncCommit)
+	b.Queue(database.AsyncCommit)
 	b.Queue(countRequest, tenantID, l.Window).QueryRow(func(row pgx.Row) error { return row.Scan(&count, &left) })
 	if err := tx.CommitWith(ctx, b); err != nil {
 		return false, 0, fmt.Errorf("count request: %w", err)

@@ -157,6 +157,9 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	if err := r.endToEndModes(insertRef, insert); err != nil {
 		return err
 	}
+	if err := r.slowModes(insert); err != nil {
+		return err
+	}
 	if cfg.BigTable > 0 {
 		if err := r.bigTableMode(insertRef); err != nil {
 			return err
@@ -273,7 +276,6 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 		return nil, err
 	}
 	wcfg.Processor.Settings.(*fake.Settings).URL = "http://" + p.Addr()
-	wcfg.Concurrency = 32
 	s.worker = wcfg
 	if s.w, err = worker.New(ctx, wcfg, logger); err != nil {
 		return nil, err
@@ -355,6 +357,12 @@ func (s *stack) drain(ctx context.Context, pool *pgxpool.Pool) error {
 	if s.workerCancel == nil {
 		return nil
 	}
+	return drainPayments(ctx, pool)
+}
+
+// drainPayments waits until no payment is left processing, as drain does,
+// whichever worker settles them.
+func drainPayments(ctx context.Context, pool *pgxpool.Pool) error {
 	left, progressed := -1, time.Now()
 	for {
 		var n int

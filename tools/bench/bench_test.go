@@ -40,9 +40,9 @@ func TestRun(t *testing.T) {
 func checkResults(t *testing.T, report bench.Report, out string) {
 	t.Helper()
 	results := report.Results
-	// Eleven modes, four of them in turns with a reference of their own.
-	if len(results) != 15 {
-		t.Fatalf("%d results, want 15:\n%s", len(results), out)
+	// Thirteen modes, four of them in turns with a reference of their own.
+	if len(results) != 17 {
+		t.Fatalf("%d results, want 17:\n%s", len(results), out)
 	}
 	for _, r := range results {
 		if r.Ops == 0 || r.PerSecond <= 0 {
@@ -72,8 +72,8 @@ func checkResults(t *testing.T, report bench.Report, out string) {
 		t.Errorf("no table:\n%s", out)
 	}
 	// Every floor is read off the run, whether it held or not.
-	if len(report.Floors) != 6 {
-		t.Errorf("%d floors, want 6:\n%s", len(report.Floors), out)
+	if len(report.Floors) != 7 {
+		t.Errorf("%d floors, want 7:\n%s", len(report.Floors), out)
 	}
 	for _, f := range report.Floors {
 		if f.Measured == "" {

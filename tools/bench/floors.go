@@ -53,6 +53,7 @@ func Floors(results []Result, peakRSS int64) []Floor {
 		ratio("new keys, async, worker stopped, to the insert ceiling", newKeysMode, 0.18),
 		ratio("replays, to the bare one-SELECT handler", replaysMode, 0.7),
 		ratio("payments end to end, to the insert ceiling", endToEndMode, 0.04),
+		ratio("payments end to end behind a processor at 500 ms, to one at 0 ms", slowBehind, 0.8),
 	}
 	const p99Most = 25 * time.Millisecond
 	e2e4 := Floor{What: "payments end to end, 4 clients, p99", Bound: "at most " + p99Most.String()}

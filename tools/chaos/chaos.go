@@ -358,7 +358,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 		s.processor, err = newSimulator(cfg, procAddr, s.apiURLs[0]+"/v1/processor/webhooks", s.webhookSecret)
 		apiProcessor = []string{"PROCESSOR=stripe", "STRIPE_WEBHOOK_SECRET=" + s.webhookSecret}
 		workerProcessor = []string{"PROCESSOR=stripe", "STRIPE_API_BASE=http://" + procAddr, "STRIPE_API_KEY=" + simAPIKey,
-			fmt.Sprintf("STRIPE_RATE_LIMIT=%d", simRateLimit/2-1)}
+			fmt.Sprintf("PROCESSOR_RATE_LIMIT=%d", simRateLimit*9/10)}
 	} else {
 		s.processor, err = newProc("processor", "processor", filepath.Join(cfg.Bin, "fakeprocessor"), cfg.Logs, "http://"+procAddr+"/healthz",
 			append(common, "PROCESSOR_ADDR="+procAddr, "PROCESSOR_INTERNAL_ADDR=127.0.0.1:0", "PROCESSOR_FAIL_RATE=0.1", "PROCESSOR_DROP_RATE=0.05",

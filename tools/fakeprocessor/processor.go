@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 
 	"github.com/example/payments/internal/tracing"
 	"github.com/example/payments/internal/webhook"
@@ -69,6 +70,11 @@ type Chaos struct {
 	DropRate float64
 	// Latency is added before every /v1 request is handled.
 	Latency time.Duration
+	// RateLimit, when set, is the /v1 requests a second the processor
+	// takes (a burst as large); the others are answered 429 with
+	// Retry-After, before anything is read, as a real processor's rate
+	// limit answers.
+	RateLimit float64
 	// ExecLatency is the time the card network takes to execute a charge or
 	// a refund. It is spent inside the operation's transaction, after its key
 	// is reserved and before it commits, whether or not the caller is still
@@ -173,7 +179,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.latency)
+		r.Use(s.rateLimit(), s.latency)
 		for _, o := range objects {
 			o.routes(r, s)
 		}
@@ -198,6 +204,8 @@ func validate(cfg *Config) error {
 		return fmt.Errorf("chaos drop rate %v is not between 0 and 1", c.DropRate)
 	case c.Latency < 0:
 		return errors.New("chaos latency is negative")
+	case c.RateLimit < 0:
+		return errors.New("chaos rate limit is negative")
 	case c.ExecLatency < 0:
 		return errors.New("chaos exec latency is negative")
 	case c.ExecLatency >= execTimeout:
@@ -254,6 +262,27 @@ func (s *Server) now() time.Time {
 // set, so an injected Rand sees a predictable sequence.
 func (s *Server) chance(rate float64) bool {
 	return rate > 0 && s.cfg.Chaos.Rand() < rate
+}
+
+// rateLimit answers 429, with Retry-After, the requests past the chaos rate
+// limit.
+func (s *Server) rateLimit() func(http.Handler) http.Handler {
+	perSecond := s.cfg.Chaos.RateLimit
+	if perSecond <= 0 {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	turns := rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond)))
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !turns.Allow() {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusTooManyRequests, apiError{Type: typeInvalidRequest, Code: "rate_limit",
+					Message: "Too many requests hit the API too quickly."})
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // latency delays every request by the configured chaos latency.

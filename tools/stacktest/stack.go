@@ -276,6 +276,7 @@ func (s *Stack) startProcessor(ctx context.Context, opts Options, logger *slog.L
 	pcfg.DatabaseURL, pcfg.Addr, pcfg.InternalAddr, pcfg.TimeoutHang = s.DB.URL, "127.0.0.1:0", "127.0.0.1:0", 10*time.Second
 	pcfg.TracerProvider = tracerProvider(opts.Spans, "fakeprocessor")
 	pcfg.FailRate, pcfg.DropRate, pcfg.Latency, pcfg.ExecLatency = opts.Chaos.FailRate, opts.Chaos.DropRate, opts.Chaos.Latency, opts.Chaos.ExecLatency
+	pcfg.RateLimit = opts.Chaos.RateLimit
 	if opts.ProcessorWebhooks {
 		pcfg.WebhookURL, pcfg.WebhookSecret, pcfg.WebhookPollInterval = s.API.URL+"/v1/processor/webhooks", webhookSecret, 50*time.Millisecond
 		pcfg.WebhookDropRate, pcfg.WebhookDuplicateRate, pcfg.WebhookDelay = opts.Chaos.WebhookDropRate, opts.Chaos.WebhookDuplicateRate, opts.Chaos.WebhookDelay

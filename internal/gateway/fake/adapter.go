@@ -47,7 +47,7 @@ func (s *Settings) Calls(opts gateway.Options) (any, error) {
 	if s.URL == "" {
 		return nil, fmt.Errorf("PROCESSOR_URL is required with PROCESSOR=fake")
 	}
-	c := New(s.URL, opts.Timeout).Traced(opts.Tracer)
+	c := New(s.URL, opts.Timeout).Paced(opts.Pace).Traced(opts.Tracer)
 	c.PageSize = opts.PageSize
 	return c, nil
 }

@@ -63,6 +63,14 @@ func New(baseURL string, timeout time.Duration) *Client {
 	}
 }
 
+// Paced returns a copy of c whose every request waits for its turn of pace
+// (gateway.Paced); nil pace is no limit.
+func (c *Client) Paced(pace *gateway.Pace) *Client {
+	paced := *c
+	paced.http = &http.Client{Timeout: c.http.Timeout, Transport: gateway.Paced(c.http.Transport, pace)}
+	return &paced
+}
+
 // Traced returns a copy of c whose every call is a client span, a child of
 // the span in its context, and sends that span's context to the processor
 // as traceparent, so that the processor's work joins the operation's trace.
@@ -156,7 +164,9 @@ func (c *Client) postJSON(ctx context.Context, path, key string, v any) (int, []
 
 // do sends one request and reads the whole answer. Any failure to get a
 // complete answer — timeout, refused or reset connection, early EOF — wraps
-// operation.ErrProcessorUnknown: the request may have been executed.
+// operation.ErrProcessorUnknown: the request may have been executed. A 429,
+// which executed nothing, is operation.ErrNotSent (gateway.TooManyRequests),
+// as is a request that had no turn under the processor's rate limit.
 func (c *Client) do(ctx context.Context, method, path, key string, body []byte) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
@@ -181,6 +191,10 @@ func (c *Client) do(ctx context.Context, method, path, key string, body []byte) 
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return 0, nil, fmt.Errorf("%w: read answer: %w", operation.ErrProcessorUnknown, err)
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		apiErr, _ := decodeError(resp.StatusCode, b)
+		return 0, nil, gateway.TooManyRequests(apiErr, resp.Header)
 	}
 	return resp.StatusCode, b, nil
 }

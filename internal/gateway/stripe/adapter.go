@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/example/payments/internal/gateway"
@@ -30,8 +31,6 @@ type Settings struct {
 	APIBase string        `envconfig:"STRIPE_API_BASE" desc:"Stripe's API (unset: https://api.stripe.com; a local stripe-mock in tests)"`
 	// WebhookSecret verifies Stripe's webhooks; it may hold the old and the
 	// new secret during a rotation.
-	// RateLimit paces the worker's requests (pace.go).
-	RateLimit     float64 `envconfig:"STRIPE_RATE_LIMIT" default:"20" desc:"requests a second this worker makes of Stripe, its share of the account's rate limit (25 a second in test mode, 100 in live mode, for every worker together): the calls that make operations first, then lookups, fences and the ledger"`
 	WebhookSecret Secrets `envconfig:"STRIPE_WEBHOOK_SECRET" desc:"the signing secrets of Stripe's webhook endpoint, whsec_... as its dashboard shows them, comma-separated during a rotation (unset: every processor webhook is refused)"`
 }
 
@@ -40,13 +39,24 @@ var paymentMethods = regexp.MustCompile(`^pm_[A-Za-z0-9_]+$`)
 
 // Processor implements gateway.Settings: Stripe is asked what was made under
 // a key (its lists), has the fence of the package doc, lists its ledger in
-// pages of up to DefaultPageSize, keeps its keys KeyRetention, takes the
-// amounts of amountRule and settles charges and refunds at once (a status
+// pages of up to DefaultPageSize, keeps its keys KeyRetention, takes
+// RateLimit requests a second in the key's mode, takes the amounts of
+// amountRule and settles charges and refunds at once (a status
 // not final is retrieved, then unknown, then settled by the webhook).
 func (s *Settings) Processor() operation.Processor {
 	return operation.Processor{Name: Adapter.Name, Lookup: operation.LookupQuery, Fence: true, Ledger: true,
-		LedgerPage: DefaultPageSize, KeyRetention: KeyRetention,
+		LedgerPage: DefaultPageSize, KeyRetention: KeyRetention, RateLimit: RateLimit(string(s.APIKey)),
 		PaymentMethod: operation.Format{Pattern: paymentMethods, Example: "pm_card_visa"}, Amounts: amountRule}
+}
+
+// RateLimit is Stripe's rate limit for the account whose key is apiKey, in
+// requests a second, for every worker together: 100 in live mode (a live
+// key, sk_live_… or rk_live_…), 25 in test mode.
+func RateLimit(apiKey string) float64 {
+	if strings.Contains(apiKey, "_live_") {
+		return 100
+	}
+	return 25
 }
 
 // Calls implements gateway.Settings: the Client of the Stripe API the
@@ -56,7 +66,7 @@ func (s *Settings) Calls(opts gateway.Options) (any, error) {
 		return nil, errors.New("STRIPE_API_KEY is required with PROCESSOR=stripe")
 	}
 	c, err := New(Config{APIKey: string(s.APIKey), APIBase: s.APIBase, Timeout: opts.Timeout, PageSize: opts.PageSize,
-		RateLimit: s.RateLimit})
+		Pace: opts.Pace})
 	if err != nil {
 		return nil, err
 	}

@@ -65,7 +65,6 @@ func (c *Client) Charge(ctx context.Context, req payments.ChargeRequest) (operat
 		params.Description = stripego.String(req.Description)
 	}
 	params.SetIdempotencyKey(req.IdempotencyKey)
-	ctx = paceAs(ctx, shareCall)
 	pi, err := c.api.V1PaymentIntents.Create(ctx, params)
 	var out operation.Outcome
 	if err != nil {

@@ -81,7 +81,7 @@ func TestCharge(t *testing.T) {
 			map[string]any{"message": "Keys for idempotent requests can only be used with the same parameters they were first used with."})}}},
 		{name: "KeyInUse", want: unknown, routes: map[string][]reply{create: {failure(http.StatusConflict, "idempotency_error", "idempotency_key_in_use", nil)}}},
 		{name: "LockTimeout", want: unknown, routes: map[string][]reply{create: {failure(http.StatusConflict, "invalid_request_error", "lock_timeout", nil)}}},
-		{name: "RateLimited", want: unknown, routes: map[string][]reply{create: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
+		{name: "RateLimited", want: notSent, routes: map[string][]reply{create: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
 		{name: "ServerError", want: unknown, routes: map[string][]reply{create: {{status: http.StatusInternalServerError,
 			body: errorBody(http.StatusInternalServerError, "api_error", "", nil), header: map[string]string{"Idempotent-Replayed": "true"}}}}},
 		{name: "BadGateway", want: unknown, routes: map[string][]reply{create: {{status: http.StatusBadGateway, body: "<html>Bad Gateway</html>"}}}},
@@ -117,6 +117,19 @@ func TestCharge(t *testing.T) {
 				t.Errorf("%d creates, want 1: stripe-go must not retry", n)
 			}
 		})
+	}
+}
+
+// TestRateLimitedWaits: a 429 executed nothing, and the wait its
+// Retry-After asks for is kept for the retry under the same key.
+func TestRateLimitedWaits(t *testing.T) {
+	t.Parallel()
+	limited := failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)
+	limited.header = map[string]string{"Retry-After": "2"}
+	s := serve(t, map[string][]reply{"POST /v1/payment_intents": {limited}})
+	_, err := s.client(t, 5*time.Second, 0).Charge(context.Background(), chargeRequest())
+	if wait, ok := operation.RetryAfter(err); !ok || wait != 2*time.Second {
+		t.Fatalf("a 429 with Retry-After: 2: %v (not sent %t, wait %s)", err, ok, wait)
 	}
 }
 

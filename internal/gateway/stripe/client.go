@@ -54,15 +54,10 @@ type Config struct {
 	// PageSize is the limit of one ledger page, from 1 to 100; zero means
 	// DefaultPageSize.
 	PageSize int
-	// RateLimit is how many requests a second the client makes (pace.go),
-	// its share of the account's rate limit; zero means DefaultRateLimit.
-	RateLimit float64
+	// Pace keeps the requests within the account's rate limit, across
+	// every worker; nil means none.
+	Pace *gateway.Pace
 }
-
-// DefaultRateLimit is the client's requests a second when Config.RateLimit
-// is zero: within Stripe's limit in test mode (25 a second for the
-// account), a fifth of live mode's (100).
-const DefaultRateLimit = 20
 
 // Client makes the processor calls of every kind at Stripe. It is safe for
 // concurrent use.
@@ -84,8 +79,6 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("stripe: page size %d is not between 1 and %d", cfg.PageSize, maxPageSize)
 	case cfg.Timeout < 0:
 		return nil, fmt.Errorf("stripe: negative timeout %s", cfg.Timeout)
-	case cfg.RateLimit < 0:
-		return nil, fmt.Errorf("stripe: negative rate limit %g", cfg.RateLimit)
 	}
 	if cfg.APIBase != "" {
 		if u, err := url.Parse(cfg.APIBase); err != nil || u.Scheme == "" || u.Host == "" {
@@ -95,10 +88,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize
 	}
-	if cfg.RateLimit == 0 {
-		cfg.RateLimit = DefaultRateLimit
-	}
-	return newClient(cfg, &http.Client{Timeout: cfg.Timeout, Transport: paced(gateway.Transport(), cfg.RateLimit)}), nil
+	return newClient(cfg, &http.Client{Timeout: cfg.Timeout, Transport: gateway.Paced(gateway.Transport(), cfg.Pace)}), nil
 }
 
 // newClient is the client of cfg making its requests with hc.
@@ -168,7 +158,7 @@ func stripeError(err error) (*stripego.Error, bool) {
 // unknown wraps err, an error of stripe-go's, in
 // operation.ErrProcessorUnknown, a Stripe error answer as an *APIError; a
 // 5xx Stripe replays for the key (savedFailure) in
-// operation.ErrSavedFailure too.
+// operation.ErrSavedFailure too, and a 429 in operation.ErrNotSent.
 func unknown(err error) error {
 	if errors.Is(err, operation.ErrProcessorUnknown) {
 		return err
@@ -179,8 +169,17 @@ func unknown(err error) error {
 	}
 	apiErr := &APIError{Status: se.HTTPStatusCode, Type: string(se.Type), Code: string(se.Code),
 		DeclineCode: string(se.DeclineCode), Message: se.Msg, RequestID: se.RequestID}
-	if savedFailure(se) {
+	switch {
+	case savedFailure(se):
 		return gateway.SavedFailure(apiErr)
+	case se.HTTPStatusCode == http.StatusTooManyRequests:
+		// Stripe's rate limit, or a lock on an object it could not take:
+		// nothing was executed.
+		var h http.Header
+		if se.LastResponse != nil {
+			h = se.LastResponse.Header
+		}
+		return gateway.TooManyRequests(apiErr, h)
 	}
 	return gateway.Unknown(apiErr)
 }

@@ -32,9 +32,8 @@ type listPage func(lp stripego.ListParams, created *stripego.RangeQueryParams) (
 // and the page after it is the objects just newer (ending_before), which
 // Stripe gives newest first too and which are reordered. A pass over the
 // window costs a request a page, and a few more to find the first, paced
-// behind the calls (pace.go). Any failure wraps operation.ErrProcessorUnknown.
+// behind the calls (gateway.Pace). Any failure wraps operation.ErrProcessorUnknown.
 func (c *Client) ledger(ctx context.Context, name string, since time.Time, cursor string, list listPage) ([]operation.LedgerEntry, string, error) {
-	ctx = paceAs(ctx, shareLedger)
 	lp := stripego.ListParams{Context: ctx, Limit: stripego.Int64(int64(c.cfg.PageSize))}
 	var (
 		rows []row

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/gateway/stripe"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -208,66 +207,5 @@ func TestLedgerUnknown(t *testing.T) {
 				check(t, unknown, operation.Outcome{}, operation.Outcome{}, err)
 			}
 		})
-	}
-}
-
-// TestPaced: the client keeps to Config.RateLimit, the calls that make
-// operations first: at 10 a second, ten charges span about a second; a
-// lookup takes a turn only within a second of the calls' queue and a
-// ledger page within a tenth, so behind a burst of calls they are refused
-// unsent, and once the calls are quiet they have the whole pace.
-func TestPaced(t *testing.T) {
-	t.Parallel()
-	s := serve(t, map[string][]reply{"GET /v1/payment_intents": {ok(list("/v1/payment_intents", false))},
-		"POST /v1/payment_intents":       {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))},
-		"GET /v1/payment_intents/search": {ok(searchResult(""))}})
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: 5 * time.Second, RateLimit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	for range 11 {
-		if _, err := c.Charge(context.Background(), chargeRequest()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if took := time.Since(start); took < time.Second {
-		t.Errorf("11 charges in %s at 10 a second", took)
-	}
-	// A burst of calls in flight: a second of them queued ahead.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range 20 {
-			_, _ = c.Charge(context.Background(), chargeRequest())
-		}
-	}()
-	for deadline := time.Now().Add(10 * time.Second); len(s.requests("POST /v1/payment_intents")) < 13; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the burst of calls never started")
-		}
-	}
-	var refused int
-	for range 5 {
-		if _, _, err := c.LedgerCharges(context.Background(), time.Unix(1_700_000_000, 0), "pi_1"); err != nil {
-			refused++
-		}
-	}
-	<-done
-	if refused == 0 {
-		t.Error("every ledger page took a turn behind a burst of calls")
-	}
-	// Quiet again: ten lookups at the whole pace.
-	start = time.Now()
-	for range 10 {
-		if _, _, err := c.LedgerCharges(context.Background(), time.Unix(1_700_000_000, 0), "pi_1"); err != nil {
-			t.Fatalf("a ledger page with the calls quiet: %v", err)
-		}
-	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("10 ledger pages in %s with the calls quiet, at 10 a second", took)
-	}
-	if _, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", RateLimit: -1}); err == nil {
-		t.Error("a negative rate limit: taken")
 	}
 }

@@ -38,7 +38,6 @@ func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Out
 		Metadata:      map[string]string{metaDownstreamKey: req.IdempotencyKey},
 	}
 	params.SetIdempotencyKey(req.IdempotencyKey)
-	ctx = paceAs(ctx, shareCall)
 	r, err := c.api.V1Refunds.Create(ctx, params)
 	if err != nil {
 		out, err := refusal(err)

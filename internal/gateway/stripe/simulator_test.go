@@ -19,7 +19,7 @@ import (
 func onSimulator(t *testing.T, opts stripesim.Options) (*stripe.Client, *stripesim.Server) {
 	t.Helper()
 	sim, url := stripesim.Serve(t, opts)
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: url, Timeout: 5 * time.Second, RateLimit: 1e6})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: url, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRefundPendingPastTheWindow(t *testing.T) {
 func TestLedgerOnSimulator(t *testing.T) {
 	t.Parallel()
 	sim, url := stripesim.Serve(t, stripesim.Options{Start: time.Now().Add(-time.Hour), ManualClock: true})
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: url, Timeout: 5 * time.Second, PageSize: 2, RateLimit: 1e6})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_simulated", APIBase: url, Timeout: 5 * time.Second, PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func (s *server) requests(route string) []request {
 // ledger unpaced (TestLedgerPaced paces it).
 func (s *server) client(t *testing.T, timeout time.Duration, pageSize int) *stripe.Client {
 	t.Helper()
-	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: timeout, PageSize: pageSize, RateLimit: 1e6})
+	c, err := stripe.New(stripe.Config{APIKey: "sk_test_recorded", APIBase: s.url, Timeout: timeout, PageSize: pageSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +239,7 @@ type verdict int
 const (
 	definite verdict = iota // an Outcome, no error
 	unknown                 // an error wrapping operation.ErrProcessorUnknown
+	notSent                 // an error wrapping operation.ErrNotSent (and ErrProcessorUnknown)
 )
 
 // check fails unless got and err are what want and outcome say.
@@ -249,6 +250,11 @@ func check(t *testing.T, want verdict, outcome, got operation.Outcome, err error
 		if err != nil || got != outcome {
 			t.Fatalf("got %+v, %v; want %+v, nil", got, err, outcome)
 		}
+	case notSent:
+		if !errors.Is(err, operation.ErrNotSent) {
+			t.Fatalf("got %+v, %v; want ErrNotSent", got, err)
+		}
+		fallthrough
 	case unknown:
 		if !errors.Is(err, operation.ErrProcessorUnknown) || errors.Is(err, operation.ErrKeyClosed) {
 			t.Fatalf("got %+v, %v; want ErrProcessorUnknown", got, err)

@@ -23,7 +23,7 @@ func TestStripeMock(t *testing.T) {
 	t.Parallel()
 	base := stripemock.Start(t)
 	rec := stripemock.NewRecorder(t, base)
-	c, err := stripe.New(stripe.Config{APIKey: stripemock.APIKey, APIBase: rec.URL, Timeout: 10 * time.Second, PageSize: 10, RateLimit: 1e6})
+	c, err := stripe.New(stripe.Config{APIKey: stripemock.APIKey, APIBase: rec.URL, Timeout: 10 * time.Second, PageSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

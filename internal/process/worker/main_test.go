@@ -133,11 +133,45 @@ func TestProcessorCalls(t *testing.T) {
 	t.Parallel()
 	cfg := defaults(t)
 	stripeConfig(t, &cfg)
-	if _, _, err := cfg.processor(); err != nil {
+	if _, _, err := cfg.processor(nil); err != nil {
 		t.Fatalf("Stripe with a key: %v", err)
 	}
 	cfg.Processor.Settings.(*stripe.Settings).APIKey = ""
-	if _, _, err := cfg.processor(); err == nil || !strings.Contains(err.Error(), "STRIPE_API_KEY") {
+	if _, _, err := cfg.processor(nil); err == nil || !strings.Contains(err.Error(), "STRIPE_API_KEY") {
 		t.Fatalf("Stripe without a key: %v", err)
+	}
+}
+
+// TestProcessorRateLimit: PROCESSOR_RATE_LIMIT is the processor's own limit
+// unless set: Stripe's by the key's mode, none for the fake; a setting
+// overrides it, and a negative one is refused.
+func TestProcessorRateLimit(t *testing.T) {
+	t.Parallel()
+	rate := func(c Config) float64 {
+		if p := c.pace(nil); p != nil {
+			return p.Rate
+		}
+		return 0
+	}
+	cfg := defaults(t)
+	if r := rate(cfg); r != 0 {
+		t.Errorf("the fake processor: paced at %g a second, want none", r)
+	}
+	cfg.ProcessorRateLimit = 50
+	if r := rate(cfg); r != 50 {
+		t.Errorf("PROCESSOR_RATE_LIMIT=50: paced at %g", r)
+	}
+	stripeConfig(t, &cfg)
+	cfg.ProcessorRateLimit = 0
+	if r := rate(cfg); r != 25 {
+		t.Errorf("Stripe in test mode: paced at %g, want 25", r)
+	}
+	cfg.Processor.Settings.(*stripe.Settings).APIKey = "sk_live_123"
+	if r := rate(cfg); r != 100 {
+		t.Errorf("Stripe in live mode: paced at %g, want 100", r)
+	}
+	cfg.ProcessorRateLimit = -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "PROCESSOR_RATE_LIMIT") {
+		t.Errorf("a negative PROCESSOR_RATE_LIMIT: %v", err)
 	}
 }

@@ -87,7 +87,7 @@ func timedCalls(reg prometheus.Registerer, kinds *operation.Registry) *operation
 	h := metrics.NewHistogram(reg, "payments_processor_call_duration_seconds",
 		"Processor calls' latency, each call alone (PROCESSOR_TIMEOUT bounds it), by operation, each kind's calls named for "+
 			"the object its processor makes (<object>, find_<object>, close_<object>, ledger_<object>s: "+strings.Join(names, ", ")+
-			"), and outcome: ok (a definite answer, a decline included), unknown_outcome (none: timeout, connection, 5xx, 409, 429) or error.",
+			"), and outcome: ok (a definite answer, a decline included), unknown_outcome (none: timeout, connection, 5xx, 409), not_sent (a 429, or no turn under the rate limit) or error.",
 		"operation", "outcome")
 	calls := callMetrics{}
 	for _, name := range names {

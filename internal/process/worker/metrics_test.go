@@ -80,8 +80,8 @@ func TestTimedCalls(t *testing.T) {
 			}
 		}
 	}
-	if len(want) != len(declared)*4*3 {
-		t.Fatalf("%d series, want 4 calls × 3 outcomes for each of %d kinds: %v", len(want), len(declared), want)
+	if len(want) != len(declared)*4*len(operation.CallOutcomes) {
+		t.Fatalf("%d series, want 4 calls × %d outcomes for each of %d kinds: %v", len(want), len(operation.CallOutcomes), len(declared), want)
 	}
 	for _, call := range []string{"charge", "find_charge", "close_charge", "ledger_charges",
 		"refund", "find_refund", "close_refund", "ledger_refunds"} {

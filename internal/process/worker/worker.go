@@ -48,7 +48,8 @@ type Config struct {
 	WebhookSchedule        endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
 	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:"127.0.0.1:9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/; loopback only by default"`
 	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
-	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"10" desc:"jobs run at once (operations, processor events, periodic jobs)"`
+	ProcessorRateLimit     float64            `envconfig:"PROCESSOR_RATE_LIMIT" default:"0" desc:"requests a second to the processor from every worker together, counted in the database: the calls that make operations first, then lookups and fences, then the ledger's pages (0: the processor's own limit as its adapter declares it, Stripe's 25 in test mode and 100 in live mode; none for the fake)"`
+	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"200" desc:"jobs run at once (operations, processor events, periodic jobs)"`
 	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"40" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
 	EndpointInFlight       int                `envconfig:"WEBHOOK_ENDPOINT_IN_FLIGHT" default:"8" desc:"webhook attempts in flight to one endpoint, across every worker; more wait in line, each woken by the attempt that frees a place"`
 	TenantInFlight         int                `envconfig:"WEBHOOK_TENANT_IN_FLIGHT" default:"16" desc:"webhook attempts in flight for one tenant, across every worker: a tenant's share of the delivery workers"`
@@ -100,6 +101,8 @@ func (c Config) Validate() error {
 	case c.Concurrency < 1 || c.WebhookConcurrency < 1 || c.MaxAttempts < 1 || c.ReconcileBatch < 1 || c.ReapBatch < 1 ||
 		c.EndpointInFlight < 1 || c.TenantInFlight < 1:
 		return fmt.Errorf("WORKER_CONCURRENCY, WEBHOOK_CONCURRENCY, WEBHOOK_ENDPOINT_IN_FLIGHT, WEBHOOK_TENANT_IN_FLIGHT, OPERATION_MAX_ATTEMPTS, RECONCILE_BATCH and REAP_BATCH must be at least 1")
+	case c.ProcessorRateLimit < 0:
+		return fmt.Errorf("PROCESSOR_RATE_LIMIT (%g) must not be negative (0: the processor's own limit)", c.ProcessorRateLimit)
 	case c.DisableAfter <= 0:
 		return fmt.Errorf("WEBHOOK_DISABLE_AFTER (%s) must be positive", c.DisableAfter)
 	case c.ReapBatchTime < 0 || c.ReapRest < 0:
@@ -147,11 +150,24 @@ func keyWindow(retention time.Duration) time.Duration { return retention - reten
 // the settings read; Validate checks first that they were.
 func (c Config) declared() operation.Processor { return c.Processor.Settings.Processor() }
 
-// processor is the adapter of the processor cfg names, every call a span,
-// and what the processor can do.
-func (c Config) processor() (catalog.Processor, operation.Processor, error) {
+// processor is the adapter of the processor cfg names, every call a span
+// and paced on db (pace), and what the processor can do.
+func (c Config) processor(db *pgxpool.Pool) (catalog.Processor, operation.Processor, error) {
 	return catalog.Open(c.Processor.Settings, gateway.Options{Timeout: c.ProcessorTimeout, PageSize: c.LedgerPageSize,
-		Tracer: c.Provider()})
+		Tracer: c.Provider(), Pace: c.pace(db)})
+}
+
+// pace is the processor's rate limit kept on db: PROCESSOR_RATE_LIMIT, or
+// the processor's own; nil when neither sets one.
+func (c Config) pace(db *pgxpool.Pool) *gateway.Pace {
+	rate := c.ProcessorRateLimit
+	if rate == 0 {
+		rate = c.declared().RateLimit
+	}
+	if rate == 0 {
+		return nil
+	}
+	return &gateway.Pace{DB: db, Processor: c.Processor.Name, Rate: rate}
 }
 
 // reconciledBy is the worst-case time from an operation's creation to the
@@ -224,22 +240,11 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Worker, error) 
 	if err := process.CheckConfig(logger, cfg); err != nil {
 		return nil, err
 	}
-	registry := prometheus.NewRegistry()
-	calls, declared, err := cfg.processor()
-	if err != nil {
-		return nil, err
-	}
-	announceProcessor(logger, registry, declared)
-	kinds := timedCalls(registry, catalog.Kinds(calls))
-	if err := cfg.CrashPoint.Arm(cfg.AppEnv, logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, endpoints.CrashAfterClaim)...); err != nil {
-		return nil, err
-	}
 	w, err := openDB(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	w.declared = declared
-	if err := w.build(registry, kinds); err != nil {
+	if err := w.build(prometheus.NewRegistry()); err != nil {
 		w.closeDB()
 		return nil, err
 	}
@@ -284,10 +289,20 @@ func pastPooler(cfg Config, err error) error {
 	}
 }
 
-// build makes, on the worker's open pools, the parts that run its jobs,
-// River's client and its internal HTTP server, listening; the metrics of
-// each go in registry.
-func (w *Worker) build(registry *prometheus.Registry, kinds *operation.Registry) error {
+// build makes, on the worker's open pools, the processor's client (paced
+// on them), the parts that run its jobs, River's client and its internal
+// HTTP server, listening; the metrics of each go in registry.
+func (w *Worker) build(registry *prometheus.Registry) error {
+	calls, declared, err := w.cfg.processor(w.pool)
+	if err != nil {
+		return err
+	}
+	w.declared = declared
+	announceProcessor(w.logger, registry, declared)
+	kinds := timedCalls(registry, catalog.Kinds(calls))
+	if err := w.cfg.CrashPoint.Arm(w.cfg.AppEnv, w.logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, endpoints.CrashAfterClaim)...); err != nil {
+		return err
+	}
 	if err := w.buildOperations(registry, kinds); err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ type Config struct {
 	FailRate     float64       `envconfig:"PROCESSOR_FAIL_RATE" default:"0" desc:"chaos: share of POSTs answered 500 before charging (0 to 1)"`
 	DropRate     float64       `envconfig:"PROCESSOR_DROP_RATE" default:"0" desc:"chaos: share of new results committed and then not answered (0 to 1)"`
 	Latency      time.Duration `envconfig:"PROCESSOR_LATENCY" default:"0s" desc:"chaos: latency added to every request"`
+	RateLimit    float64       `envconfig:"PROCESSOR_CHAOS_RATE_LIMIT" default:"0" desc:"chaos: requests a second answered, more answered 429 with Retry-After (0: no limit)"`
 	ExecLatency  time.Duration `envconfig:"PROCESSOR_EXEC_LATENCY" default:"0s" desc:"chaos: time a charge or refund takes inside the processor, its key held, whether or not the caller waits"`
 	TimeoutHang  time.Duration `envconfig:"PROCESSOR_TIMEOUT_HANG" default:"60s" desc:"how long pm_card_timeout withholds its answer"`
 
@@ -91,6 +92,7 @@ func New(ctx context.Context, cfg Config, logger *slog.Logger) (*Processor, erro
 			FailRate:    cfg.FailRate,
 			DropRate:    cfg.DropRate,
 			Latency:     cfg.Latency,
+			RateLimit:   cfg.RateLimit,
 			ExecLatency: cfg.ExecLatency,
 
 			WebhookDropRate:      cfg.WebhookDropRate,
