@@ -271,7 +271,13 @@ func (s *stack) startProcessor(env ...string) {
 
 // startWorker starts (or restarts) the worker.
 func (s *stack) startWorker(env ...string) {
-	s.worker = start(s.t, "worker", append(append(append(s.serviceEnv(), "PROCESSOR_URL="+s.processorURL), webhooksEnv...), append(fastWorker, env...)...))
+	s.worker = s.anotherWorker(env...)
+}
+
+// anotherWorker starts a worker of the stack's, another replica when the
+// stack's runs.
+func (s *stack) anotherWorker(env ...string) *process {
+	return start(s.t, "worker", append(append(append(s.serviceEnv(), "PROCESSOR_URL="+s.processorURL), webhooksEnv...), append(fastWorker, env...)...))
 }
 
 // payAsync makes crashBody's payment under key, answered at once (202), and

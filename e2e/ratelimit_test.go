@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/example/payments/tools/testdb"
+	"github.com/example/payments/tools/testwait"
 )
 
 // TestTenantLimitAcrossReplicas: one tenant's requests spread over three
@@ -58,5 +59,65 @@ func TestTenantLimitAcrossReplicas(t *testing.T) {
 	t.Logf("%d admitted, %d limited in %s over 3 APIs: %.2f of the limit", admitted.Load(), limited.Load(), elapsed.Round(time.Millisecond), ratio)
 	if limited.Load() == 0 || ratio < 0.85 || ratio > 1.15 {
 		t.Fatalf("%d admitted in %s, %.2f of %d per %s (want within 15%%), %d limited", admitted.Load(), elapsed, ratio, limit, window, limited.Load())
+	}
+}
+
+// TestProcessorRateLimitAcrossWorkers: two worker processes under a backlog
+// of payments keep PROCESSOR_RATE_LIMIT in all, not twice it: the processor
+// saw at most the limit and a tenth in any second, counted by the creation
+// times of its charges, and at least nine tenths of it on average, every
+// payment charged once.
+func TestProcessorRateLimitAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	const limit, payments = 50, 400
+	env := []string{fmt.Sprintf("PROCESSOR_RATE_LIMIT=%d", limit)}
+	db := testdb.New(t)
+	s := startStack(t, db.URL, []string{"TENANT_RATE_LIMIT=0"}, env)
+	s.anotherWorker(env...)
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for i := n.Add(1); i <= payments; i = n.Add(1) {
+				s.payAsync(t, fmt.Sprintf("paced-%d", i))
+			}
+		})
+	}
+	wg.Wait()
+	testwait.Within(t, 2*time.Minute, "every payment to settle", func() bool {
+		return db.Count(t, `SELECT count(*) FROM payments WHERE status = 'processing'`) == 0
+	})
+	if charged := db.Count(t, `SELECT count(*) FROM processor.charges`); charged != payments {
+		t.Fatalf("%d payments charged, want %d", charged, payments)
+	}
+	var times []time.Time
+	rows, err := db.Pool.Query(t.Context(), `SELECT created_at FROM processor.charges ORDER BY created_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var at time.Time
+		if err := rows.Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, at)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for i, j := 0, 0; i < len(times); i++ {
+		for j < len(times) && times[j].Sub(times[i]) < time.Second {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	span := times[len(times)-1].Sub(times[0]).Seconds()
+	avg := float64(len(times)-1) / span
+	t.Logf("two workers at PROCESSOR_RATE_LIMIT=%d: %d charges, %d in the busiest second, %.1f a second on average over %.1f s",
+		limit, len(times), most, avg, span)
+	if most > limit*11/10 || avg < limit*0.9 {
+		t.Errorf("%d charges in the busiest second and %.1f a second on average, want at most %d and at least %d",
+			most, avg, limit*11/10, limit*9/10)
 	}
 }

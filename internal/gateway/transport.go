@@ -1,6 +1,9 @@
 package gateway
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // maxIdleConns bounds the connections to the processor kept open between
 // calls: more than the calls a worker has in flight at once (its jobs, the
@@ -17,4 +20,10 @@ func Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 	return t
+}
+
+// Client is an adapter's HTTP client of the processor: each request bounded
+// by timeout as a whole, over Transport, paced by pace (Paced; nil: none).
+func Client(timeout time.Duration, pace *Pace) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: Paced(Transport(), pace)}
 }

@@ -157,15 +157,18 @@ func run(ctx context.Context, cfg Config, out io.Writer, report *Report) error {
 	if err := r.endToEndModes(insertRef, insert); err != nil {
 		return err
 	}
-	if err := r.slowModes(insert); err != nil {
-		return err
-	}
 	if cfg.BigTable > 0 {
 		if err := r.bigTableMode(insertRef); err != nil {
 			return err
 		}
 	}
 	if err := r.retain(); err != nil {
+		return err
+	}
+	// The peak RSS at BENCH_CLIENTS, before the slow processor's modes
+	// (last: hundreds of clients and two more workers).
+	r.hwm, _ = peakRSS()
+	if err := r.slowModes(insert); err != nil {
 		return err
 	}
 	r.print()

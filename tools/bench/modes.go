@@ -37,6 +37,8 @@ type runner struct {
 	report    *Report
 	results   []Result
 	explained []Explained
+	// hwm is the process's peak RSS before the slow processor's modes.
+	hwm int64
 }
 
 // post posts a payment to the stack's API.
@@ -315,10 +317,13 @@ func (r *runner) print() {
 	if report.Retention != nil {
 		PrintRetention(out, *report.Retention)
 	}
-	hwm, err := peakRSS()
-	if err == nil {
-		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB\n", hwm>>20)
+	if r.hwm > 0 {
+		fmt.Fprintf(out, "bench: peak RSS of this process (API, worker, processor and load generator together): %d MB at %d clients", r.hwm>>20, r.cfg.Clients)
+		if hwm, err := peakRSS(); err == nil {
+			fmt.Fprintf(out, ", %d MB after the slow processor's modes (%d clients, two more workers and processors)", hwm>>20, slowClients)
+		}
+		fmt.Fprintln(out)
 	}
-	report.Results, report.Explained, report.Floors = r.results, r.explained, Floors(r.results, hwm)
+	report.Results, report.Explained, report.Floors = r.results, r.explained, Floors(r.results, r.hwm)
 	PrintFloors(out, report.Floors)
 }

@@ -67,7 +67,7 @@ func (s *Settings) Calls(opts gateway.Options) (any, error) {
 	if s.URL == "" {
 		return nil, fmt.Errorf("TESTPROCESSOR_URL is required")
 	}
-	return &Client{url: strings.TrimRight(s.URL, "/"), http: &http.Client{Timeout: opts.Timeout, Transport: gateway.Transport()}}, nil
+	return &Client{url: strings.TrimRight(s.URL, "/"), http: gateway.Client(opts.Timeout, opts.Pace)}, nil
 }
 
 // Webhooks implements gateway.Settings.

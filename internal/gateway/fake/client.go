@@ -59,7 +59,7 @@ type Client struct {
 func New(baseURL string, timeout time.Duration) *Client {
 	return &Client{
 		baseURL: strings.TrimRight(baseURL, "/"),
-		http:    &http.Client{Timeout: timeout, Transport: gateway.Transport()},
+		http:    gateway.Client(timeout, nil),
 	}
 }
 

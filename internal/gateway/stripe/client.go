@@ -88,7 +88,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = DefaultPageSize
 	}
-	return newClient(cfg, &http.Client{Timeout: cfg.Timeout, Transport: gateway.Paced(gateway.Transport(), cfg.Pace)}), nil
+	return newClient(cfg, gateway.Client(cfg.Timeout, cfg.Pace)), nil
 }
 
 // newClient is the client of cfg making its requests with hc.
