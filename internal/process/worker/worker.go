@@ -49,7 +49,7 @@ type Config struct {
 	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:"127.0.0.1:9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/; loopback only by default"`
 	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
 	ProcessorRateLimit     float64            `envconfig:"PROCESSOR_RATE_LIMIT" default:"0" desc:"requests a second to the processor from every worker together, counted in the database: the calls that make operations first, then lookups and fences, then the ledger's pages (0: the processor's own limit as its adapter declares it, Stripe's 25 in test mode and 100 in live mode; none for the fake)"`
-	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"200" desc:"jobs run at once (operations, processor events, periodic jobs)"`
+	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"400" desc:"jobs run at once (operations, processor events, periodic jobs)"`
 	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"40" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
 	EndpointInFlight       int                `envconfig:"WEBHOOK_ENDPOINT_IN_FLIGHT" default:"8" desc:"webhook attempts in flight to one endpoint, across every worker; more wait in line, each woken by the attempt that frees a place"`
 	TenantInFlight         int                `envconfig:"WEBHOOK_TENANT_IN_FLIGHT" default:"16" desc:"webhook attempts in flight for one tenant, across every worker: a tenant's share of the delivery workers"`
