@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/payments/internal/idemcheck"
+	"github.com/example/payments/idemcheck"
 	"github.com/example/payments/tools/testdb"
 )
 
 // idemcheckBody is the payment the checker creates, again and again.
 const idemcheckBody = `{"amount": 1999, "currency": "USD", "payment_method": "pm_card_visa", "description": "idemcheck"}`
 
-// TestIdemcheck runs cmd/idemcheck, built as a user builds it, against the
+// TestIdemcheck runs idemcheck/cmd/idemcheck, built as a user builds it, against the
 // service started as `make run` starts it, with the command line of
 // docs/IDEMCHECK.md's "Against this service", run as written (but for the
 // address): every check passes, but the retention check, which make run's
@@ -29,13 +29,13 @@ func TestIdemcheck(t *testing.T) {
 	_, section, _ := strings.Cut(string(doc), "\n## Against this service\n")
 	_, block, _ := strings.Cut(section, "```sh\n")
 	script, _, found := strings.Cut(block, "\n```")
-	if !found || !strings.HasPrefix(script, "go run ./cmd/idemcheck ") {
-		t.Fatalf("docs/IDEMCHECK.md has no ```sh block running go run ./cmd/idemcheck under \"## Against this service\"")
+	if !found || !strings.HasPrefix(script, "go run ./idemcheck/cmd/idemcheck ") {
+		t.Fatalf("docs/IDEMCHECK.md has no ```sh block running go run ./idemcheck/cmd/idemcheck under \"## Against this service\"")
 	}
 	bin := buildIdemcheck(t)
 	s, _ := startAsMakeRun(t, testdb.NewEmpty(t))
 	report := filepath.Join(t.TempDir(), "report.json")
-	script = strings.NewReplacer("go run ./cmd/idemcheck", bin, "localhost:8080", s.apiAddr).Replace(script) + " -json " + report
+	script = strings.NewReplacer("go run ./idemcheck/cmd/idemcheck", bin, "localhost:8080", s.apiAddr).Replace(script) + " -json " + report
 	out, err := exec.Command("bash", "-c", script).CombinedOutput()
 	t.Logf("%s\n%s", script, out)
 	if err != nil {
@@ -78,11 +78,11 @@ func TestIdemcheckRetention(t *testing.T) {
 	}
 }
 
-// buildIdemcheck builds cmd/idemcheck, which TestMain does not.
+// buildIdemcheck builds idemcheck/cmd/idemcheck, which TestMain does not.
 func buildIdemcheck(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir, "./cmd/idemcheck")
+	build := exec.Command("go", "build", "-o", dir, "./idemcheck/cmd/idemcheck")
 	build.Dir = ".."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build idemcheck: %v\n%s", err, out)

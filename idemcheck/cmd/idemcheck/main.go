@@ -14,7 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/example/payments/internal/idemcheck"
+	"github.com/example/payments/idemcheck"
 )
 
 // main is process.Main's shape without its package, which would link the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/idemcheck/idemchecktest"
+	"github.com/example/payments/idemcheck/idemchecktest"
 )
 
 func TestParseFlags(t *testing.T) {

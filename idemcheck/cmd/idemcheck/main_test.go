@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/example/payments/internal/idemcheck"
-	"github.com/example/payments/internal/idemcheck/idemchecktest"
+	"github.com/example/payments/idemcheck"
+	"github.com/example/payments/idemcheck/idemchecktest"
 )
 
 func TestMain(m *testing.M) {
