@@ -44,12 +44,17 @@ func (r *runner) slowModes(insert Result) error {
 			return Result{}, err
 		}
 		defer stop()
+		meter := startCPU()
 		res, err := r.mode(name, slowClients, ceiling, http.StatusCreated, func() (int, error) {
 			return client.post(r.st.apiURL+"/v1/payments", r.fresh("slow-"), slowWaitSecs)
 		})
 		if err != nil {
 			return res, err
 		}
+		// What the mode cost the processors says what bounds it: the cores
+		// all busy, and whose share.
+		use, useErr := meter.stop()
+		r.cost(name, use, useErr, res.Ops)
 		return res, drainPayments(r.ctx, r.pool)
 	}
 	fast, err := measureBehind(fastBehind, 0, insert)
