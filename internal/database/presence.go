@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/internal/timer"
 )
 
 // PresenceClass is the class of the advisory locks that mark processes
@@ -184,7 +186,7 @@ func backendPID(ctx context.Context, conn *pgx.Conn) (pid int32, err error) {
 // back on a new one when it is gone, until ctx ends.
 func (p *Presence) keep(ctx context.Context) {
 	defer close(p.done)
-	Every(ctx, presenceCheck, func() {
+	timer.Every(ctx, presenceCheck, func() {
 		if p.conn != nil && p.alive(ctx) {
 			return
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/timer"
 )
 
 // Vacuum vacuums tables, skipping any that another vacuum holds
@@ -28,7 +30,7 @@ func Vacuum(ctx context.Context, db DBTX, tables ...string) error {
 // every count over them walks, some under a tenant's lock; a vacuum of a
 // table of a few hundred live rows costs milliseconds.
 func KeepVacuumed(ctx context.Context, db DBTX, interval time.Duration, logger *slog.Logger, tables ...string) {
-	Every(ctx, interval, func() {
+	timer.Every(ctx, interval, func() {
 		if err := Vacuum(ctx, db, tables...); err != nil && ctx.Err() == nil {
 			logger.WarnContext(ctx, "vacuum the queue tables", "tables", tables, "err", err)
 		}

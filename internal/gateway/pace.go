@@ -12,6 +12,7 @@ import (
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/timer"
 )
 
 // Pace keeps the requests to a processor within its rate limit across every
@@ -87,7 +88,7 @@ func (p *Pace) Wait(ctx context.Context) error {
 	if !got {
 		return operation.NotSent(fmt.Errorf("%w (%g a second, waiting at most %s)", errNoTurn, p.Rate, longest), longest)
 	}
-	if err := database.Sleep(ctx, time.Duration(max(away, 0)*float64(time.Second))); err != nil {
+	if err := timer.Sleep(ctx, time.Duration(max(away, 0)*float64(time.Second))); err != nil {
 		return operation.NotSent(fmt.Errorf("wait for a turn of the processor's rate limit: %w", err), 0)
 	}
 	return nil

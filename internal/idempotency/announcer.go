@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 )
 
 // Announcer wakes the requests waiting for keys that finished: after the
@@ -59,7 +59,7 @@ const maxPayload = 7000
 
 // Run sends the announcements until ctx ends.
 func (a *Announcer) Run(ctx context.Context) {
-	database.Throttle(ctx, a.poke, a.cooldown, func(ctx context.Context) {
+	timer.Throttle(ctx, a.poke, a.cooldown, func(ctx context.Context) {
 		a.mu.Lock()
 		ids := a.pending
 		a.pending = nil

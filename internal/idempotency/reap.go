@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 )
 
 // ReapPace paces the reaper beside the service's own writes.
@@ -127,7 +127,7 @@ func (s *Store) Reap(ctx context.Context, p ReapPace) (expired, deleted int, err
 			pause := time.Duration(float64(took) * p.Pause)
 			step = max(step, took+pause)
 			if pause > 0 && left > 0 {
-				if err := database.Sleep(ctx, pause); err != nil {
+				if err := timer.Sleep(ctx, pause); err != nil {
 					return expired, deleted, err
 				}
 			}

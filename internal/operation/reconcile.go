@@ -17,6 +17,7 @@ import (
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 )
 
 // Reconciler settles what the worker could not know: operations marked for
@@ -363,7 +364,7 @@ func ledgerPage(ctx context.Context, k Kind, since time.Time, cursor string) ([]
 		if !notSent {
 			return page, next, err
 		}
-		if err := database.Sleep(ctx, max(wait, ledgerRetry)); err != nil {
+		if err := timer.Sleep(ctx, max(wait, ledgerRetry)); err != nil {
 			return nil, "", fmt.Errorf("%w (waiting for a turn after: %w)", err, ctx.Err())
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 	"github.com/example/payments/internal/tracing"
 )
 
@@ -213,7 +214,7 @@ func (d *Doorbell) Ring() {
 
 // Run rings until ctx ends.
 func (d *Doorbell) Run(ctx context.Context) {
-	database.Throttle(ctx, d.poke, d.cooldown, func(ctx context.Context) {
+	timer.Throttle(ctx, d.poke, d.cooldown, func(ctx context.Context) {
 		if _, err := d.db.Exec(ctx, "NOTIFY "+stagedChannel); err != nil && ctx.Err() == nil {
 			d.logger.Warn("ring the relays: they will poll", "err", err)
 		}

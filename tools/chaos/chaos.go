@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/hapg"
 	"github.com/example/payments/tools/pgbouncer"
@@ -406,7 +407,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 // ends. The processor is left alone while it is cut off, and Stripe always
 // (it keeps its state).
 func (s *stack) kill(ctx context.Context) {
-	database.Every(ctx, s.cfg.Profile.KillEvery, func() {
+	timer.Every(ctx, s.cfg.Profile.KillEvery, func() {
 		p := s.procs[s.rng.IntN(len(s.procs))]
 		if p == s.processor && s.cfg.Profile.Stripe {
 			return
@@ -517,7 +518,7 @@ func (s *stack) stopAll() {
 
 // progress prints a line every five seconds while the load runs.
 func progress(ctx context.Context, out io.Writer, started time.Time, total time.Duration, l *load, s *stack) {
-	database.Every(ctx, 5*time.Second, func() {
+	timer.Every(ctx, 5*time.Second, func() {
 		outage := ""
 		if s.outage.Load() {
 			outage = " | PROCESSOR CUT OFF"

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 	"github.com/example/payments/tools/pgbouncer"
 )
 
@@ -38,7 +38,7 @@ func startPooler(cfg Config, dbURL string) (*pgbouncer.Bouncer, []string, error)
 // connection through it mid-transaction or not, and starts it again a
 // second later, until ctx ends.
 func (s *stack) killPooler(ctx context.Context, b *pgbouncer.Bouncer) {
-	database.Every(ctx, s.cfg.Profile.PoolerKillEvery, func() {
+	timer.Every(ctx, s.cfg.Profile.PoolerKillEvery, func() {
 		b.Kill()
 		s.kills["pooler"].Add(1)
 		sleep(ctx, time.Second)

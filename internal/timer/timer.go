@@ -1,4 +1,5 @@
-package database
+// Package timer runs work on time: every interval, at most once a cooldown, or after a wait, until a context ends.
+package timer
 
 import (
 	"context"
