@@ -149,62 +149,49 @@ func checkDiagram(text string) (names []string, problems []string) {
 	return names, problems
 }
 
-// codeWords are the words of the service's code: its Go files (tests
-// included, for the fixtures they name) and its migrations, outside docs/.
-// Lines are kept too, lowercased, for the glossary's phrases.
-var codeWords = sync.OnceValues(func() (map[string]bool, error) {
-	words := map[string]bool{}
-	word := regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
-	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
+// readCode calls each with the text of every file of the service's code
+// outside docs/ whose name keep accepts.
+func readCode(keep func(name string) bool, each func(text []byte)) error {
+	return filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil:
 			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "node_modules", "docs", "bin":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, ".sql") {
+		case d.IsDir() && slices.Contains([]string{".git", "node_modules", "docs", "bin"}, d.Name()):
+			return filepath.SkipDir
+		case d.IsDir() || !keep(d.Name()):
 			return nil
 		}
 		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
+		if err == nil {
+			each(b)
 		}
-		for _, w := range word.FindAll(b, -1) {
+		return err
+	})
+}
+
+// codeWords are the words of the service's code: its Go files (tests
+// included, for the fixtures they name) and its migrations.
+var codeWords = sync.OnceValues(func() (map[string]bool, error) {
+	words := map[string]bool{}
+	word := regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	err := readCode(func(name string) bool {
+		return strings.HasSuffix(name, ".go") || strings.HasSuffix(name, ".sql")
+	}, func(text []byte) {
+		for _, w := range word.FindAll(text, -1) {
 			words[string(w)] = true
 		}
-		return nil
 	})
 	return words, err
 })
 
-// codeLines are the lowercased lines of the service's Go code outside
-// docs/ and outside tests: where the glossary's words must be used.
+// codeLines are the lowercased lines of the service's Go code, tests left
+// out: where the glossary's words must be used.
 var codeLines = sync.OnceValues(func() ([]string, error) {
 	var lines []string
-	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "node_modules", "docs", "bin":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		lines = append(lines, strings.Split(strings.ToLower(string(b)), "\n")...)
-		return nil
+	err := readCode(func(name string) bool {
+		return strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")
+	}, func(text []byte) {
+		lines = append(lines, strings.Split(strings.ToLower(string(text)), "\n")...)
 	})
 	return lines, err
 })
