@@ -243,6 +243,23 @@ func TestConceptsDiagrams(t *testing.T) {
 		t.Errorf("%s draws %d state diagrams and %d sequence diagrams: want a key's states and a sequence for each case a client meets (replay, in flight, mismatch, tombstone, crash, fence)",
 			concepts, states, sequences)
 	}
+	// The table of who moves each step names what the code calls it.
+	b, err := os.ReadFile(concepts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := 0
+	for _, row := range regexp.MustCompile("(?m)^\\| [^|]*→[^|]* \\|.*\\| ([^|]+) \\|$").FindAllStringSubmatch(string(b), -1) {
+		steps++
+		for _, n := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(row[1], -1) {
+			if !inCode(t, n[1]) {
+				t.Errorf("%s: the steps' table names %s, which the code does not have", concepts, n[1])
+			}
+		}
+	}
+	if steps < 4 {
+		t.Errorf("%s: the table of who moves each step has %d rows, want one a step", concepts, steps)
+	}
 	// The recovery points are drawn, every one the code declares.
 	drawn := strings.Join(func() []string {
 		var s []string
