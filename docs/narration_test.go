@@ -3,7 +3,9 @@
 // when or in which working session something was done (an ordinal or a
 // number with the word, or "this", "last" or "next" before it), or cites a
 // tracker's numbers ("issue 22", "(#14)"). git log and the tracker keep that history; a reader of a
-// file needs what is true of the code beside it.
+// file needs what is true of the code beside it. The reference documents
+// (references) go further: no commit's hash, no date, no origin told, no
+// aside on how the code departs from the text, no VM set against another.
 //
 // "Session" stays a technical word here (DATABASE_SESSION_URL, a session
 // past the pooler, session-mode pooling, the locks a session holds): only
@@ -301,4 +303,167 @@ func gitFiles(t *testing.T) []string {
 		}
 	}
 	return files
+}
+
+// references are the documents that are reference, read as what holds now:
+// no figure in them is dated, tied to a commit, or set against another
+// machine's, and no aside tells how the text or the code got here. How a
+// figure moved goes in the message of the commit that moved it.
+var references = []string{"docs/SPEC.md", "docs/CHAOS.md", "docs/BENCHMARKS.md"}
+
+// months are the month names a dated figure is narrated with.
+const months = `January|February|March|April|May|June|July|August|September|October|November|December`
+
+// hexWord is what may be a commit's hash: 7 to 40 hexadecimal digits, at
+// least one of them a digit and one a letter (a number or a word is none).
+var hexWord = regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
+
+// hashCue is a word near a hash that says it names a commit.
+var hashCue = regexp.MustCompile(`(?i)\b(?:commits?|code|hash|sha|revision|rev|run|runs|measured|on)\b`)
+
+// historyPatterns are the other kinds of history in a reference.
+var historyPatterns = []pattern{
+	{"a date", regexp.MustCompile(`\b20\d\d-[01]\d-[0-3]\d\b`)},
+	{"a month with its year", regexp.MustCompile(`(?i)\b(?:\d{1,2}(?:st|nd|rd|th)?\s+)?(?:` + months + `)\s+(?:\d{1,2}(?:st|nd|rd|th)?,?\s+)?20\d\d\b`)},
+	{"an origin told", regexp.MustCompile(`(?i)\b(?:it|this|the \w+) (?:began|started|started out) as\b`)},
+	{"an aside on the code against the text", regexp.MustCompile(`(?i)\bthe code (?:deliberately )?(?:differs|goes further)\b`)},
+	{"one VM's figures set against another's", regexp.MustCompile(`(?i)\bon (?:one|a|the same|this) (?:[\w-]+ )?VM\b(?:[^.]|\.\d)*\bon another\b|\banother (?:[\w-]+ )?VM\b|\bon a [\w-]+ VM (?:where|whose)\b`)},
+	{"a dated section", regexp.MustCompile(`(?i)\btoday's (?:figures|results|numbers)\b`)},
+}
+
+// codeSpan is text in backticks: a value (a version named by its date, an
+// API's), not a date the prose is written on.
+var codeSpan = regexp.MustCompile("`[^`\n]*`")
+
+// scanHistory returns the history in text, a reference, by line; isCommit
+// says whether a hexadecimal word is a commit the repository knows.
+func scanHistory(file, text string, isCommit func(string) bool) []finding {
+	var found []finding
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		prose := codeSpan.ReplaceAllStringFunc(line, func(s string) string { return strings.Repeat(" ", len(s)) })
+		for _, at := range hexWord.FindAllStringIndex(line, -1) {
+			w := line[at[0]:at[1]]
+			if !strings.ContainsAny(w, "0123456789") || !strings.ContainsAny(w, "abcdef") {
+				continue
+			}
+			near := line[max(0, at[0]-40):min(len(line), at[1]+40)]
+			alone := at[0] > 0 && at[1] < len(line) && line[at[0]-1] == '(' && line[at[1]] == ')'
+			if hashCue.MatchString(near) || alone || isCommit(w) {
+				found = append(found, finding{file, i + 1, "a commit's hash", w})
+			}
+		}
+		joined := prose
+		if i+1 < len(lines) {
+			joined += " " + continuation(codeSpan.ReplaceAllString(lines[i+1], " "))
+		}
+		for _, p := range historyPatterns {
+			for _, at := range p.re.FindAllStringIndex(joined, -1) {
+				if at[0] < len(prose) { // a match that starts on the next line is found there
+					found = append(found, finding{file, i + 1, p.what, strings.TrimSpace(joined[at[0]:at[1]])})
+				}
+			}
+		}
+	}
+	return found
+}
+
+// knownCommits returns whether git knows each hexadecimal word of texts as
+// a commit, asked in one batch.
+func knownCommits(t *testing.T, texts []string) func(string) bool {
+	t.Helper()
+	var words []string
+	for _, text := range texts {
+		for _, w := range hexWord.FindAllString(text, -1) {
+			if !slices.Contains(words, w) {
+				words = append(words, w)
+			}
+		}
+	}
+	known := map[string]bool{}
+	if len(words) > 0 {
+		var in bytes.Buffer
+		for _, w := range words {
+			fmt.Fprintf(&in, "%s^{commit}\n", w)
+		}
+		check := exec.Command("git", "cat-file", "--batch-check=%(objecttype)")
+		check.Dir = ".."
+		check.Stdin = &in
+		out, err := check.Output()
+		if err != nil {
+			t.Fatalf("git cat-file: %v", err)
+		}
+		for i, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+			if i < len(words) && line == "commit" {
+				known[words[i]] = true
+			}
+		}
+	}
+	return func(w string) bool { return known[w] }
+}
+
+// TestReferenceWithoutHistory: SPEC, CHAOS and BENCHMARKS say what holds
+// now: no commit's hash, no date, no "it began as", no aside that the code
+// differs from the text or goes further, no figures of one VM set against
+// another's.
+func TestReferenceWithoutHistory(t *testing.T) {
+	t.Parallel()
+	texts := make([]string, len(references))
+	for i, name := range references {
+		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts[i] = string(b)
+	}
+	isCommit := knownCommits(t, texts)
+	for i, name := range references {
+		for _, f := range scanHistory(name, texts[i], isCommit) {
+			t.Errorf("%s: write what holds now (the commit that moved it keeps the history)", f)
+		}
+	}
+}
+
+// TestHistoryPatterns: the patterns catch a reference's history, and leave
+// its values alone (a seed, a count, a version named by its date in code).
+func TestHistoryPatterns(t *testing.T) {
+	t.Parallel()
+	commit := func(w string) bool { return w == "5d90343" }
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{"Five runs of make bench on service code 9ec0c75, one after another", true},
+		{"PASSED, 18 of 18, on commit cc40a40", true},
+		{"At a million keys (10ae128), with the worker's pace", true},
+		{"as 5d90343 measured", true},
+		{"PASSED, 19 of 19, twice, 2026-11-29", true},
+		{"measured in November 2026", true},
+		{"on 28 November 2026", true},
+		{"on November 28, 2026, on one machine", true},
+		{"This is the contract. It began as `../shared/SPEC.md` and now lives here", true},
+		{"422. The code differs: the path is the request's actual path", true},
+		{"the text says so (\"The code goes further\")", true},
+		{"it reads 0.60 on one VM and 0.86 on another", true},
+		{"On a 2-core VM where the same code costs 5.7 ms a payment", true},
+		{"the same run on another VM", true},
+		{"## Today's figures", true},
+		// Values, not history.
+		{"`CHAOS_SEED=20261207 make chaos`", false},
+		{"2000000 finished keys in the table", false},
+		{"API versions before `2022-11-15`", false},
+		{"the default 32 clients, 10 s a mode", false},
+		{"a noisy, shared VM", false},
+		{"the 30th of November", false},
+		{"a decade of keys", false},
+		{"`sha256:0123abcdef` is not near a cue", false},
+		{"the id ch_81c9bd01ad2a346661b53095 of a charge", false},
+	} {
+		t.Run(c.text, func(t *testing.T) {
+			found := scanHistory("sample", c.text, commit)
+			if got := len(found) > 0; got != c.want {
+				t.Errorf("%q: flagged %t (%v), want %t", c.text, got, found, c.want)
+			}
+		})
+	}
 }
