@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // serverSigned returns the headers the server's signer sets on a delivery
 // of body sent at, one signature per secret.
 func serverSigned(t *testing.T, at time.Time, body []byte, secrets ...string) http.Header {
 	t.Helper()
-	s, err := webhook.ParseSecrets(strings.Join(secrets, ","))
+	s, err := signing.ParseSecrets(strings.Join(secrets, ","))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func serverSigned(t *testing.T, at time.Time, body []byte, secrets ...string) ht
 
 func TestWebhookVerify(t *testing.T) {
 	t.Parallel()
-	current, old, other := webhook.NewSecret(), webhook.NewSecret(), webhook.NewSecret()
+	current, old, other := signing.NewSecret(), signing.NewSecret(), signing.NewSecret()
 	now := time.Unix(1_700_000_000, 0)
 	body := []byte(`{"id":"evt_1","object":"event","type":"payment.succeeded"}`)
 
@@ -115,7 +115,7 @@ func TestWebhookVerifyTheSpec(t *testing.T) {
 
 func TestNewWebhook(t *testing.T) {
 	t.Parallel()
-	good := webhook.NewSecret()
+	good := signing.NewSecret()
 	if _, err := NewWebhook(good, good); err != nil {
 		t.Errorf("NewWebhook(two secrets) = %v", err)
 	}

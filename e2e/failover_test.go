@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/hapg"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testwait"
@@ -52,7 +52,7 @@ func TestFailover(t *testing.T) {
 	run(t, "api", []string{"DATABASE_URL=" + url}, "migrate")
 	run(t, "api", []string{"DATABASE_URL=" + url, "APP_ENV=development"}, "seed")
 	s := newStack(t, url)
-	secret := webhook.NewSecret()
+	secret := signing.NewSecret()
 	s.startProcessor("DATABASE_URL="+procDB.URL, "PROCESSOR_WEBHOOK_URL={api}/v1/processor/webhooks", "PROCESSOR_WEBHOOK_SECRET="+secret)
 	s.startWorker("WEBHOOK_RETRY_SCHEDULE=1s,2s,4s")
 	s.startAPI("PROCESSOR_WEBHOOK_SECRET=" + secret)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/demoreceiver"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testio"
@@ -42,7 +42,7 @@ func TestTimeoutCardSettledByWebhook(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			db := testdb.New(t)
-			secret := webhook.NewSecret()
+			secret := signing.NewSecret()
 			var apiEnv, procEnv []string
 			if webhooks {
 				apiEnv = []string{"PROCESSOR_WEBHOOK_SECRET=" + secret}
@@ -138,7 +138,7 @@ func TestWorkerKilledMidDelivery(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	secrets, err := webhook.ParseSecrets(registerEndpoint(t, s, srv.URL+"/hooks"))
+	secrets, err := signing.ParseSecrets(registerEndpoint(t, s, srv.URL+"/hooks"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // shownOnce is what the request that created a key is answered with instead
@@ -23,7 +23,7 @@ func (s *Server) loadEndpoint(ctx context.Context, tenantID, id string) (any, er
 // and its secret, which replays do not show.
 func (s *Server) createEndpoint() http.HandlerFunc {
 	return idempotentPost(s, false,
-		func(r *http.Request, req idempotency.Request, ne endpoints.NewEndpoint) (idempotency.Lease, any, error) {
+		func(r *http.Request, req idempotency.Request, ne webhooks.NewEndpoint) (idempotency.Lease, any, error) {
 			lease, e, err := s.Endpoints.Create(r.Context(), req, ne)
 			return lease, shownOnceOr(e), err
 		}, s.loadEndpoint)
@@ -31,14 +31,14 @@ func (s *Server) createEndpoint() http.HandlerFunc {
 
 // updateEndpoint handles POST /v1/webhook_endpoints/{id}.
 func (s *Server) updateEndpoint() http.HandlerFunc {
-	return onEndpoint(s, (*endpoints.Service).Update)
+	return onEndpoint(s, (*webhooks.Service).Update)
 }
 
 // rotateSecret handles POST /v1/webhook_endpoints/{id}/rotate_secret: 200
 // with the endpoint and its new secret, which replays do not show.
 func (s *Server) rotateSecret() http.HandlerFunc {
 	return idempotentPost(s, true,
-		func(r *http.Request, req idempotency.Request, rot endpoints.Rotation) (idempotency.Lease, any, error) {
+		func(r *http.Request, req idempotency.Request, rot webhooks.Rotation) (idempotency.Lease, any, error) {
 			lease, e, err := s.Endpoints.RotateSecret(r.Context(), req, chi.URLParam(r, "id"), rot)
 			return lease, shownOnceOr(e), err
 		}, s.loadEndpoint)
@@ -47,22 +47,22 @@ func (s *Server) rotateSecret() http.HandlerFunc {
 // resend handles POST /v1/webhook_endpoints/{id}/resend: 202 with the
 // delivery started again.
 func (s *Server) resend() http.HandlerFunc {
-	return onEndpoint(s, (*endpoints.Service).Resend)
+	return onEndpoint(s, (*webhooks.Service).Resend)
 }
 
 // recoverEndpoint handles POST /v1/webhook_endpoints/{id}/recover: 202
 // with how many failed deliveries since the given time start again.
 func (s *Server) recoverEndpoint() http.HandlerFunc {
-	return onEndpoint(s, (*endpoints.Service).Recover)
+	return onEndpoint(s, (*webhooks.Service).Recover)
 }
 
 // onEndpoint handles an idempotent POST to the endpoint {id} whose first
-// phase is do, a method of endpoints.Service given the decoded body, and
+// phase is do, a method of webhooks.Service given the decoded body, and
 // which returns nothing created: the endpoint is loaded as it stands
 // (loadEndpoint). do is a method expression so that s.Endpoints is read at
 // each request.
 func onEndpoint[B any](s *Server,
-	do func(*endpoints.Service, context.Context, idempotency.Request, string, B) (idempotency.Lease, error),
+	do func(*webhooks.Service, context.Context, idempotency.Request, string, B) (idempotency.Lease, error),
 ) http.HandlerFunc {
 	return idempotentPost(s, false,
 		func(r *http.Request, req idempotency.Request, body B) (idempotency.Lease, any, error) {
@@ -72,7 +72,7 @@ func onEndpoint[B any](s *Server,
 }
 
 // shownOnceOr wraps the endpoint a request created, when it did.
-func shownOnceOr(e *endpoints.Endpoint) any {
+func shownOnceOr(e *webhooks.Endpoint) any {
 	if e == nil {
 		return nil
 	}
@@ -114,8 +114,8 @@ func (s *Server) deleteEndpoint(w http.ResponseWriter, r *http.Request) {
 // listDeliveries handles GET /v1/webhook_endpoints/{id}/deliveries: the
 // endpoint's delivery log, an attempt a line, newest first.
 func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
-	writeList(s, w, r, func(ctx context.Context, tenantID string, limit int, after string) ([]endpoints.Attempt, bool, error) {
-		f := endpoints.LogFilter{Status: r.URL.Query().Get("status"), Type: r.URL.Query().Get("type")}
+	writeList(s, w, r, func(ctx context.Context, tenantID string, limit int, after string) ([]webhooks.Attempt, bool, error) {
+		f := webhooks.LogFilter{Status: r.URL.Query().Get("status"), Type: r.URL.Query().Get("type")}
 		return s.Endpoints.Log(ctx, tenantID, chi.URLParam(r, "id"), f, limit, after)
 	})
 }
@@ -123,7 +123,7 @@ func (s *Server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 // listEventDeliveries handles GET /v1/events/{id}/deliveries: the event's
 // delivery to each endpoint that wanted it.
 func (s *Server) listEventDeliveries(w http.ResponseWriter, r *http.Request) {
-	writeList(s, w, r, func(ctx context.Context, tenantID string, limit int, after string) ([]endpoints.Delivery, bool, error) {
+	writeList(s, w, r, func(ctx context.Context, tenantID string, limit int, after string) ([]webhooks.Delivery, bool, error) {
 		return s.Endpoints.EventDeliveries(ctx, tenantID, chi.URLParam(r, "id"), limit, after)
 	})
 }

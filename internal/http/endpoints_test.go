@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/stacktest"
 )
 
@@ -25,7 +25,7 @@ func TestWebhookEndpoints(t *testing.T) {
 		e.Status != "enabled" || !strings.HasPrefix(e.ID, "we_") || res.Header.Get("Location") != "/v1/webhook_endpoints/"+e.ID {
 		t.Fatalf("create: %d %s", res.Status, res.Body)
 	}
-	if _, err := webhook.ParseSecrets(*e.Secret); err != nil {
+	if _, err := signing.ParseSecrets(*e.Secret); err != nil {
 		t.Fatalf("secret %v", err)
 	}
 	// The secret is stored encrypted, and nowhere in the clear.

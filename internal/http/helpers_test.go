@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/demoreceiver"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testio"
@@ -228,7 +228,7 @@ func newReceiver(t *testing.T, failFirst int) *hookReceiver {
 // start makes the receiver verify with secret.
 func (h *hookReceiver) start(secret string) {
 	h.t.Helper()
-	secrets, err := webhook.ParseSecrets(secret)
+	secrets, err := signing.ParseSecrets(secret)
 	if err != nil {
 		h.t.Fatal(err)
 	}

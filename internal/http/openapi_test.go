@@ -18,13 +18,13 @@ import (
 	"gopkg.in/yaml.v2"
 
 	"github.com/example/payments/internal/catalog"
-	"github.com/example/payments/internal/endpoints"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
 	"github.com/example/payments/internal/render"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/stacktest"
 )
@@ -165,7 +165,7 @@ var problemCode = regexp.MustCompile(`(?:render\.)?NewProblem\([^,]+,\s*"([a-z_]
 
 // renderer is the API's renderer, as the API process makes it.
 func renderer() *render.Renderer {
-	return render.New(catalog.Kinds(nil), []operation.Resource{endpoints.Resource}, endpoints.Rules)
+	return render.New(catalog.Kinds(nil), []operation.Resource{webhooks.Resource}, webhooks.Rules)
 }
 
 func TestOpenAPIProblemCodes(t *testing.T) {
@@ -222,13 +222,13 @@ func TestOpenAPISchemas(t *testing.T) {
 	described := map[string]any{
 		"Event": operation.Event{},
 
-		"WebhookEndpoint":        endpoints.Endpoint{},
-		"NewWebhookEndpoint":     endpoints.NewEndpoint{},
-		"WebhookEndpointUpdate":  endpoints.Update{},
-		"WebhookSecretRotation":  endpoints.Rotation{},
-		"WebhookResend":          endpoints.Resend{},
-		"WebhookDelivery":        endpoints.Delivery{},
-		"WebhookDeliveryAttempt": endpoints.Attempt{},
+		"WebhookEndpoint":        webhooks.Endpoint{},
+		"NewWebhookEndpoint":     webhooks.NewEndpoint{},
+		"WebhookEndpointUpdate":  webhooks.Update{},
+		"WebhookSecretRotation":  webhooks.Rotation{},
+		"WebhookResend":          webhooks.Resend{},
+		"WebhookDelivery":        webhooks.Delivery{},
+		"WebhookDeliveryAttempt": webhooks.Attempt{},
 	}
 	responses := slices.Clone(responseSchemas)
 	// A problem carries the failed operation under its type's name.
@@ -280,12 +280,12 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 
 	ne, eu := schemas["NewWebhookEndpoint"].Properties, schemas["WebhookEndpointUpdate"].Properties
-	checkLimit(t, "NewWebhookEndpoint.description maxLength", ne["description"].MaxLength, endpoints.MaxDescription)
-	checkLimit(t, "WebhookEndpointUpdate.description maxLength", eu["description"].MaxLength, endpoints.MaxDescription)
-	checkLimit(t, "NewWebhookEndpoint.enabled_events maxItems", ne["enabled_events"].MaxItems, endpoints.MaxEnabledEvents)
-	checkLimit(t, "WebhookEndpointUpdate.enabled_events maxItems", eu["enabled_events"].MaxItems, endpoints.MaxEnabledEvents)
+	checkLimit(t, "NewWebhookEndpoint.description maxLength", ne["description"].MaxLength, webhooks.MaxDescription)
+	checkLimit(t, "WebhookEndpointUpdate.description maxLength", eu["description"].MaxLength, webhooks.MaxDescription)
+	checkLimit(t, "NewWebhookEndpoint.enabled_events maxItems", ne["enabled_events"].MaxItems, webhooks.MaxEnabledEvents)
+	checkLimit(t, "WebhookEndpointUpdate.enabled_events maxItems", eu["enabled_events"].MaxItems, webhooks.MaxEnabledEvents)
 	checkLimit(t, "WebhookSecretRotation.expire_current_secret_in maximum",
-		schemas["WebhookSecretRotation"].Properties["expire_current_secret_in"].Maximum, int64(endpoints.MaxGrace/time.Second))
+		schemas["WebhookSecretRotation"].Properties["expire_current_secret_in"].Maximum, int64(webhooks.MaxGrace/time.Second))
 
 	eventTypes := []any{"*"}
 	for _, typ := range catalog.Kinds(nil).EventTypes() {
@@ -302,11 +302,11 @@ func TestOpenAPISchemas(t *testing.T) {
 	// Every event type an endpoint may ask for is one an event may have.
 	checkEnum(t, "Event.type", schemas["Event"].Properties["type"].Enum, eventTypes[1:])
 	checkEnum(t, "WebhookEndpoint.status", schemas["WebhookEndpoint"].Properties["status"].Enum,
-		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled})
+		[]any{webhooks.StatusEnabled, webhooks.StatusDisabled})
 	checkEnum(t, "WebhookEndpointUpdate.status", schemas["WebhookEndpointUpdate"].Properties["status"].Enum,
-		[]any{endpoints.StatusEnabled, endpoints.StatusDisabled})
+		[]any{webhooks.StatusEnabled, webhooks.StatusDisabled})
 	checkEnum(t, "WebhookDelivery.status", schemas["WebhookDelivery"].Properties["status"].Enum,
-		[]any{endpoints.DeliveryPending, endpoints.DeliveryDelivered, endpoints.DeliveryFailed})
+		[]any{webhooks.DeliveryPending, webhooks.DeliveryDelivered, webhooks.DeliveryFailed})
 }
 
 // TestOpenAPIFollowsTheKinds: every part of the document that lists the
@@ -395,7 +395,7 @@ func TestOpenAPIFollowsTheKinds(t *testing.T) {
 		points = append(points, p)
 	}
 	checkEnum(t, "IdempotencyKey.recovery_point", schemas["IdempotencyKey"].Properties["recovery_point"].Enum, points)
-	resources := []any{endpoints.Resource.Type}
+	resources := []any{webhooks.Resource.Type}
 	for _, typ := range kinds.Types() {
 		resources = append(resources, typ)
 	}

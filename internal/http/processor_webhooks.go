@@ -14,7 +14,7 @@ import (
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // ProcessorWebhooks is how the API receives the processor's webhooks.
@@ -78,18 +78,18 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 	if in.Now != nil {
 		now = in.Now
 	}
-	err = webhook.ErrSignature
+	err = signing.ErrSignature
 	if in.Webhooks != nil {
 		err = in.Webhooks.Verify(body, r.Header, now())
 	}
 	if err != nil {
 		result := webhookInvalidSignature
-		if errors.Is(err, webhook.ErrStale) {
+		if errors.Is(err, signing.ErrStale) {
 			result = webhookStale
 		}
 		s.countWebhook(result)
 		s.Logger.WarnContext(r.Context(), "processor webhook refused", "request_id", requestIDOf(r.Context()), "result", result,
-			"webhook_id", loggedHeader(r.Header, webhook.HeaderID), "webhook_timestamp", loggedHeader(r.Header, webhook.HeaderTimestamp))
+			"webhook_id", loggedHeader(r.Header, signing.HeaderID), "webhook_timestamp", loggedHeader(r.Header, signing.HeaderTimestamp))
 		s.writeError(w, r, render.ErrWebhookSignature)
 		return
 	}
@@ -100,7 +100,7 @@ func (s *Server) receiveProcessorWebhook(w http.ResponseWriter, r *http.Request)
 	if err != nil {
 		s.countWebhook(webhookMalformed)
 		s.Logger.ErrorContext(r.Context(), "processor webhook malformed", "request_id", requestIDOf(r.Context()),
-			"webhook_id", loggedHeader(r.Header, webhook.HeaderID), "err", err)
+			"webhook_id", loggedHeader(r.Header, signing.HeaderID), "err", err)
 		s.writeError(w, r, err)
 		return
 	}

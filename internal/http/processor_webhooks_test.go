@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/stacktest"
 )
@@ -27,7 +27,7 @@ func signedEvent(t *testing.T, secret, id, paymentID string, amount int64, at ti
 
 func sign(t *testing.T, secret, id string, at time.Time, body string) []string {
 	t.Helper()
-	secrets, err := webhook.ParseSecrets(secret)
+	secrets, err := signing.ParseSecrets(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,14 +55,14 @@ func TestProcessorWebhookReceipt(t *testing.T) {
 	}
 	p := decodePayment(t, pay.Body)
 	now := time.Now()
-	other := webhook.NewSecret()
+	other := signing.NewSecret()
 	recorded := func() int { return s.Count(`SELECT count(*) FROM processor_events`) }
 	jobs := func() int { return s.Count(`SELECT count(*) FROM river_job WHERE kind = 'settle_processor_event'`) }
 
 	body, headers := signedEvent(t, s.WebhookSecret, "evt_forged", p.ID, 1500, now)
 	_, forged := signedEvent(t, other, "evt_forged", p.ID, 1500, now)
-	staleBody, stale := signedEvent(t, s.WebhookSecret, "evt_forged", p.ID, 1500, now.Add(-webhook.Tolerance-time.Minute))
-	futureBody, future := signedEvent(t, s.WebhookSecret, "evt_forged", p.ID, 1500, now.Add(webhook.Tolerance+time.Minute))
+	staleBody, stale := signedEvent(t, s.WebhookSecret, "evt_forged", p.ID, 1500, now.Add(-signing.Tolerance-time.Minute))
+	futureBody, future := signedEvent(t, s.WebhookSecret, "evt_forged", p.ID, 1500, now.Add(signing.Tolerance+time.Minute))
 	rotated := sign(t, other+","+s.WebhookSecret, "evt_forged", now, body)
 	malformed := `{"id":"evt_forged","type":"charge.succeeded","data":{"object":{"object":"refund"}}}`
 	otherID := sign(t, s.WebhookSecret, "evt_other", now, body)

@@ -21,13 +21,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	imetrics "github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/tenants"
 	"github.com/example/payments/internal/tracing"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // MaxBodyBytes is the largest request body accepted.
@@ -42,7 +42,7 @@ type Server struct {
 	// Render maps every error to its problem, and names what keys created.
 	Render *render.Renderer
 	// Endpoints are the tenants' webhook endpoints.
-	Endpoints *endpoints.Service
+	Endpoints *webhooks.Service
 	Keys      *idempotency.Store
 	Logger    *slog.Logger
 	// Ready reports whether the database answers, for /readyz.

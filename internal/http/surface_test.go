@@ -17,7 +17,7 @@ import (
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
 	"github.com/example/payments/internal/process/worker"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testio"
@@ -94,7 +94,7 @@ func TestSurfaceRefusedWebhookLogBounded(t *testing.T) {
 	timestamp := strings.Repeat("7", 8<<10)
 	signature := "v1," + strings.Repeat("s", 8<<10)
 	res := s.Request(http.MethodPost, "/v1/processor/webhooks", "", `{"id":"evt_1"}`,
-		webhook.HeaderID, id, webhook.HeaderTimestamp, timestamp, webhook.HeaderSignature, signature)
+		signing.HeaderID, id, signing.HeaderTimestamp, timestamp, signing.HeaderSignature, signature)
 	if res.Status != http.StatusBadRequest {
 		t.Fatalf("forged webhook: %d %s", res.Status, res.Body)
 	}

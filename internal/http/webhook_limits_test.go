@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/jobs"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testwait"
 )
@@ -85,7 +85,7 @@ func TestWebhookLimits(t *testing.T) {
 
 	t.Run("OneChainPerDelivery", func(t *testing.T) {
 		t.Parallel()
-		s, h, e := startDelivering(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}}, answer(http.StatusBadGateway))
+		s, h, e := startDelivering(t, stacktest.Options{WebhookSchedule: webhooks.Schedule{time.Hour}}, answer(http.StatusBadGateway))
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the first attempt", func() bool { return len(deliveryLog(t, s, e)) == 1 })
 		evID := deliveryLog(t, s, e)[0].Event
@@ -183,7 +183,7 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 
 	t.Run("FailingForDaysDisables", func(t *testing.T) {
 		t.Parallel()
-		s, h, e := startDelivering(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}}, answer(http.StatusInternalServerError))
+		s, h, e := startDelivering(t, stacktest.Options{WebhookSchedule: webhooks.Schedule{time.Hour}}, answer(http.StatusInternalServerError))
 		// Its run of failures began six days ago (WEBHOOK_DISABLE_AFTER is
 		// five by default).
 		s.Exec(`UPDATE webhook_endpoints SET failing_since = now() - interval '6 days'`)
@@ -222,7 +222,7 @@ func TestWebhookDeliveryRaces(t *testing.T) {
 // ten delivery workers, four for a tenant, two to an endpoint.
 func TestWebhookFairness(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour},
+	s := stacktest.New(t, stacktest.Options{WebhookSchedule: webhooks.Schedule{time.Hour},
 		WebhookConcurrency: 10, TenantInFlight: 4, EndpointInFlight: 2})
 	s.StartWorker()
 	const hold = 8 * time.Second
@@ -281,7 +281,7 @@ func registerTarpits(t *testing.T, s *stacktest.Stack, apiKey string, n int, hol
 // line first, the slow endpoints kept every place cycling between them.
 func TestWebhookPlacesSplitEvenly(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour},
+	s := stacktest.New(t, stacktest.Options{WebhookSchedule: webhooks.Schedule{time.Hour},
 		WebhookConcurrency: 10, TenantInFlight: 4, EndpointInFlight: 4})
 	s.StartWorker()
 	const hold = 3 * time.Second
@@ -321,7 +321,7 @@ func TestWebhookPlacesSplitEvenly(t *testing.T) {
 // refuses a delivery still pending.
 func TestWebhookOrphanRejobbed(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+	s := startStack(t, stacktest.Options{WebhookSchedule: webhooks.Schedule{time.Hour}})
 	h := newReceiver(t, 1)
 	e := registerWith(t, s, h)
 	paidPayment(t, s, "orphan")
@@ -347,7 +347,7 @@ func TestWebhookOrphanRejobbed(t *testing.T) {
 // three looks to reach it.
 func TestWebhookAbandonedAmongManyPending(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Hour}})
+	s := startStack(t, stacktest.Options{WebhookSchedule: webhooks.Schedule{time.Hour}})
 	h := newReceiver(t, 2)
 	e := registerWith(t, s, h)
 	paidPayment(t, s, "abandoned")
@@ -364,7 +364,7 @@ SELECT $1, $2, 'evt_bulk_' || i, 'pending', $3, now() - interval '1 hour' FROM g
 	if _, err := s.Deliverer.Jobs.(jobs.Queue).Client.JobCancel(t.Context(), orphan); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Within(t, endpoints.OrphanLookInterval+5*time.Second, "the abandoned job's delivery given a new job", func() bool {
+	testwait.Within(t, webhooks.OrphanLookInterval+5*time.Second, "the abandoned job's delivery given a new job", func() bool {
 		return s.Count(`SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND job NOT IN ($1, $2)`, orphan, live) == 1
 	})
 }
@@ -491,7 +491,7 @@ func TestWebhookOneJobADelivery(t *testing.T) {
 	t.Parallel()
 	gate, over := make(chan struct{}, 1), make(chan struct{})
 	var inFlight peak
-	s, h, _ := startDelivering(t, stacktest.Options{EndpointInFlight: 1, WebhookSchedule: endpoints.Schedule{time.Hour}},
+	s, h, _ := startDelivering(t, stacktest.Options{EndpointInFlight: 1, WebhookSchedule: webhooks.Schedule{time.Hour}},
 		func(w http.ResponseWriter, r *http.Request, _ int64) bool {
 			defer inFlight.enter()()
 			select {

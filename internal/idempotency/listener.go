@@ -7,8 +7,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/example/payments/internal/database"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/example/payments/internal/database"
 )
 
 // finishedChannel is the NOTIFY channel on which finished keys' ids are

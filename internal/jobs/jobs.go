@@ -10,9 +10,9 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // OperationArgs is the job that drives one operation, of any declared kind,
@@ -133,17 +133,17 @@ const QueueWebhooks = "webhooks"
 // DeliveryWorker runs delivery jobs.
 type DeliveryWorker struct {
 	river.WorkerDefaults[DeliveryArgs]
-	Deliverer *endpoints.Deliverer
+	Deliverer *webhooks.Deliverer
 	Logger    *slog.Logger
 	// Backoff spaces the runs of a job whose database went away.
 	Backoff Backoff
 }
 
 // Timeout is a delivery's own, whatever JOB_TIMEOUT says: its attempt's
-// timeout and a margin (endpoints.SlotHeld), so that an attempt ends by the
+// timeout and a margin (webhooks.SlotHeld), so that an attempt ends by the
 // receiver's answer or its own timeout, never cut by the job's, and never
 // outlives its place among the attempts in flight.
-func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return endpoints.SlotHeld }
+func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return webhooks.SlotHeld }
 
 // Work makes the delivery's next attempt, and snoozes until the one after
 // when it failed with attempts left. A claim or a record that failed because
@@ -250,7 +250,7 @@ type ReapWorker struct {
 	EventRetention time.Duration
 	// Webhooks is how long the webhooks' events, deliveries and expired
 	// secrets are kept.
-	Webhooks endpoints.Retention
+	Webhooks webhooks.Retention
 	// Pace paces the keys' reaping; its Batch is also the most processor
 	// events, deliveries, events or secrets one statement prunes.
 	Pace   idempotency.ReapPace
@@ -279,7 +279,7 @@ func (w *ReapWorker) Work(ctx context.Context, _ *river.Job[ReapArgs]) error {
 	if err != nil {
 		return err
 	}
-	deliveries, events, secrets, err := endpoints.Prune(ctx, w.Ops.DB, w.Webhooks, w.Pace.Batch)
+	deliveries, events, secrets, err := webhooks.Prune(ctx, w.Ops.DB, w.Webhooks, w.Pace.Batch)
 	if deliveries+events+secrets > 0 {
 		w.Logger.InfoContext(ctx, "pruned webhooks", "deliveries", deliveries, "events", events, "secrets", secrets)
 	}

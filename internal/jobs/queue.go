@@ -26,15 +26,15 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // Queue puts jobs in River's queue inside the transaction that needs them,
 // and asks River which of them will still run. It implements outbox.Queue,
-// operation.JobQueue, operation.LiveJobs and endpoints.Jobs.
+// operation.JobQueue, operation.LiveJobs and webhooks.Jobs.
 type Queue struct {
 	Client *river.Client[pgx.Tx]
 	// RescueAfter is the workers' RescueAfter: a job running for longer
@@ -96,7 +96,7 @@ func (q Queue) EnqueueProcessorEvent(ctx context.Context, tx pgx.Tx, eventID str
 	return nil
 }
 
-// EnqueueDeliveries implements endpoints.Jobs: one insert for them all.
+// EnqueueDeliveries implements webhooks.Jobs: one insert for them all.
 func (q Queue) EnqueueDeliveries(ctx context.Context, tx pgx.Tx, deliveryIDs ...int64) ([]int64, error) {
 	if len(deliveryIDs) == 0 {
 		return nil, nil
@@ -160,7 +160,7 @@ func (q Queue) Live(ctx context.Context, jobIDs []int64, now time.Time) (map[int
 	return live, nil
 }
 
-// Unfinished implements endpoints.Jobs: the jobs among jobIDs River will
+// Unfinished implements webhooks.Jobs: the jobs among jobIDs River will
 // still run, however late, a dead worker's running job included (River's
 // rescuer runs it again).
 func (q Queue) Unfinished(ctx context.Context, jobIDs []int64) (map[int64]bool, error) {
@@ -182,7 +182,7 @@ var abandonedStates = []rivertype.JobState{rivertype.JobStateDiscarded, rivertyp
 // abandonedPage is how many abandoned delivery jobs Abandoned lists at once.
 const abandonedPage = 1000
 
-// Abandoned implements endpoints.Jobs: River lists the delivery jobs it
+// Abandoned implements webhooks.Jobs: River lists the delivery jobs it
 // discarded or cancelled, by the time it finalized them, on its index of
 // finalized jobs; the cursor is River's own, marshalled.
 func (q Queue) Abandoned(ctx context.Context, cursor string) (deliveryIDs, jobIDs []int64, next string, err error) {
@@ -323,9 +323,9 @@ type Deps struct {
 	// EventRetention is how long a processed processor event is kept.
 	EventRetention time.Duration
 	// Webhooks is how long the webhooks' records are kept.
-	Webhooks endpoints.Retention
+	Webhooks webhooks.Retention
 	// Deliverer makes the attempts of webhook deliveries.
-	Deliverer *endpoints.Deliverer
+	Deliverer *webhooks.Deliverer
 	// Reaped, when set, counts what the reaper reaped.
 	Reaped func(expired, deleted int)
 	// Logger gets each job attempt's line (TraceWork) and the periodic

@@ -16,9 +16,9 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/stacktest"
 )
 
@@ -58,7 +58,7 @@ func snoozed(t *testing.T, what string, err error) time.Duration {
 // schedule's first step, not its second.
 func TestDeliveryWhileTheDatabaseIsAway(t *testing.T) {
 	t.Parallel()
-	s := stacktest.New(t, stacktest.Options{WebhookSchedule: endpoints.Schedule{time.Minute, time.Hour}})
+	s := stacktest.New(t, stacktest.Options{WebhookSchedule: webhooks.Schedule{time.Minute, time.Hour}})
 	var (
 		hits   atomic.Int64
 		cutNow atomic.Pointer[stacktest.Proxy]

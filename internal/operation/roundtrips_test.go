@@ -11,13 +11,13 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/outbox"
 	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/refunds"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -88,7 +88,7 @@ func TestRoundTrips(t *testing.T) {
 	// at once.
 	runner := *h.ops
 	runner.DB, runner.Keys = pool, keys
-	runner.Subscribers = endpoints.FanOut{Jobs: jobs.Queue{Client: inserter}}
+	runner.Subscribers = webhooks.FanOut{Jobs: jobs.Queue{Client: inserter}}
 	work := func(id string) {
 		t.Helper()
 		job := runningJob(t, h, inserter, id)

@@ -25,8 +25,8 @@ import (
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/internal/tracing"
-	"github.com/example/payments/internal/webhook"
 )
 
 // Common is the configuration every process reads.
@@ -194,7 +194,7 @@ type withProcessor interface{ processor() *Processor }
 // Webhooks is shared by the API, which registers endpoints and encrypts
 // their secrets, and the worker, which decrypts them and delivers.
 type Webhooks struct {
-	SecretsKey   webhook.Box `envconfig:"WEBHOOK_SECRETS_KEY" desc:"32 bytes in base64 (openssl rand -base64 32): encrypts the webhook endpoints' signing secrets at rest; required"`
+	SecretsKey   signing.Box `envconfig:"WEBHOOK_SECRETS_KEY" desc:"32 bytes in base64 (openssl rand -base64 32): encrypts the webhook endpoints' signing secrets at rest; required"`
 	AllowPrivate bool        `envconfig:"WEBHOOK_ALLOW_PRIVATE_NETWORKS" default:"false" desc:"development and tests only: let webhook endpoints be http, and on loopback or private networks"`
 }
 

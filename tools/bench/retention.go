@@ -16,10 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // The retention mode: keys expiring while the service runs. It puts
@@ -504,7 +504,7 @@ func newReaper(ctx context.Context, cfg Config, st *stack) (*reaper, error) {
 	}
 	job := &jobs.ReapWorker{Keys: store, Ops: &operation.Runner{DB: pool}, Pace: pace,
 		EventRetention: w.EventRetention, Logger: slog.New(slog.DiscardHandler),
-		Webhooks: endpoints.Retention{Events: w.WebhookEventRetention, Secrets: w.WebhookSecretRetention}}
+		Webhooks: webhooks.Retention{Events: w.WebhookEventRetention, Secrets: w.WebhookSecretRetention}}
 	return &reaper{pool: pool, job: job, timer: timer}, nil
 }
 

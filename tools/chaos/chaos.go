@@ -28,8 +28,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/internal/timer"
-	"github.com/example/payments/internal/webhook"
 	"github.com/example/payments/tools/hapg"
 	"github.com/example/payments/tools/pgbouncer"
 )
@@ -205,11 +205,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		methods, inj.event = stripeMethods, stripeEvent
 		inj.signer, inj.forger = stripeSigner{s.webhookSecret}, stripeSigner{"whsec_forged"}
 	} else {
-		secrets, err := webhook.ParseSecrets(s.webhookSecret)
+		secrets, err := signing.ParseSecrets(s.webhookSecret)
 		if err != nil {
 			return nil, err
 		}
-		other, _ := webhook.ParseSecrets(webhook.NewSecret())
+		other, _ := signing.ParseSecrets(signing.NewSecret())
 		inj.event, inj.signer, inj.forger = fakeEvent, standardSigner{secrets}, standardSigner{other}
 	}
 	l := newLoad(s.apiURLs, cfg.Seed, methods)
@@ -340,7 +340,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 	// The API and the worker share the key of the endpoints' secrets, and
 	// the run's receiver listens on loopback.
 	webhooks := []string{"WEBHOOK_SECRETS_KEY=" + base64.StdEncoding.EncodeToString(key), "WEBHOOK_ALLOW_PRIVATE_NETWORKS=true"}
-	s.webhookSecret = webhook.NewSecret()
+	s.webhookSecret = signing.NewSecret()
 	var apiAddrs [2]string
 	for i := range apiAddrs {
 		apiAddrs[i] = addr()

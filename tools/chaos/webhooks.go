@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // injectedPrefix starts the id of every processor event the run forges on
@@ -84,13 +84,13 @@ type signer interface {
 }
 
 // standardSigner signs as the fake processor does: Standard Webhooks.
-type standardSigner struct{ secrets webhook.Secrets }
+type standardSigner struct{ secrets signing.Secrets }
 
 func (s standardSigner) sign(h http.Header, id string, at time.Time, body []byte) error {
 	return s.secrets.Sign(h, id, at, body)
 }
 
-func (standardSigner) staleBy() time.Duration { return webhook.Tolerance + time.Minute }
+func (standardSigner) staleBy() time.Duration { return signing.Tolerance + time.Minute }
 
 // fakeEvent is the fake processor's event about a charge.
 func fakeEvent(id, chargeID, paymentID string, amount int64, succeeded bool) string {

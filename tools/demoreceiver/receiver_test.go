@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/demoreceiver"
 	"github.com/example/payments/tools/testio"
 )
@@ -34,7 +34,7 @@ type env struct {
 // in these tests is one the real sender would make.
 type testSecrets struct {
 	demoreceiver.Secrets
-	signer webhook.Secrets
+	signer signing.Secrets
 }
 
 // secrets parses s, a comma-separated list of secrets.
@@ -44,7 +44,7 @@ func secrets(t *testing.T, s string) testSecrets {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := webhook.ParseSecrets(s)
+	signer, err := signing.ParseSecrets(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ const (
 // nothing.
 func TestAcceptOnce(t *testing.T) {
 	t.Parallel()
-	e := start(t, testConfig(t, webhook.NewSecret()))
+	e := start(t, testConfig(t, signing.NewSecret()))
 	if status, answer := e.deliver("evt_1"); status != http.StatusOK || answer != accepted {
 		t.Fatalf("first delivery: %d %s", status, answer)
 	}
@@ -182,8 +182,8 @@ func TestAcceptOnce(t *testing.T) {
 // that prints and records nothing.
 func TestRefused(t *testing.T) {
 	t.Parallel()
-	e := start(t, testConfig(t, webhook.NewSecret()))
-	other := secrets(t, webhook.NewSecret())
+	e := start(t, testConfig(t, signing.NewSecret()))
+	other := secrets(t, signing.NewSecret())
 	now := time.Now()
 	body := eventBody("evt_x")
 	cases := []struct {
@@ -201,7 +201,7 @@ func TestRefused(t *testing.T) {
 		{"NoHeaders", http.Header{"Content-Type": {"application/json"}}, body, "invalid signature"},
 		{"NoSignature", func() http.Header {
 			h := signed(t, e.cfg.Secret, "evt_x", now, body)
-			h.Del(webhook.HeaderSignature)
+			h.Del(signing.HeaderSignature)
 			return h
 		}(), body, "invalid signature"},
 		{"NotJSON", signed(t, e.cfg.Secret, "evt_x", now, []byte("evt_x")), []byte("evt_x"), "malformed event"},
@@ -226,7 +226,7 @@ func TestRefused(t *testing.T) {
 // signed with both.
 func TestRotation(t *testing.T) {
 	t.Parallel()
-	old, current := webhook.NewSecret(), webhook.NewSecret()
+	old, current := signing.NewSecret(), signing.NewSecret()
 	both := start(t, testConfig(t, old+","+current))
 	for i, s := range []string{old, current} {
 		id := fmt.Sprintf("evt_rot%d", i)
@@ -242,7 +242,7 @@ func TestRotation(t *testing.T) {
 			t.Errorf("receiver with secret %d, delivery signed with both: %d %s", i, status, answer)
 		}
 	}
-	stranger := start(t, testConfig(t, webhook.NewSecret()))
+	stranger := start(t, testConfig(t, signing.NewSecret()))
 	body := eventBody("evt_both")
 	if status, _ := stranger.post(signed(t, secrets(t, old+","+current), "evt_both", time.Now(), body), body); status != http.StatusBadRequest {
 		t.Errorf("receiver with neither secret: %d", status)
@@ -253,7 +253,7 @@ func TestRotation(t *testing.T) {
 // are 500s that record nothing, and the third is processed.
 func TestFailFirst(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, webhook.NewSecret())
+	cfg := testConfig(t, signing.NewSecret())
 	cfg.FailFirst = 2
 	e := start(t, cfg)
 	for i := range 2 {
@@ -292,7 +292,7 @@ func TestFailFirst(t *testing.T) {
 // TestBodyLimit: a body of MaxBodyBytes is read; one byte more is a 413.
 func TestBodyLimit(t *testing.T) {
 	t.Parallel()
-	e := start(t, testConfig(t, webhook.NewSecret()))
+	e := start(t, testConfig(t, signing.NewSecret()))
 	pad := func(id string, size int) []byte {
 		body := eventBody(id)
 		return append(body, bytes.Repeat([]byte(" "), size-len(body))...)
@@ -314,7 +314,7 @@ func TestBodyLimit(t *testing.T) {
 // only.
 func TestRoutes(t *testing.T) {
 	t.Parallel()
-	e := start(t, testConfig(t, webhook.NewSecret()))
+	e := start(t, testConfig(t, signing.NewSecret()))
 	for _, c := range []struct {
 		method, path string
 		want         int
@@ -339,8 +339,8 @@ func TestRoutes(t *testing.T) {
 // configuration without the secrets.
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	secret := webhook.NewSecret()
-	e := start(t, testConfig(t, secret+","+webhook.NewSecret()))
+	secret := signing.NewSecret()
+	e := start(t, testConfig(t, secret+","+signing.NewSecret()))
 	var logged struct {
 		Msg    string
 		Secret string

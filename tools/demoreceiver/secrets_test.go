@@ -4,19 +4,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/demoreceiver"
 )
 
 // The service's own tests (e2e, internal/http) verify with the sender's
 // secrets: they must stay a Verifier.
-var _ demoreceiver.Verifier = webhook.Secrets{}
+var _ demoreceiver.Verifier = signing.Secrets{}
 
 // TestParseSecrets: secrets are read as the sender gives them, one or
 // several; anything else is refused, with an error that shows no secret.
 func TestParseSecrets(t *testing.T) {
 	t.Parallel()
-	one, two := webhook.NewSecret(), webhook.NewSecret()
+	one, two := signing.NewSecret(), signing.NewSecret()
 	for _, c := range []struct {
 		in   string
 		want string

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/demoreceiver"
 )
 
@@ -36,7 +36,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 		case <-time.After(20 * time.Second): // a delivery never came; the counts below fail
 		}
 	}
-	e := start(t, testConfig(t, webhook.NewSecret()), func(rc *demoreceiver.Receiver) { demoreceiver.SetBeforeRecord(rc, barrier) })
+	e := start(t, testConfig(t, signing.NewSecret()), func(rc *demoreceiver.Receiver) { demoreceiver.SetBeforeRecord(rc, barrier) })
 	body := eventBody("evt_race")
 	h := signed(t, e.cfg.Secret, "evt_race", time.Now(), body)
 	answers := make([]string, n)
@@ -75,7 +75,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 // knows the events that one processed.
 func TestDurable(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, webhook.NewSecret())
+	cfg := testConfig(t, signing.NewSecret())
 	first := start(t, cfg)
 	if status, _ := first.deliver("evt_before"); status != http.StatusOK {
 		t.Fatalf("first receiver: %d", status)
@@ -105,7 +105,7 @@ func TestDurable(t *testing.T) {
 // glued to the next one.
 func TestTornLastLine(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, webhook.NewSecret())
+	cfg := testConfig(t, signing.NewSecret())
 	if err := os.WriteFile(cfg.DedupeFile, []byte("evt_whole\nevt_to"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func (f *fileChecker) Write(p []byte) (int, error) {
 // answer, brings a retry that is known for a duplicate.
 func TestRecordedBeforeProcessed(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, webhook.NewSecret())
+	cfg := testConfig(t, signing.NewSecret())
 	out := &fileChecker{path: cfg.DedupeFile}
 	rcv, err := demoreceiver.New(cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), out)
 	if err != nil {

@@ -33,8 +33,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/internal/tracing"
-	"github.com/example/payments/internal/webhook"
 )
 
 const (
@@ -125,7 +125,7 @@ type Webhooks struct {
 	URL string
 	// Secrets sign every delivery, with each secret listed (rotation); they
 	// are required with a URL.
-	Secrets webhook.Secrets
+	Secrets signing.Secrets
 	// RetryHorizon is how long after its creation an event is retried; one
 	// whose next attempt would fall later is abandoned. Zero means
 	// DefaultRetryHorizon.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/testwait"
 )
@@ -24,7 +24,7 @@ import (
 // delivery with its own secrets and keeps it, then lets answer reply to the
 // n-th delivery (from 1); with no answer it replies 200.
 type receiver struct {
-	secrets webhook.Secrets
+	secrets signing.Secrets
 	answer  func(w http.ResponseWriter, n int)
 	server  *httptest.Server
 
@@ -43,7 +43,7 @@ type delivery struct {
 }
 
 // newReceiver starts a receiver holding secrets; it stops when t ends.
-func newReceiver(t *testing.T, secrets webhook.Secrets, answer func(w http.ResponseWriter, n int)) *receiver {
+func newReceiver(t *testing.T, secrets signing.Secrets, answer func(w http.ResponseWriter, n int)) *receiver {
 	t.Helper()
 	r := &receiver{secrets: secrets, answer: answer}
 	r.server = httptest.NewServer(http.HandlerFunc(r.serve))
@@ -79,7 +79,7 @@ func (r *receiver) all() []delivery {
 func (r *receiver) byID(id string) []delivery {
 	var out []delivery
 	for _, d := range r.all() {
-		if d.header.Get(webhook.HeaderID) == id {
+		if d.header.Get(signing.HeaderID) == id {
 			out = append(out, d)
 		}
 	}
@@ -87,9 +87,9 @@ func (r *receiver) byID(id string) []delivery {
 }
 
 // newSecrets parses secrets, for a processor or a receiver.
-func newSecrets(t *testing.T, secrets ...string) webhook.Secrets {
+func newSecrets(t *testing.T, secrets ...string) signing.Secrets {
 	t.Helper()
-	s, err := webhook.ParseSecrets(strings.Join(secrets, ","))
+	s, err := signing.ParseSecrets(strings.Join(secrets, ","))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func newSecrets(t *testing.T, secrets ...string) webhook.Secrets {
 
 // webhookConfig sends webhooks to r signed with secrets, polling and
 // retrying fast.
-func webhookConfig(r *receiver, secrets webhook.Secrets) fakeprocessor.Config {
+func webhookConfig(r *receiver, secrets signing.Secrets) fakeprocessor.Config {
 	return fakeprocessor.Config{Webhooks: fakeprocessor.Webhooks{
 		URL:          r.server.URL + "/webhooks",
 		Secrets:      secrets,
@@ -112,7 +112,7 @@ func webhookConfig(r *receiver, secrets webhook.Secrets) fakeprocessor.Config {
 // configure (nil: unchanged).
 func newWebhookEnv(t *testing.T, answer func(w http.ResponseWriter, n int), configure func(*fakeprocessor.Config)) (*env, *receiver) {
 	t.Helper()
-	secrets := newSecrets(t, webhook.NewSecret())
+	secrets := newSecrets(t, signing.NewSecret())
 	r := newReceiver(t, secrets, answer)
 	cfg := webhookConfig(r, secrets)
 	if configure != nil {
@@ -235,8 +235,8 @@ func checkDelivery(t *testing.T, d delivery, typ string) eventBody {
 	if err := json.Unmarshal(d.body, &b); err != nil {
 		t.Fatalf("body %s: %v", d.body, err)
 	}
-	if b.Type != typ || !strings.HasPrefix(b.ID, "evt_") || len(b.ID) != len("evt_")+24 || b.ID != d.header.Get(webhook.HeaderID) {
-		t.Errorf("event %s, type %s, webhook-id %s; want type %s", b.ID, b.Type, d.header.Get(webhook.HeaderID), typ)
+	if b.Type != typ || !strings.HasPrefix(b.ID, "evt_") || len(b.ID) != len("evt_")+24 || b.ID != d.header.Get(signing.HeaderID) {
+		t.Errorf("event %s, type %s, webhook-id %s; want type %s", b.ID, b.Type, d.header.Get(signing.HeaderID), typ)
 	}
 	if age := time.Since(time.Unix(b.Created, 0)); age < -time.Second || age > time.Minute {
 		t.Errorf("created %d is %v ago", b.Created, age)

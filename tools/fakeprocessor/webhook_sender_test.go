@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testwait"
@@ -71,7 +71,7 @@ func TestWebhookDurable(t *testing.T) {
 	t.Parallel()
 	t.Run("Stopped", func(t *testing.T) {
 		t.Parallel()
-		secrets := newSecrets(t, webhook.NewSecret())
+		secrets := newSecrets(t, signing.NewSecret())
 		r := newReceiver(t, secrets, nil)
 		db := testdb.New(t)
 		first := newEnvOn(t, db, webhookConfig(r, secrets))
@@ -89,7 +89,7 @@ func TestWebhookDurable(t *testing.T) {
 	})
 	t.Run("LeaseExpired", func(t *testing.T) {
 		t.Parallel()
-		secrets := newSecrets(t, webhook.NewSecret())
+		secrets := newSecrets(t, signing.NewSecret())
 		// The first attempt hangs until released, as if its sender died.
 		release := make(chan struct{})
 		var releaseOnce sync.Once
@@ -188,7 +188,7 @@ func TestWebhookChaos(t *testing.T) {
 		e.charge("twice", "pm_card_visa")
 		id, ds := waitDelivered(t, e, r, "twice")
 		checkDeliveries(t, ds, "charge.succeeded", 2)
-		if !bytes.Equal(ds[0].body, ds[1].body) || ds[0].header.Get(webhook.HeaderSignature) != ds[1].header.Get(webhook.HeaderSignature) {
+		if !bytes.Equal(ds[0].body, ds[1].body) || ds[0].header.Get(signing.HeaderSignature) != ds[1].header.Get(signing.HeaderSignature) {
 			t.Errorf("the copies differ")
 		}
 		mu.Lock()
@@ -226,7 +226,7 @@ func TestWebhookChaos(t *testing.T) {
 // holding either one verifies.
 func TestWebhookRotation(t *testing.T) {
 	t.Parallel()
-	old, current := webhook.NewSecret(), webhook.NewSecret()
+	old, current := signing.NewSecret(), signing.NewSecret()
 	r := newReceiver(t, newSecrets(t, old), nil)
 	e := newEnv(t, webhookConfig(r, newSecrets(t, old, current)))
 	e.charge("rotated", "pm_card_visa")
@@ -235,14 +235,14 @@ func TestWebhookRotation(t *testing.T) {
 	if _, err := newSecrets(t, current).Verify(ds[0].body, ds[0].header, time.Now()); err != nil {
 		t.Errorf("the current secret does not verify: %v", err)
 	}
-	if _, err := newSecrets(t, webhook.NewSecret()).Verify(ds[0].body, ds[0].header, time.Now()); err == nil {
+	if _, err := newSecrets(t, signing.NewSecret()).Verify(ds[0].body, ds[0].header, time.Now()); err == nil {
 		t.Errorf("another secret verifies")
 	}
 }
 
 func TestNewRejectsBadWebhooks(t *testing.T) {
 	t.Parallel()
-	secrets := newSecrets(t, webhook.NewSecret())
+	secrets := newSecrets(t, signing.NewSecret())
 	wantRefused(t, []badConfig{
 		{"ErrNoSecret", fakeprocessor.Config{Webhooks: fakeprocessor.Webhooks{URL: "http://127.0.0.1:1/webhooks"}}},
 		{"ErrURL", fakeprocessor.Config{Webhooks: fakeprocessor.Webhooks{URL: "127.0.0.1:1/webhooks", Secrets: secrets}}},

@@ -24,7 +24,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/gateway/fake"
 	"github.com/example/payments/internal/gateway/stripe"
@@ -36,8 +35,9 @@ import (
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
 	"github.com/example/payments/internal/process/worker"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/internal/tenants"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/fakeprocessor"
 	"github.com/example/payments/tools/fakeprocessor/processor"
 	"github.com/example/payments/tools/stripemock"
@@ -97,7 +97,7 @@ type Options struct {
 	ProcessorWebhooks bool
 	// WebhookSchedule is the wait before each retry of a merchant webhook
 	// (default 100ms, 200ms, 400ms).
-	WebhookSchedule endpoints.Schedule
+	WebhookSchedule webhooks.Schedule
 	// WebhookConcurrency, TenantInFlight and EndpointInFlight, when set,
 	// are WEBHOOK_CONCURRENCY, WEBHOOK_TENANT_IN_FLIGHT and
 	// WEBHOOK_ENDPOINT_IN_FLIGHT.
@@ -155,7 +155,7 @@ type Stack struct {
 	Reconciler *operation.Reconciler
 	Sweeper    *operation.Sweeper
 	Relay      *outbox.Relay
-	Deliverer  *endpoints.Deliverer
+	Deliverer  *webhooks.Deliverer
 	// Proxy stands between the API and Postgres when Options.DBProxy is set.
 	Proxy *Proxy
 	// WebhookSecret is the processor's webhook secret the API verifies with.
@@ -183,7 +183,7 @@ func New(t testing.TB, opts Options) *Stack {
 		opts.ProcessorTimeout = 5 * time.Second
 	}
 	if opts.WebhookSchedule == nil {
-		opts.WebhookSchedule = endpoints.Schedule{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+		opts.WebhookSchedule = webhooks.Schedule{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	db := testdb.New(t)
@@ -216,7 +216,7 @@ func New(t testing.TB, opts Options) *Stack {
 
 // startAPI starts the API, and returns the secret it verifies the
 // processor's webhooks with.
-func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger) webhook.Secrets {
+func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger) signing.Secrets {
 	t := s.T
 	t.Helper()
 	var acfg api.Config
@@ -240,8 +240,8 @@ func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger)
 	}
 	// The API's secret verifies the processor's webhooks, sent only when
 	// the processor is given the secret too.
-	s.WebhookSecret = webhook.NewSecret()
-	secrets, err := webhook.ParseSecrets(s.WebhookSecret)
+	s.WebhookSecret = signing.NewSecret()
+	secrets, err := signing.ParseSecrets(s.WebhookSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func (s *Stack) startAPI(ctx context.Context, opts Options, logger *slog.Logger)
 // startProcessor starts the processor, behind the proxy that ProcessorDown
 // cuts; with opts.ProcessorWebhooks it sends its webhooks to the API,
 // signed with webhookSecret.
-func (s *Stack) startProcessor(ctx context.Context, opts Options, logger *slog.Logger, webhookSecret webhook.Secrets) {
+func (s *Stack) startProcessor(ctx context.Context, opts Options, logger *slog.Logger, webhookSecret signing.Secrets) {
 	t := s.T
 	t.Helper()
 	var pcfg processor.Config

@@ -13,7 +13,7 @@ import (
 
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // The event codes of the processor's notifications that settle an
@@ -69,17 +69,17 @@ type webhooks struct{ key []byte }
 // constant time. The processor signs no time, so nothing is stale.
 func (w webhooks) Verify(body []byte, _ http.Header, _ time.Time) error {
 	if len(w.key) == 0 {
-		return fmt.Errorf("%w: no HMAC key", webhook.ErrSignature)
+		return fmt.Errorf("%w: no HMAC key", signing.ErrSignature)
 	}
 	var n notification
 	if err := json.Unmarshal(body, &n); err != nil || len(n.Items) == 0 {
-		return fmt.Errorf("%w: not a notification", webhook.ErrSignature)
+		return fmt.Errorf("%w: not a notification", signing.ErrSignature)
 	}
 	for _, it := range n.Items {
 		got, err := base64.StdEncoding.DecodeString(it.Item.AdditionalData.HMACSignature)
 		want, _ := base64.StdEncoding.DecodeString(it.Item.sign(w.key))
 		if err != nil || !hmac.Equal(got, want) {
-			return fmt.Errorf("%w: item %s", webhook.ErrSignature, it.Item.id())
+			return fmt.Errorf("%w: item %s", signing.ErrSignature, it.Item.id())
 		}
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // Adapter declares the fake processor to the service: PROCESSOR=fake.
@@ -26,7 +26,7 @@ type Settings struct {
 	// refuses to start if it is too short to be safe.
 	KeyRetention time.Duration `envconfig:"PROCESSOR_KEY_RETENTION" default:"168h" desc:"how long the fake processor remembers its idempotency keys: the value it runs with"`
 	// WebhookSecret prints as the number of secrets it holds, never them.
-	WebhookSecret webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the fake processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
+	WebhookSecret signing.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"the fake processor's webhook signing secrets, whsec_..., comma-separated during a rotation (unset: every processor webhook is refused)"`
 }
 
 // paymentMethods is the fake processor's payment method tokens:
@@ -60,13 +60,13 @@ func (s *Settings) Webhooks() (gateway.Webhooks, error) {
 }
 
 // webhooks reads the fake processor's webhooks.
-type webhooks struct{ secrets webhook.Secrets }
+type webhooks struct{ secrets signing.Secrets }
 
 // Verify implements gateway.Webhooks; with no secret, every delivery is
 // refused.
 func (w webhooks) Verify(body []byte, h http.Header, now time.Time) error {
 	if w.secrets.Empty() {
-		return fmt.Errorf("%w: PROCESSOR_WEBHOOK_SECRET is unset", webhook.ErrSignature)
+		return fmt.Errorf("%w: PROCESSOR_WEBHOOK_SECRET is unset", signing.ErrSignature)
 	}
 	_, err := w.secrets.Verify(body, h, now)
 	return err
@@ -76,7 +76,7 @@ func (w webhooks) Verify(body []byte, h http.Header, now time.Time) error {
 // is its webhook-id.
 func (webhooks) Events(body []byte, h http.Header) ([]gateway.Event, error) {
 	ev, err := ParseEvent(body)
-	return gateway.Single(ev, err, h.Get(webhook.HeaderID))
+	return gateway.Single(ev, err, h.Get(signing.HeaderID))
 }
 
 // Answer implements gateway.Webhooks.

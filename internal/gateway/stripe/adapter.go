@@ -12,7 +12,7 @@ import (
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/secret"
-	signing "github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // Adapter declares Stripe to the service: PROCESSOR=stripe.
@@ -84,7 +84,7 @@ func (s *Settings) Webhooks() (gateway.Webhooks, error) {
 type webhooks struct{ secrets Secrets }
 
 // Verify implements gateway.Webhooks with Verify: a refusal wraps the
-// service's webhook.ErrSignature, or webhook.ErrStale for one correctly
+// service's signing.ErrSignature, or signing.ErrStale for one correctly
 // signed outside the tolerance; with no secrets, every delivery is refused.
 func (w webhooks) Verify(body []byte, h http.Header, now time.Time) error {
 	err := Verify(body, h, w.secrets, now)

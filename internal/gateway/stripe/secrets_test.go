@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/gateway/stripe"
-	signing "github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // TestSecrets: STRIPE_WEBHOOK_SECRET reads whsec_ strings, comma-separated,

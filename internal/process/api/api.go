@@ -17,7 +17,6 @@ import (
 
 	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/endpoints"
 	httpapi "github.com/example/payments/internal/http"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
@@ -27,6 +26,7 @@ import (
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/tenants"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // Config is the configuration of the API.
@@ -173,7 +173,7 @@ func (a *API) newServer(cfg Config) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	renderer := render.New(kinds, []operation.Resource{endpoints.Resource}, endpoints.Rules)
+	renderer := render.New(kinds, []operation.Resource{webhooks.Resource}, webhooks.Rules)
 	a.doorbell = outbox.NewDoorbell(a.pool, ringCooldown, a.logger)
 	ops := &operation.Service{DB: a.pool, Keys: a.Keys, Jobs: jobs.Queue{Client: inserter}, Kinds: kinds, Render: renderer,
 		Doorbell: a.doorbell, Processor: declared}
@@ -192,7 +192,7 @@ func (a *API) newServer(cfg Config) (*httpapi.Server, error) {
 		TrustedProxies:    cfg.TrustedProxies,
 		AuthThrottle:      httpapi.AuthThrottle{Failures: cfg.AuthFailures, Window: cfg.AuthWindow},
 		Tracer:            cfg.Provider(),
-		Endpoints: &endpoints.Service{Ops: ops, Jobs: jobs.Queue{Client: inserter},
+		Endpoints: &webhooks.Service{Ops: ops, Jobs: jobs.Queue{Client: inserter},
 			Policy: safehttp.Policy{AllowPrivate: cfg.AllowPrivate}, Cipher: cfg.SecretsKey, EventTypes: kinds.EventTypes(),
 			MaxEndpoints: cfg.MaxEndpoints, MaxSecrets: cfg.MaxSecrets},
 	}
@@ -290,5 +290,5 @@ func Seed(ctx context.Context, cfg Config, webhookURL, webhookSecret string) err
 	if err := (&tenants.Store{DB: pool}).SeedDemos(ctx); err != nil || webhookURL == "" {
 		return err
 	}
-	return endpoints.SeedDemo(ctx, pool, cfg.SecretsKey, tenants.Demos[0].ID, webhookURL, webhookSecret)
+	return webhooks.SeedDemo(ctx, pool, cfg.SecretsKey, tenants.Demos[0].ID, webhookURL, webhookSecret)
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // operationMetrics counts what the worker's operations do: their attempts,
@@ -206,7 +206,7 @@ func (m operationMetrics) ProcessorEvent(result string) { m.events.WithLabelValu
 
 // deliveryMetrics counts webhook delivery attempts and how deliveries end,
 // and reads the age of the oldest undelivered event at each scrape. It
-// implements endpoints.Observer.
+// implements webhooks.Observer.
 type deliveryMetrics struct {
 	attempts   prometheus.Counter
 	deliveries *prometheus.CounterVec
@@ -240,16 +240,16 @@ func newDeliveryMetrics(reg prometheus.Registerer, pool *pgxpool.Pool) deliveryM
 			"delivered, retrying, failed, gone or endpoint_disabled.",
 		"result")
 	m.durations = map[string]*metrics.Latency{}
-	for _, result := range endpoints.Results {
+	for _, result := range webhooks.Results {
 		m.deliveries.WithLabelValues(result)
 		m.durations[result] = hist.With(result)
 	}
-	m.disabled.WithLabelValues(endpoints.ReasonFailing)
+	m.disabled.WithLabelValues(webhooks.ReasonFailing)
 	reg.MustRegister(m.attempts, m.deliveries, m.disabled, oldestCollector(pool))
 	return m
 }
 
-// Attempted implements endpoints.Observer.
+// Attempted implements webhooks.Observer.
 func (m deliveryMetrics) Attempted(ctx context.Context, result string, d time.Duration) {
 	m.attempts.Inc()
 	m.deliveries.WithLabelValues(result).Inc()
@@ -258,7 +258,7 @@ func (m deliveryMetrics) Attempted(ctx context.Context, result string, d time.Du
 	}
 }
 
-// Disabled implements endpoints.Observer.
+// Disabled implements webhooks.Observer.
 func (m deliveryMetrics) Disabled(reason string) { m.disabled.WithLabelValues(reason).Inc() }
 
 // oldestUnprocessedDesc is the age of the oldest processor event not yet
@@ -272,7 +272,7 @@ func oldestCollector(pool *pgxpool.Pool) collector {
 	ages := []struct {
 		desc *prometheus.Desc
 		read func(context.Context, database.DBTX) (time.Duration, error)
-	}{{oldestUndeliveredDesc, endpoints.OldestUndelivered}, {oldestUnprocessedDesc, operation.OldestUnprocessedEvent}}
+	}{{oldestUndeliveredDesc, webhooks.OldestUndelivered}, {oldestUnprocessedDesc, operation.OldestUnprocessedEvent}}
 	descs := []*prometheus.Desc{oldestUndeliveredDesc, oldestUnprocessedDesc}
 	return collector{descs: descs, collect: func(ctx context.Context, ch chan<- prometheus.Metric) {
 		for _, g := range ages {

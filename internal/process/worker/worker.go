@@ -24,7 +24,6 @@ import (
 
 	"github.com/example/payments/internal/catalog"
 	"github.com/example/payments/internal/database"
-	"github.com/example/payments/internal/endpoints"
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
@@ -36,6 +35,7 @@ import (
 	"github.com/example/payments/internal/safehttp"
 	"github.com/example/payments/internal/secret"
 	"github.com/example/payments/internal/tracing"
+	"github.com/example/payments/internal/webhooks"
 )
 
 // Config is the configuration of the worker.
@@ -45,36 +45,36 @@ type Config struct {
 	process.CrashPoint
 	process.Webhooks
 	process.Processor
-	WebhookSchedule        endpoints.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
-	MetricsAddr            string             `envconfig:"METRICS_ADDR" default:"127.0.0.1:9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/; loopback only by default"`
-	ProcessorTimeout       time.Duration      `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
-	ProcessorRateLimit     float64            `envconfig:"PROCESSOR_RATE_LIMIT" default:"0" desc:"requests a second to the processor from every worker together, counted in the database: the calls that make operations first, then lookups and fences, then the ledger's pages (0: the processor's own limit as its adapter declares it, Stripe's 25 in test mode and 100 in live mode; none for the fake)"`
-	Concurrency            int                `envconfig:"WORKER_CONCURRENCY" default:"400" desc:"jobs run at once (operations, processor events, periodic jobs)"`
-	WebhookConcurrency     int                `envconfig:"WEBHOOK_CONCURRENCY" default:"40" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
-	EndpointInFlight       int                `envconfig:"WEBHOOK_ENDPOINT_IN_FLIGHT" default:"8" desc:"webhook attempts in flight to one endpoint, across every worker; more wait in line, each woken by the attempt that frees a place"`
-	TenantInFlight         int                `envconfig:"WEBHOOK_TENANT_IN_FLIGHT" default:"16" desc:"webhook attempts in flight for one tenant, across every worker: a tenant's share of the delivery workers"`
-	DisableAfter           time.Duration      `envconfig:"WEBHOOK_DISABLE_AFTER" default:"120h" desc:"an endpoint whose every attempt has failed for this long is disabled (failing)"`
-	JobTimeout             time.Duration      `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
-	FetchPollInterval      time.Duration      `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
-	MaxAttempts            int                `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation: attempts with an unknown outcome before it goes to the reconciler"`
-	RetryBaseDelay         time.Duration      `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
-	RetryMaxDelay          time.Duration      `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
-	Deadline               time.Duration      `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
-	ReconcileInterval      time.Duration      `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often each worker runs a reconcile pass (sweep and a batch), and the ledger comparison runs (0: never)"`
-	ReconcileTimeout       time.Duration      `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile pass (sweep and a batch), and the lease on the batch it claims; OPERATION_DEADLINE must cover the retry horizon, RECONCILE_INTERVAL and this"`
-	LedgerTimeout          time.Duration      `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
-	ReconcileWindow        time.Duration      `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
-	StuckAfter             time.Duration      `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
-	ReconcileBatch         int                `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
-	LedgerPageSize         int                `envconfig:"RECONCILE_LEDGER_PAGE" default:"0" desc:"ledger entries per page, up to the processor's largest (0: the largest)"`
-	TombstoneRetention     time.Duration      `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
-	ReapInterval           time.Duration      `envconfig:"REAP_INTERVAL" default:"1m" desc:"how often the reaper runs (0: never); a run reaps until nothing is left or JOB_TIMEOUT, so with a backlog it runs most of the time"`
-	ReapBatch              int                `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
-	ReapBatchTime          time.Duration      `envconfig:"REAP_BATCH_TIME" default:"20ms" desc:"how long one batch of the key reaper should take: its batches are sized to it, up to REAP_BATCH (0: every batch REAP_BATCH keys)"`
-	ReapRest               float64            `envconfig:"REAP_REST" default:"0.75" desc:"the key reaper's rest after each batch, as a multiple of the batch's time, leaving the database to the service meanwhile (0: flat out)"`
-	EventRetention         time.Duration      `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
-	WebhookEventRetention  time.Duration      `envconfig:"WEBHOOK_EVENT_RETENTION" default:"720h" desc:"how long an event, and its deliveries and their attempts once over, are kept (GET /v1/events answers for that long)"`
-	WebhookSecretRetention time.Duration      `envconfig:"WEBHOOK_SECRET_RETENTION" default:"24h" desc:"how long an expired signing secret is kept before it is deleted"`
+	WebhookSchedule        webhooks.Schedule `envconfig:"WEBHOOK_RETRY_SCHEDULE" default:"5s,5m,30m,2h,5h,10h,14h,20h,24h" desc:"the wait before each retry of a webhook delivery, after a first attempt at once (each jittered by a tenth)"`
+	MetricsAddr            string            `envconfig:"METRICS_ADDR" default:"127.0.0.1:9091" desc:"internal address of /metrics, /healthz and the River dashboard /riverui/; loopback only by default"`
+	ProcessorTimeout       time.Duration     `envconfig:"PROCESSOR_TIMEOUT" default:"10s" desc:"timeout of one processor call"`
+	ProcessorRateLimit     float64           `envconfig:"PROCESSOR_RATE_LIMIT" default:"0" desc:"requests a second to the processor from every worker together, counted in the database: the calls that make operations first, then lookups and fences, then the ledger's pages (0: the processor's own limit as its adapter declares it, Stripe's 25 in test mode and 100 in live mode; none for the fake)"`
+	Concurrency            int               `envconfig:"WORKER_CONCURRENCY" default:"400" desc:"jobs run at once (operations, processor events, periodic jobs)"`
+	WebhookConcurrency     int               `envconfig:"WEBHOOK_CONCURRENCY" default:"40" desc:"webhook deliveries to merchants run at once, in a queue of their own"`
+	EndpointInFlight       int               `envconfig:"WEBHOOK_ENDPOINT_IN_FLIGHT" default:"8" desc:"webhook attempts in flight to one endpoint, across every worker; more wait in line, each woken by the attempt that frees a place"`
+	TenantInFlight         int               `envconfig:"WEBHOOK_TENANT_IN_FLIGHT" default:"16" desc:"webhook attempts in flight for one tenant, across every worker: a tenant's share of the delivery workers"`
+	DisableAfter           time.Duration     `envconfig:"WEBHOOK_DISABLE_AFTER" default:"120h" desc:"an endpoint whose every attempt has failed for this long is disabled (failing)"`
+	JobTimeout             time.Duration     `envconfig:"JOB_TIMEOUT" default:"60s" desc:"one job attempt"`
+	FetchPollInterval      time.Duration     `envconfig:"WORKER_POLL_INTERVAL" default:"100ms" desc:"queue poll, the backstop when a notification is missed"`
+	MaxAttempts            int               `envconfig:"OPERATION_MAX_ATTEMPTS" default:"10" desc:"retry budget of every operation: attempts with an unknown outcome before it goes to the reconciler"`
+	RetryBaseDelay         time.Duration     `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first backoff"`
+	RetryMaxDelay          time.Duration     `envconfig:"RETRY_MAX_DELAY" default:"1m" desc:"longest backoff"`
+	Deadline               time.Duration     `envconfig:"OPERATION_DEADLINE" default:"1h" desc:"how long after its creation any operation may still be attempted; past it, one confirmed absent is given up through the fence"`
+	ReconcileInterval      time.Duration     `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often each worker runs a reconcile pass (sweep and a batch), and the ledger comparison runs (0: never)"`
+	ReconcileTimeout       time.Duration     `envconfig:"RECONCILE_TIMEOUT" default:"1m" desc:"bound on one reconcile pass (sweep and a batch), and the lease on the batch it claims; OPERATION_DEADLINE must cover the retry horizon, RECONCILE_INTERVAL and this"`
+	LedgerTimeout          time.Duration     `envconfig:"LEDGER_COMPARE_TIMEOUT" default:"10m" desc:"bound on one comparison of the processor's ledger"`
+	ReconcileWindow        time.Duration     `envconfig:"RECONCILE_WINDOW" default:"24h" desc:"how much of the processor's ledger is compared"`
+	StuckAfter             time.Duration     `envconfig:"RECONCILE_STUCK_AFTER" default:"5m" desc:"how long an unfinished key may stay quiet"`
+	ReconcileBatch         int               `envconfig:"RECONCILE_BATCH" default:"100" desc:"marked operations tried per run"`
+	LedgerPageSize         int               `envconfig:"RECONCILE_LEDGER_PAGE" default:"0" desc:"ledger entries per page, up to the processor's largest (0: the largest)"`
+	TombstoneRetention     time.Duration     `envconfig:"IDEMPOTENCY_TOMBSTONE_RETENTION" default:"720h" desc:"how long a reaped key answers 410"`
+	ReapInterval           time.Duration     `envconfig:"REAP_INTERVAL" default:"1m" desc:"how often the reaper runs (0: never); a run reaps until nothing is left or JOB_TIMEOUT, so with a backlog it runs most of the time"`
+	ReapBatch              int               `envconfig:"REAP_BATCH" default:"1000" desc:"keys or processor events reaped per statement"`
+	ReapBatchTime          time.Duration     `envconfig:"REAP_BATCH_TIME" default:"20ms" desc:"how long one batch of the key reaper should take: its batches are sized to it, up to REAP_BATCH (0: every batch REAP_BATCH keys)"`
+	ReapRest               float64           `envconfig:"REAP_REST" default:"0.75" desc:"the key reaper's rest after each batch, as a multiple of the batch's time, leaving the database to the service meanwhile (0: flat out)"`
+	EventRetention         time.Duration     `envconfig:"PROCESSOR_EVENT_RETENTION" default:"720h" desc:"how long a processed processor webhook is kept, so that a late delivery of it is a duplicate"`
+	WebhookEventRetention  time.Duration     `envconfig:"WEBHOOK_EVENT_RETENTION" default:"720h" desc:"how long an event, and its deliveries and their attempts once over, are kept (GET /v1/events answers for that long)"`
+	WebhookSecretRetention time.Duration     `envconfig:"WEBHOOK_SECRET_RETENTION" default:"24h" desc:"how long an expired signing secret is kept before it is deleted"`
 
 	// RiverUIPassword is a secret.String, so that the configuration logged
 	// at start shows it masked.
@@ -186,7 +186,7 @@ type Worker struct {
 	Reconciler *operation.Reconciler
 	Sweeper    *operation.Sweeper
 	Relay      *outbox.Relay
-	Deliverer  *endpoints.Deliverer
+	Deliverer  *webhooks.Deliverer
 	Keys       *idempotency.Store
 
 	cfg       Config
@@ -300,7 +300,7 @@ func (w *Worker) build(registry *prometheus.Registry) error {
 	w.declared = declared
 	announceProcessor(w.logger, registry, declared)
 	kinds := timedCalls(registry, catalog.Kinds(calls))
-	if err := w.cfg.CrashPoint.Arm(w.cfg.AppEnv, w.logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, endpoints.CrashAfterClaim)...); err != nil {
+	if err := w.cfg.CrashPoint.Arm(w.cfg.AppEnv, w.logger, append(kinds.CrashPoints(), operation.CrashReconcileClaimed, outbox.CrashInRelay, webhooks.CrashAfterClaim)...); err != nil {
 		return err
 	}
 	if err := w.buildOperations(registry, kinds); err != nil {
@@ -329,11 +329,11 @@ func (w *Worker) buildOperations(registry *prometheus.Registry, kinds *operation
 	queue := jobs.Queue{Client: lister, RescueAfter: jobs.RescueAfter(cfg.JobTimeout)}
 	w.Ops = &operation.Runner{DB: pool, Keys: w.Keys, Kinds: kinds,
 		MaxAttempts: cfg.MaxAttempts, Deadline: cfg.Deadline, Processor: w.declared, Observer: newOperationMetrics(registry, kinds.Types()),
-		Subscribers: endpoints.FanOut{Jobs: queue}}
+		Subscribers: webhooks.FanOut{Jobs: queue}}
 	// Deliveries send the trace of the event's settling on, as traceparent.
-	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(endpoints.AttemptTimeout, cfg.EndpointInFlight)
+	deliveryClient := safehttp.Policy{AllowPrivate: cfg.AllowPrivate}.Client(webhooks.AttemptTimeout, cfg.EndpointInFlight)
 	deliveryClient.Transport = tracing.Transport(deliveryClient.Transport, cfg.Provider())
-	w.Deliverer = &endpoints.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
+	w.Deliverer = &webhooks.Deliverer{DB: pool, Cipher: cfg.SecretsKey, Schedule: cfg.WebhookSchedule,
 		Client: deliveryClient,
 		Events: &operation.Service{DB: pool}, Encode: render.Encode, Observer: newDeliveryMetrics(registry, pool),
 		EndpointInFlight: cfg.EndpointInFlight, TenantInFlight: cfg.TenantInFlight, DisableAfter: cfg.DisableAfter, Jobs: queue,
@@ -365,7 +365,7 @@ func (w *Worker) buildRiver(registry *prometheus.Registry) error {
 		CompareLedger:     w.declared.Ledger,
 		ReapInterval:      cfg.ReapInterval,
 	}, jobs.Deps{Ops: w.Ops, Reconciler: w.Reconciler, Keys: w.Keys, ReapPace: cfg.ReapPace(),
-		EventRetention: cfg.EventRetention, Webhooks: endpoints.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: w.Deliverer, Reaped: newReapMetrics(registry), Logger: w.logger, Tracer: cfg.Provider(),
+		EventRetention: cfg.EventRetention, Webhooks: webhooks.Retention{Events: cfg.WebhookEventRetention, Secrets: cfg.WebhookSecretRetention}, Deliverer: w.Deliverer, Reaped: newReapMetrics(registry), Logger: w.logger, Tracer: cfg.Provider(),
 		Registry: registry})
 	return err
 }
@@ -423,7 +423,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Moves the jobs first phases staged to River until shutdown begins.
 	wg.Go(func() { w.Relay.Run(ctx) })
 	// Sweeps the webhook lines, in every worker, until shutdown begins.
-	wg.Go(func() { w.Deliverer.SweepLines(ctx, endpoints.SweepLineInterval, w.logger) })
+	wg.Go(func() { w.Deliverer.SweepLines(ctx, webhooks.SweepLineInterval, w.logger) })
 	wg.Go(func() { database.KeepVacuumed(ctx, w.pool, vacuumInterval, w.logger, queueTables...) })
 
 	// Cancelling Start's context would cancel running jobs at once; the end

@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/cmdtest"
 	"github.com/example/payments/tools/testio"
 	"github.com/example/payments/tools/testwait"
@@ -78,10 +78,10 @@ func (r *running) stop(t *testing.T) {
 // TestRunServes starts the program as main does, delivers one signed event
 // to it, finds the event's line on stdout, and stops it.
 func TestRunServes(t *testing.T) {
-	secret := webhook.NewSecret()
+	secret := signing.NewSecret()
 	t.Setenv("RECEIVER_SECRET", secret)
 	r := start(t)
-	s, err := webhook.ParseSecrets(secret)
+	s, err := signing.ParseSecrets(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func listening(out string) string {
 // stdout in the trace its traceparent names, flushed when run returns; a
 // health check makes none.
 func TestRunTraces(t *testing.T) {
-	t.Setenv("RECEIVER_SECRET", webhook.NewSecret())
+	t.Setenv("RECEIVER_SECRET", signing.NewSecret())
 	t.Setenv("OTEL_TRACES_EXPORTER", "console")
 	t.Setenv("OTEL_PROPAGATORS", "")
 	r := start(t)

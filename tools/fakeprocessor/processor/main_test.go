@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/example/payments/internal/process"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testio"
 	"github.com/example/payments/tools/testwait"
@@ -163,7 +163,7 @@ func TestProcessor(t *testing.T) {
 func TestProcessorWebhooks(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	old, current := webhook.NewSecret(), webhook.NewSecret()
+	old, current := signing.NewSecret(), signing.NewSecret()
 	type received struct {
 		header http.Header
 		body   []byte
@@ -200,7 +200,7 @@ func TestProcessorWebhooks(t *testing.T) {
 		t.Fatal("no webhook within 20s")
 	}
 	for name, secret := range map[string]string{"old": old, "new": current} {
-		s, err := webhook.ParseSecrets(secret)
+		s, err := signing.ParseSecrets(secret)
 		if err != nil {
 			t.Fatal(err)
 		}

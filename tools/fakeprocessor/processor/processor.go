@@ -19,7 +19,7 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/metrics"
 	"github.com/example/payments/internal/process"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/fakeprocessor"
 )
 
@@ -40,7 +40,7 @@ type Config struct {
 
 	WebhookURL string `envconfig:"PROCESSOR_WEBHOOK_URL" desc:"where every charge and refund outcome is POSTed as a webhook; unset: no webhooks"`
 	// WebhookSecret prints as the number of secrets it holds, never them.
-	WebhookSecret        webhook.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"whsec_ secrets, comma-separated, each signing every webhook (list the new one too while rotating); required with PROCESSOR_WEBHOOK_URL"`
+	WebhookSecret        signing.Secrets `envconfig:"PROCESSOR_WEBHOOK_SECRET" desc:"whsec_ secrets, comma-separated, each signing every webhook (list the new one too while rotating); required with PROCESSOR_WEBHOOK_URL"`
 	WebhookRetryHorizon  time.Duration   `envconfig:"PROCESSOR_WEBHOOK_RETRY_HORIZON" default:"72h" desc:"how long after an event a failing webhook is retried before it is abandoned"`
 	WebhookPollInterval  time.Duration   `envconfig:"PROCESSOR_WEBHOOK_POLL_INTERVAL" default:"200ms" desc:"how often the sender looks for webhooks due (retries, delayed ones, those a stopped processor left)"`
 	WebhookDropRate      float64         `envconfig:"PROCESSOR_WEBHOOK_DROP_RATE" default:"0" desc:"chaos: share of webhook events recorded as dropped and never sent (0 to 1)"`

@@ -1,4 +1,4 @@
-package endpoints
+package webhooks
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/safehttp"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // attempt makes a's attempt: the event read, signed and POSTed. An event
@@ -35,7 +35,7 @@ func (d *Deliverer) attempt(ctx context.Context, a attempt) (outcome, error) {
 
 // post makes the attempt: body signed with secrets, POSTed to the
 // endpoint's URL, and classifies the answer.
-func (d *Deliverer) post(ctx context.Context, a attempt, body []byte, secrets webhook.Secrets) outcome {
+func (d *Deliverer) post(ctx context.Context, a attempt, body []byte, secrets signing.Secrets) outcome {
 	start := time.Now()
 	out := outcome{}
 	status, retryAfter, err := d.send(ctx, a, body, secrets)
@@ -91,7 +91,7 @@ func sendError(err error) string {
 
 // send POSTs body to a's URL, signed (signedRequest), and returns the
 // answer's status (0 when there was none) and its Retry-After.
-func (d *Deliverer) send(ctx context.Context, a attempt, body []byte, secrets webhook.Secrets) (int, time.Duration, error) {
+func (d *Deliverer) send(ctx context.Context, a attempt, body []byte, secrets signing.Secrets) (int, time.Duration, error) {
 	req, err := signedRequest(ctx, a, body, secrets)
 	if err != nil {
 		return 0, 0, err

@@ -5,7 +5,7 @@
 // job, in the transaction that writes the event, and the job POSTs it, signed
 // as Standard Webhooks specifies, retrying on a schedule, through a client
 // that cannot reach the inside network.
-package endpoints
+package webhooks
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ import (
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
 	"github.com/example/payments/internal/safehttp"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // Resource declares endpoints as what an idempotency key creates, and where
@@ -164,7 +164,7 @@ type Service struct {
 	Jobs Jobs
 	// Policy decides which URLs may be registered.
 	Policy safehttp.Policy
-	Cipher webhook.Box
+	Cipher signing.Box
 	// EventTypes are the event types an endpoint may ask for (those the
 	// kinds stage); "*" asks for all.
 	EventTypes []string

@@ -1,4 +1,4 @@
-package endpoints
+package webhooks
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // DemoID is the id of the demo tenant's endpoint that SeedDemo makes.
@@ -25,8 +25,8 @@ INSERT INTO webhook_endpoint_secrets (endpoint_id, ciphertext) VALUES ($1, $2)`
 // SeedDemo gives tenantID the demo endpoint at url, every event, signed
 // with secret: for make run's demo receiver, which holds the same secret.
 // Running it again points the endpoint at url and secret again.
-func SeedDemo(ctx context.Context, db *pgxpool.Pool, box webhook.Box, tenantID, url, secret string) error {
-	if _, err := webhook.ParseSecrets(secret); err != nil || secret == "" {
+func SeedDemo(ctx context.Context, db *pgxpool.Pool, box signing.Box, tenantID, url, secret string) error {
+	if _, err := signing.ParseSecrets(secret); err != nil || secret == "" {
 		return fmt.Errorf("demo webhook secret: not a whsec_ secret")
 	}
 	sealed, err := box.Seal(DemoID, []byte(secret))

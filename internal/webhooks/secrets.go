@@ -1,4 +1,4 @@
-package endpoints
+package webhooks
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 const insertSecret = `
@@ -50,7 +50,7 @@ func (s *Service) RotateSecret(ctx context.Context, req idempotency.Request, id 
 	if err != nil {
 		return idempotency.Lease{}, nil, err
 	}
-	secret := webhook.NewSecret()
+	secret := signing.NewSecret()
 	var e Endpoint
 	lease, err := s.Ops.Start(ctx, req, operation.Steps{Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
 		var err error

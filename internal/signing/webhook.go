@@ -5,7 +5,7 @@
 // "{id}.{timestamp}.{body}". A set of secrets signs with each of them and
 // verifies with any, so that a secret can be rotated without a moment in
 // which one side refuses the other.
-package webhook
+package signing
 
 import (
 	"crypto/rand"

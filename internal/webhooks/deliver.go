@@ -1,4 +1,4 @@
-package endpoints
+package webhooks
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/example/payments/internal/crash"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // AttemptTimeout bounds one attempt: the receiver has this long to answer.
@@ -46,7 +46,7 @@ type Observer interface {
 // Deliverer makes the attempts of deliveries, as their jobs run.
 type Deliverer struct {
 	DB     *pgxpool.Pool
-	Cipher webhook.Box
+	Cipher signing.Box
 	// Client sends the POSTs; safehttp's, so that no attempt reaches the
 	// inside network, whatever a URL resolves to by then.
 	Client *http.Client

@@ -1,4 +1,4 @@
-package endpoints
+package webhooks
 
 import (
 	"bytes"
@@ -7,29 +7,29 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // secrets decrypts the secrets that sign a's delivery.
-func (d *Deliverer) secrets(a attempt) (webhook.Secrets, error) {
+func (d *Deliverer) secrets(a attempt) (signing.Secrets, error) {
 	var list []byte
 	for i, sealed := range a.sealed {
 		plain, err := d.Cipher.Open(a.endpoint, sealed)
 		if err != nil {
-			return webhook.Secrets{}, err
+			return signing.Secrets{}, err
 		}
 		if i > 0 {
 			list = append(list, ',')
 		}
 		list = append(list, plain...)
 	}
-	return webhook.ParseSecrets(string(list))
+	return signing.ParseSecrets(string(list))
 }
 
 // signedRequest is the POST of body to a's URL, signed with secrets as
 // Standard Webhooks specifies, with the event's id as the message's id and
 // now as its timestamp.
-func signedRequest(ctx context.Context, a attempt, body []byte, secrets webhook.Secrets) (*http.Request, error) {
+func signedRequest(ctx context.Context, a attempt, body []byte, secrets signing.Secrets) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)

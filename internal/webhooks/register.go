@@ -1,4 +1,4 @@
-package endpoints
+package webhooks
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
-	"github.com/example/payments/internal/webhook"
+	"github.com/example/payments/internal/signing"
 )
 
 // checkFields validates what can be checked without the network.
@@ -93,7 +93,7 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, ne NewEnd
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	e := Endpoint{ID: operation.NewID(Resource.Prefix), Object: Resource.Type, EnabledEvents: ne.EnabledEvents,
 		Description: ne.Description, Status: StatusEnabled, CreatedAt: now, UpdatedAt: now, TenantID: req.TenantID}
-	secret := webhook.NewSecret()
+	secret := signing.NewSecret()
 	lease, err := s.Ops.Start(ctx, req, operation.Steps{Before: s.checkingURL(&ne.URL),
 		Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
 			var n int

@@ -1,10 +1,10 @@
-package endpoints_test
+package webhooks_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/example/payments/internal/endpoints"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/testdb"
 )
 
@@ -32,7 +32,7 @@ func TestPrune(t *testing.T) {
 	db.Exec(t, `INSERT INTO webhook_endpoint_secrets (endpoint_id, ciphertext, expires_at) VALUES
 		('we_1', '\x01', now() - interval '3 days'), ('we_1', '\x02', now() - interval '1 hour'), ('we_1', '\x03', NULL)`)
 
-	deliveries, events, secrets, err := endpoints.Prune(t.Context(), db.Pool, endpoints.Retention{Events: 30 * 24 * time.Hour, Secrets: 24 * time.Hour}, 1)
+	deliveries, events, secrets, err := webhooks.Prune(t.Context(), db.Pool, webhooks.Retention{Events: 30 * 24 * time.Hour, Secrets: 24 * time.Hour}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
