@@ -279,6 +279,9 @@ func start(ctx context.Context, dbURL string, logger *slog.Logger) (*stack, erro
 		return nil, err
 	}
 	wcfg.Processor.Settings.(*fake.Settings).URL = "http://" + p.Addr()
+	// The floors' modes were set at 32 jobs at once; the slow processor's
+	// modes run a worker at its defaults (slow.go).
+	wcfg.Concurrency = 32
 	s.worker = wcfg
 	if s.w, err = worker.New(ctx, wcfg, logger); err != nil {
 		return nil, err
