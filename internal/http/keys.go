@@ -13,18 +13,18 @@ import (
 
 // keyView is an idempotency key as GET /v1/idempotency-keys/{key} shows it.
 type keyView struct {
-	Object         string           `json:"object"`
-	Key            string           `json:"key"`
-	RecoveryPoint  string           `json:"recovery_point"`
-	RequestMethod  string           `json:"request_method"`
-	RequestPath    string           `json:"request_path"`
-	Locked         bool             `json:"locked"`
-	ResponseStatus *int             `json:"response_status"`
-	Resource       *render.Resource `json:"resource"`
-	CreatedAt      time.Time        `json:"created_at"`
-	UpdatedAt      time.Time        `json:"updated_at"`
-	FinishedAt     *time.Time       `json:"finished_at"`
-	ExpiresAt      *time.Time       `json:"expires_at"`
+	Object         string               `json:"object"`
+	Key            string               `json:"key"`
+	RecoveryPoint  string               `json:"recovery_point"`
+	RequestMethod  string               `json:"request_method"`
+	RequestPath    string               `json:"request_path"`
+	Locked         bool                 `json:"locked"`
+	ResponseStatus *int                 `json:"response_status"`
+	Resource       *render.ResourceLink `json:"resource"`
+	CreatedAt      time.Time            `json:"created_at"`
+	UpdatedAt      time.Time            `json:"updated_at"`
+	FinishedAt     *time.Time           `json:"finished_at"`
+	ExpiresAt      *time.Time           `json:"expires_at"`
 }
 
 // pathParam returns a URL parameter decoded exactly once. chi matches on the

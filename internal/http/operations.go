@@ -19,7 +19,7 @@ type getter[T any] func(ctx context.Context, db database.DBTX, tenantID, id stri
 // operation get reads.
 func getOperation[T any](s *Server, w http.ResponseWriter, r *http.Request, n operation.Names, get getter[T]) {
 	id := chi.URLParam(r, "id")
-	spanResource(r, idempotency.Resource{Type: n.Type, ID: id})
+	spanResource(r, idempotency.ResourceRef{Type: n.Type, ID: id})
 	v, err := get(r.Context(), s.Ops.DB, tenantID(r), id)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -15,7 +15,7 @@ import (
 func (s *Server) createRefund() http.HandlerFunc {
 	return idempotentPost(s, true,
 		func(r *http.Request, req idempotency.Request, nr refunds.NewRefund) (idempotency.Lease, any, error) {
-			spanResource(r, idempotency.Resource{Type: payments.Names.Type, ID: chi.URLParam(r, "id")})
+			spanResource(r, idempotency.ResourceRef{Type: payments.Names.Type, ID: chi.URLParam(r, "id")})
 			lease, err := refunds.Create(r.Context(), s.Ops, req, chi.URLParam(r, "id"), nr)
 			return lease, nil, err
 		},

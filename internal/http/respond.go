@@ -147,7 +147,7 @@ func (s *Server) countFailure(kind string) {
 
 // spanResource records the resource a request is about on its span, and for
 // its access log line, named for its type: payments.payment_id.
-func spanResource(r *http.Request, res idempotency.Resource) {
+func spanResource(r *http.Request, res idempotency.ResourceRef) {
 	if res.Type == "" {
 		return
 	}

@@ -316,7 +316,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 type requestFields struct {
 	id       string
 	tenant   string
-	resource idempotency.Resource
+	resource idempotency.ResourceRef
 }
 
 type requestFieldsKey struct{}

@@ -108,7 +108,7 @@ func lookupNotJSON(t *testing.T, s *idempotency.Store) {
 			t.Fatalf("%s: %v, want the body's error", b, err)
 		}
 		batch := &pgx.Batch{}
-		if _, err := s.Reserve(batch, request(t, "new", digestPath, b), idempotency.Resource{}, nil); err == nil || batch.Len() != 0 {
+		if _, err := s.Reserve(batch, request(t, "new", digestPath, b), idempotency.ResourceRef{}, nil); err == nil || batch.Len() != 0 {
 			t.Fatalf("reserve %s: %v, %d statements queued; want an error and none", b, err, batch.Len())
 		}
 	}

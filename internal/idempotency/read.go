@@ -96,7 +96,7 @@ type storedColumns struct {
 func (c *storedColumns) set(k *Key) error {
 	k.LockedAt = utcOf(c.lockedAt)
 	if c.resType.Valid && c.resID.Valid {
-		k.Resource = Resource{Type: c.resType.String, ID: c.resID.String}
+		k.Resource = ResourceRef{Type: c.resType.String, ID: c.resID.String}
 	}
 	if c.status.Valid {
 		header, err := decodeHeaders(c.header)

@@ -61,7 +61,7 @@ type Reservation struct {
 // (tenant, key) and res.ID. When the key exists, its insert fails on the
 // unique index and the server skips the rest of the batch, the COMMIT too:
 // nothing of the phase is written. Lease tells the outcome.
-func (s *Store) Reserve(batch *pgx.Batch, req Request, res Resource, final *Response) (*Reservation, error) {
+func (s *Store) Reserve(batch *pgx.Batch, req Request, res ResourceRef, final *Response) (*Reservation, error) {
 	fp, err := req.fingerprint()
 	if err != nil {
 		return nil, fmt.Errorf("reserve key: %w", err)

@@ -27,12 +27,12 @@ func start(ctx context.Context, s *idempotency.Store, req idempotency.Request, t
 	if !errors.Is(err, idempotency.ErrNotFound) {
 		return lease, err
 	}
-	return reserve(ctx, s, req, idempotency.Resource{Type: "thing", ID: thing}, nil)
+	return reserve(ctx, s, req, idempotency.ResourceRef{Type: "thing", ID: thing}, nil)
 }
 
 // reserve is start's transaction, once Lookup found no key: the key, the
 // thing it names, if any, and the COMMIT in one batch.
-func reserve(ctx context.Context, s *idempotency.Store, req idempotency.Request, res idempotency.Resource, final *idempotency.Response) (idempotency.Lease, error) {
+func reserve(ctx context.Context, s *idempotency.Store, req idempotency.Request, res idempotency.ResourceRef, final *idempotency.Response) (idempotency.Lease, error) {
 	tx, err := database.Begin(ctx, s.DB)
 	if err != nil {
 		return idempotency.Lease{}, err
@@ -127,7 +127,7 @@ func reserveFinal(t *testing.T, s *idempotency.Store) {
 	ctx := context.Background()
 	req := request(t, "k", "/v1/things", `{}`)
 	refused := idempotency.Response{Status: 409, Header: map[string]string{"Content-Type": "application/problem+json"}, Body: []byte(`{"no":1}`)}
-	lease, err := reserve(ctx, s, req, idempotency.Resource{}, &refused)
+	lease, err := reserve(ctx, s, req, idempotency.ResourceRef{}, &refused)
 	if err != nil || !lease.Created || !lease.Key.Finished() || lease.Key.LockedAt != nil || lease.Key.Response.Status != 409 {
 		t.Fatalf("reserve finished = %+v, %v", lease, err)
 	}
@@ -141,7 +141,7 @@ func reserveFinal(t *testing.T, s *idempotency.Store) {
 		t.Fatal(err)
 	}
 	replay, err := s.Lookup(ctx, req)
-	if err != nil || !replay.Key.Finished() || replay.Key.Response.Status != 409 || replay.Key.Resource != (idempotency.Resource{}) {
+	if err != nil || !replay.Key.Finished() || replay.Key.Response.Status != 409 || replay.Key.Resource != (idempotency.ResourceRef{}) {
 		t.Fatalf("replay = %+v, %v", replay, err)
 	}
 }
@@ -235,7 +235,7 @@ func TestReserveRacesTheLookup(t *testing.T) {
 		req  idempotency.Request
 		want error
 	}{{"Same", req, nil}, {"OtherBody", request(t, "k", "/v1/things", `{"x":1}`), idempotency.ErrKeyMismatch}} {
-		lease, err := reserve(ctx, s, tc.req, idempotency.Resource{Type: "thing", ID: "thing_2"}, nil)
+		lease, err := reserve(ctx, s, tc.req, idempotency.ResourceRef{Type: "thing", ID: "thing_2"}, nil)
 		if !errors.Is(err, tc.want) || (tc.want == nil && (lease.Created || !lease.Key.Finished() || lease.Key.ID != first.Key.ID)) {
 			t.Fatalf("%s: reserve after another committed = %+v, %v", tc.name, lease, err)
 		}

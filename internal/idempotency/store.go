@@ -37,7 +37,7 @@ var (
 // ExpiredError is ErrKeyExpired with what the key created, so that the
 // client can be pointed to it.
 type ExpiredError struct {
-	Resource Resource
+	Resource ResourceRef
 }
 
 func (e *ExpiredError) Error() string {
@@ -92,8 +92,8 @@ type Response struct {
 	Body   []byte
 }
 
-// Resource names what an operation created, such as a payment.
-type Resource struct {
+// ResourceRef names what an operation created, such as a payment.
+type ResourceRef struct {
 	Type string
 	ID   string
 }
@@ -109,7 +109,7 @@ type Key struct {
 	Digest        []byte // nil for a key stored without one
 	RecoveryPoint string
 	LockedAt      *time.Time
-	Resource      Resource
+	Resource      ResourceRef
 	// Response is set once the key is finished.
 	Response   *Response
 	CreatedAt  time.Time

@@ -54,7 +54,7 @@ type Kind interface {
 	Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (Pending, error)
 	// Record queues in b what writes a definite outcome on the operation's
 	// rows, with its status (one of its States) and the path
-	// that learned it (PathWorker, PathWebhook, PathReconciler). The
+	// that learned it (SettledByWorker, SettledByWebhook, SettledByReconciler). The
 	// statements go with the next the phase sends, in one round trip; a
 	// callback may refuse what it reads (a row that is not there).
 	Record(b *pgx.Batch, id, status string, out Outcome, path string)
@@ -407,16 +407,16 @@ type ErrorRule struct {
 // outcome: the one whose conditional commit moves its key past started. It
 // is stored on the operation, as settled_by.
 const (
-	// PathWorker is the operation's job, which makes the processor call.
-	PathWorker = "worker"
-	// PathWebhook is the processor's webhook about the operation.
-	PathWebhook = "webhook"
-	// PathReconciler is the reconciler: a lookup by key, or the fence.
-	PathReconciler = "reconciler"
+	// SettledByWorker is the operation's job, which makes the processor call.
+	SettledByWorker = "worker"
+	// SettledByWebhook is the processor's webhook about the operation.
+	SettledByWebhook = "webhook"
+	// SettledByReconciler is the reconciler: a lookup by key, or the fence.
+	SettledByReconciler = "reconciler"
 )
 
-// Paths lists every path, for metrics that start at zero.
-var Paths = []string{PathWorker, PathWebhook, PathReconciler}
+// SettlePaths lists every settle path, for metrics that start at zero.
+var SettlePaths = []string{SettledByWorker, SettledByWebhook, SettledByReconciler}
 
 // CrashAfterProcessorResponse ends the worker's crash points (see package
 // crash), each prefixed with its kind's type: "payment_after_processor_

@@ -214,7 +214,7 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 	}
 	if p.Recorded == nil && sameTerms(ev.ProcessorEvent, p) {
 		r := &recorded{}
-		settled, err := o.driveWith(ctx, k, id, p, PathWebhook, o.eventPhase(k, id, p.TenantID, ev.ProcessorEvent, r), r)
+		settled, err := o.driveWith(ctx, k, id, p, SettledByWebhook, o.eventPhase(k, id, p.TenantID, ev.ProcessorEvent, r), r)
 		if err != nil {
 			return "", err
 		}
@@ -259,7 +259,7 @@ func (o *Runner) SettleFromEvent(ctx context.Context, eventID string) (string, e
 // phase commits in its transaction; so does the event's result.
 func (o *Runner) eventPhase(k Kind, id, tenant string, ev ProcessorEvent, r *recorded) idempotency.Phase {
 	return idempotency.Phase{Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {
-		if err := r.record(tx, k, id, tenant, ev.Outcome, PathWebhook); err != nil {
+		if err := r.record(tx, k, id, tenant, ev.Outcome, SettledByWebhook); err != nil {
 			return idempotency.Next{}, err
 		}
 		b := &pgx.Batch{}
@@ -313,7 +313,7 @@ func (o *Runner) moveOn(ctx context.Context, k Kind, id string, from Outcome, ev
 		return false, nil
 	}
 	r := &recorded{}
-	if err := r.record(tx, k, id, p.TenantID, ev.Outcome, PathWebhook); err != nil {
+	if err := r.record(tx, k, id, p.TenantID, ev.Outcome, SettledByWebhook); err != nil {
 		return false, err
 	}
 	final, err := k.Final(ctx, tx, id)

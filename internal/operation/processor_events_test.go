@@ -125,7 +125,7 @@ func TestProcessorEvents(t *testing.T) {
 		}
 		got := h.payment(p.ID)
 		if got.Status != operation.StatusSucceeded || *got.ProcessorChargeID != "ch_"+p.ID || h.point(p.ID) != "finished" ||
-			h.settledBy("payments", p.ID) != operation.PathWebhook {
+			h.settledBy("payments", p.ID) != operation.SettledByWebhook {
 			t.Fatalf("payment %+v at %s, settled by %q", got, h.point(p.ID), h.settledBy("payments", p.ID))
 		}
 		if n := h.count(`SELECT count(*) FROM events WHERE resource_id = $1 AND type = 'payment.succeeded'`, p.ID); n != 1 {
@@ -135,7 +135,7 @@ func TestProcessorEvents(t *testing.T) {
 		if calls := h.proc.calls.Load(); calls != 0 {
 			t.Fatalf("the worker called the processor %d times for a settled payment", calls)
 		}
-		if obs.settled[operation.PathWebhook] != 1 || obs.total() != 1 || obs.events[operation.EventSettled] != 1 {
+		if obs.settled[operation.SettledByWebhook] != 1 || obs.total() != 1 || obs.events[operation.EventSettled] != 1 {
 			t.Fatalf("observed %v %v", obs.settled, obs.events)
 		}
 		// Processing again (a job whose completion was lost) finds the result.
@@ -201,7 +201,7 @@ func TestProcessorEvents(t *testing.T) {
 		if got := h.settleFrom(ev); got != operation.EventAgreed {
 			t.Fatalf("settle = %s", got)
 		}
-		if h.settledBy("payments", p.ID) != operation.PathWorker || h.count(`SELECT count(*) FROM needs_review`) != 0 {
+		if h.settledBy("payments", p.ID) != operation.SettledByWorker || h.count(`SELECT count(*) FROM needs_review`) != 0 {
 			t.Fatal("an agreeing event changed something")
 		}
 	})
@@ -292,7 +292,7 @@ func TestProcessorEvents(t *testing.T) {
 		if got := h.settleFrom(chargeEv); got != operation.EventAgreed {
 			t.Fatalf("late charge event = %s", got)
 		}
-		if got := h.refundOf(r.ID); got.Status != operation.StatusSucceeded || h.settledBy("refunds", r.ID) != operation.PathWebhook {
+		if got := h.refundOf(r.ID); got.Status != operation.StatusSucceeded || h.settledBy("refunds", r.ID) != operation.SettledByWebhook {
 			t.Fatalf("refund %+v", got)
 		}
 		if got := h.payment(p.ID); got.AmountRefunded != 400 {
@@ -367,7 +367,7 @@ func TestProcessorEvents(t *testing.T) {
 		h.answerLost(q.ID, true)
 		h.overdue("payments", q.ID)
 		h.reconciled(payments.Names.Type, q.ID)
-		if got := h.payment(q.ID); got.Status != operation.StatusSucceeded || h.settledBy("payments", q.ID) != operation.PathReconciler {
+		if got := h.payment(q.ID); got.Status != operation.StatusSucceeded || h.settledBy("payments", q.ID) != operation.SettledByReconciler {
 			t.Fatalf("the close did not report the charge: %+v", got)
 		}
 		ev = chargeEvent(q)
@@ -406,7 +406,7 @@ func TestProcessorEvents(t *testing.T) {
 // once: exactly one records it, the other finds the key moved on.
 func TestProcessorEventRaces(t *testing.T) {
 	t.Parallel()
-	for _, rival := range []string{operation.PathWorker, operation.PathReconciler} {
+	for _, rival := range []string{operation.SettledByWorker, operation.SettledByReconciler} {
 		onHarness(t, rival, func(t *testing.T, h *harness) {
 			obs := h.observe()
 			wins := map[string]int{}
@@ -414,7 +414,7 @@ func TestProcessorEventRaces(t *testing.T) {
 				p := h.pay("pm_card_visa")
 				key := payments.Names.DownstreamKey(p.ID)
 				var race func() error
-				if rival == operation.PathWorker {
+				if rival == operation.SettledByWorker {
 					// The processor made the charge, and sent its event; the
 					// worker's call answers with the same charge.
 					if _, err := h.proc.Charge(t.Context(), payments.ChargeRequest{IdempotencyKey: key, PaymentID: p.ID,
@@ -458,9 +458,9 @@ func TestProcessorEventRaces(t *testing.T) {
 				switch {
 				case got.Status != operation.StatusSucceeded || h.point(p.ID) != "finished":
 					t.Fatalf("round %d: payment %+v at %s", round, got, h.point(p.ID))
-				case (by == operation.PathWebhook) != (webhookResult == operation.EventSettled):
+				case (by == operation.SettledByWebhook) != (webhookResult == operation.EventSettled):
 					t.Fatalf("round %d: settled by %q, the event found %q", round, by, webhookResult)
-				case by != operation.PathWebhook && webhookResult != operation.EventAgreed:
+				case by != operation.SettledByWebhook && webhookResult != operation.EventAgreed:
 					t.Fatalf("round %d: the event found %q", round, webhookResult)
 				case h.proc.made(key) != 1:
 					t.Fatalf("round %d: %d charges", round, h.proc.made(key))
@@ -471,7 +471,7 @@ func TestProcessorEventRaces(t *testing.T) {
 				}
 			}
 			t.Logf("wins over 20 rounds: %v", wins)
-			if wins[operation.PathWebhook]+wins[rival] != 20 {
+			if wins[operation.SettledByWebhook]+wins[rival] != 20 {
 				t.Fatalf("wins %v", wins)
 			}
 		})

@@ -297,7 +297,7 @@ func (r *Reconciler) settleOne(ctx context.Context, kind, id string) settled {
 	k, err := r.Ops.Kinds.Kind(kind)
 	won := false
 	if err == nil {
-		won, err = r.Ops.drive(ctx, k, id, PathReconciler)
+		won, err = r.Ops.drive(ctx, k, id, SettledByReconciler)
 	}
 	switch {
 	case err != nil:

@@ -65,8 +65,8 @@ type Runner struct {
 
 // Observer counts what the operations do, for metrics.
 type Observer interface {
-	// Settled is called once the commit of path (PathWorker, PathWebhook or
-	// PathReconciler) has recorded the outcome of an operation of
+	// Settled is called once the commit of path (SettledByWorker, SettledByWebhook or
+	// SettledByReconciler) has recorded the outcome of an operation of
 	// resourceType and finished its key.
 	Settled(resourceType, path string)
 	// ProcessorEvent is called with the result of each processor event
@@ -126,7 +126,7 @@ func (o *Runner) Run(ctx context.Context, resourceType, id string, attempt int) 
 	if err != nil {
 		return err
 	}
-	_, err = o.drive(ctx, k, id, PathWorker)
+	_, err = o.drive(ctx, k, id, SettledByWorker)
 	if o.Observer != nil {
 		result := AttemptOK
 		switch {
@@ -194,12 +194,12 @@ func (o *Runner) LearnOutcome(ctx context.Context, resourceType, id string) erro
 	if err != nil || p.KeyID == nil {
 		return err
 	}
-	_, _, err = o.Keys.RunPhase(ctx, *p.KeyID, idempotency.RecoveryStarted, o.outcomePhase(k, id, p, PathWorker, nil))
+	_, _, err = o.Keys.RunPhase(ctx, *p.KeyID, idempotency.RecoveryStarted, o.outcomePhase(k, id, p, SettledByWorker, nil))
 	return err
 }
 
 // drive runs the phases the operation's key has not passed yet, learning
-// the outcome by path (PathWorker or PathReconciler). The operation and its
+// the outcome by path (SettledByWorker or SettledByReconciler). The operation and its
 // key's recovery point are read once, here, in one statement: the outcome
 // phase calls the processor with what was read.
 func (o *Runner) drive(ctx context.Context, k Kind, id, path string) (bool, error) {
@@ -266,7 +266,7 @@ func (o *Runner) outcomePhase(k Kind, id string, p Pending, path string, r *reco
 	return idempotency.Phase{
 		Call: func(ctx context.Context, _ idempotency.Key) error {
 			var err error
-			out, err = o.learn(ctx, k, id, p, path == PathReconciler)
+			out, err = o.learn(ctx, k, id, p, path == SettledByReconciler)
 			return err
 		},
 		Commit: func(ctx context.Context, tx *database.Tx, _ idempotency.Key) (idempotency.Next, error) {

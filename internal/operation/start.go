@@ -52,7 +52,7 @@ type Plan struct {
 	// its type is a declared kind, the job that drives the operation is
 	// staged in the outbox after the key, for the relay to put in the job
 	// queue and name on the key for the sweep.
-	Resource idempotency.Resource
+	Resource idempotency.ResourceRef
 	// Rows queues the statements that write the resource, after the key's
 	// insert in one batch: each finds its key by tenant, key and resource
 	// (a key another request reserved names another resource, and the rows
@@ -121,7 +121,7 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 	var final *idempotency.Response
 	switch {
 	case plan.Refusal != nil:
-		plan.Resource, plan.Rows = idempotency.Resource{}, nil
+		plan.Resource, plan.Rows = idempotency.ResourceRef{}, nil
 		refusal := s.Render.Error(plan.Refusal)
 		final = &refusal
 	case plan.Response != nil:

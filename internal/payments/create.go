@@ -37,7 +37,7 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 			Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
 			Metadata: np.metadata(), Status: operation.StatusProcessing}
 		return operation.Plan{
-			Resource: idempotency.Resource{Type: Names.Type, ID: p.ID},
+			Resource: idempotency.ResourceRef{Type: Names.Type, ID: p.ID},
 			Rows: func(b *pgx.Batch) {
 				b.Queue(insertPayment, p.ID, p.TenantID, req.Key, p.Amount, p.Currency, p.PaymentMethod, p.Description, p.Metadata)
 			},

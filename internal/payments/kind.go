@@ -120,7 +120,7 @@ func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path 
 const getPaymentByID = `SELECT ` + columns + ` FROM payments WHERE id = $1`
 
 // Final implements operation.Kind: the payment in its state, rendered as
-// the state says (render.Final).
+// the state says (render.FinalResponse).
 func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
 	p, err := scan(tx.QueryRow(ctx, getPaymentByID, id))
 	if err != nil {
@@ -134,7 +134,7 @@ func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final,
 	if p.FailureMessage != nil {
 		message = *p.FailureMessage
 	}
-	resp := render.Final(Names, st, p.ID, p, p.FailureCode, render.Declined{Title: "Payment declined", Detail: message})
+	resp := render.FinalResponse(Names, st, p.ID, p, p.FailureCode, render.Declined{Title: "Payment declined", Detail: message})
 	return operation.Final{TenantID: p.TenantID, Status: p.Status, Object: p, Response: resp}, nil
 }
 

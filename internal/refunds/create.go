@@ -57,7 +57,7 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 		}
 		id := operation.NewID(Names.Prefix)
 		return operation.Plan{
-			Resource: idempotency.Resource{Type: Names.Type, ID: id},
+			Resource: idempotency.ResourceRef{Type: Names.Type, ID: id},
 			Rows: func(b *pgx.Batch) {
 				b.Queue(insertRefund, id, req.TenantID, req.Key, p.ID, amount, nr.Reason)
 			},

@@ -168,7 +168,7 @@ func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path 
 const getRefundByID = `SELECT ` + columns + ` FROM refunds r WHERE r.id = $1`
 
 // Final implements operation.Kind: the refund in its state, rendered as
-// the state says (render.Final).
+// the state says (render.FinalResponse).
 func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final, error) {
 	ref, err := scan(tx.QueryRow(ctx, getRefundByID, id))
 	if err != nil {
@@ -178,7 +178,7 @@ func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final,
 	if err != nil {
 		return operation.Final{}, err
 	}
-	resp := render.Final(Names, st, ref.ID, ref, ref.FailureCode,
+	resp := render.FinalResponse(Names, st, ref.ID, ref, ref.FailureCode,
 		render.Declined{Title: "Refund failed", Detail: "The processor refused the refund."})
 	final := operation.Final{TenantID: ref.TenantID, Status: ref.Status, Object: ref, Response: resp}
 	if st.Parent != "" {

@@ -29,7 +29,7 @@ type Problem struct {
 	Code   string                 `json:"code"`
 	Errors []operation.FieldError `json:"errors,omitempty"`
 	// Resource is what an expired key created, to be fetched instead.
-	Resource *Resource `json:"resource,omitempty"`
+	Resource *ResourceLink `json:"resource,omitempty"`
 	// Member and Object are the failed operation a 402 or 502 carries, as a
 	// member named for its type ("payment"): see MarshalJSON.
 	Member string `json:"-"`
@@ -148,7 +148,7 @@ func (r *Renderer) For(err error) (Problem, bool) {
 		p, _ := r.For(idempotency.ErrKeyExpired)
 		// A type no longer declared is named without its URL.
 		if p.Resource, err = r.ResourceOf(expired.Resource); err != nil {
-			p.Resource = &Resource{Type: expired.Resource.Type, ID: expired.Resource.ID}
+			p.Resource = &ResourceLink{Type: expired.Resource.Type, ID: expired.Resource.ID}
 		}
 		return p, true
 	}

@@ -35,7 +35,7 @@ func TestResourceOf(t *testing.T) {
 	t.Parallel()
 	gadget := operation.Names{Type: "widget", Prefix: "wid_", Path: "/v1/widgets", Object: "gadget", Done: "made"}
 	r := New(operation.MustRegistry(kind{gadget}), []operation.Resource{{Type: "thing", Prefix: "th_", Path: "/v1/things"}}, nil)
-	for res, want := range map[idempotency.Resource]string{
+	for res, want := range map[idempotency.ResourceRef]string{
 		{Type: "widget", ID: "wid_1"}: "/v1/widgets/wid_1",
 		{Type: "thing", ID: "th_1"}:   "/v1/things/th_1",
 	} {
@@ -44,14 +44,14 @@ func TestResourceOf(t *testing.T) {
 			t.Errorf("ResourceOf(%v) = %+v, %v; want %s", res, got, err, want)
 		}
 	}
-	if got, err := r.ResourceOf(idempotency.Resource{}); got != nil || err != nil {
+	if got, err := r.ResourceOf(idempotency.ResourceRef{}); got != nil || err != nil {
 		t.Errorf("a key that created nothing: %+v, %v", got, err)
 	}
-	if got, err := r.ResourceOf(idempotency.Resource{Type: "payout", ID: "po_1"}); err == nil {
+	if got, err := r.ResourceOf(idempotency.ResourceRef{Type: "payout", ID: "po_1"}); err == nil {
 		t.Errorf("an undeclared type: %+v, want an error", got)
 	}
 	// An expired key of an undeclared type still names what it created.
-	p, ok := r.For(&idempotency.ExpiredError{Resource: idempotency.Resource{Type: "payout", ID: "po_1"}})
+	p, ok := r.For(&idempotency.ExpiredError{Resource: idempotency.ResourceRef{Type: "payout", ID: "po_1"}})
 	if !ok || p.Status != 410 || p.Resource == nil || p.Resource.ID != "po_1" {
 		t.Errorf("expired: %+v", p)
 	}

@@ -24,13 +24,13 @@ type Declined struct {
 // gave no failure code: payment_failed.
 func FailedCode(n operation.Names) string { return n.Type + "_failed" }
 
-// Final is the final response of an operation of kind n in its state st,
+// FinalResponse is the final response of an operation of kind n in its state st,
 // as the kind declares it: st.Answer (201 or 202) with object when it
 // succeeded; otherwise a problem carrying object as the member named by its
 // type, 502 processor_error when the service gave up on it through the
 // fence, else 402 with its failure code. Every kind renders through it, so
 // that all read alike.
-func Final(n operation.Names, st operation.State, id string, object any, failureCode *string, d Declined) idempotency.Response {
+func FinalResponse(n operation.Names, st operation.State, id string, object any, failureCode *string, d Declined) idempotency.Response {
 	location := n.Location(id)
 	if st.Succeeded {
 		return Stored(st.Answer, "application/json", location, Encode(object))
@@ -57,8 +57,8 @@ func Stored(status int, contentType, location string, body []byte) idempotency.R
 	return idempotency.Response{Status: status, Header: header, Body: body}
 }
 
-// Resource is what a key created, with where to fetch it.
-type Resource struct {
+// ResourceLink is what a key created, with where to fetch it.
+type ResourceLink struct {
 	Type string `json:"type"`
 	ID   string `json:"id"`
 	URL  string `json:"url"`
@@ -67,7 +67,7 @@ type Resource struct {
 // ResourceOf names a key's resource and its URL: nil when the key created
 // none (a stored refusal), and an error for a type that is not declared,
 // never a guess.
-func (r *Renderer) ResourceOf(res idempotency.Resource) (*Resource, error) {
+func (r *Renderer) ResourceOf(res idempotency.ResourceRef) (*ResourceLink, error) {
 	if res.Type == "" {
 		return nil, nil
 	}
@@ -75,7 +75,7 @@ func (r *Renderer) ResourceOf(res idempotency.Resource) (*Resource, error) {
 	if !ok {
 		return nil, fmt.Errorf("the key names a %q, which is not declared", res.Type)
 	}
-	return &Resource{Type: res.Type, ID: res.ID, URL: declared.Path + "/" + res.ID}, nil
+	return &ResourceLink{Type: res.Type, ID: res.ID, URL: declared.Path + "/" + res.ID}, nil
 }
 
 // Error is the problem of a refusal that is final and stored; it implements

@@ -141,7 +141,7 @@ func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string
 		if err := enqueue(ctx, s.Jobs, tx, n); err != nil {
 			return operation.Plan{}, err
 		}
-		return operation.Plan{Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
+		return operation.Plan{Resource: idempotency.ResourceRef{Type: Resource.Type, ID: e.ID},
 			Response: func() idempotency.Response { return d.stored(202) }}, nil
 	}})
 }
@@ -214,7 +214,7 @@ func (s *Service) Recover(ctx context.Context, req idempotency.Request, id strin
 		if err := enqueue(ctx, s.Jobs, tx, ids...); err != nil {
 			return operation.Plan{}, err
 		}
-		return operation.Plan{Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
+		return operation.Plan{Resource: idempotency.ResourceRef{Type: Resource.Type, ID: e.ID},
 			Response: func() idempotency.Response {
 				return render.Stored(202, "application/json", Resource.Path+"/"+e.ID+"/deliveries", render.Encode(out))
 			}}, nil

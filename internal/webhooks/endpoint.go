@@ -186,7 +186,7 @@ func (e Endpoint) stored(status int) idempotency.Response {
 // as the answer stored on the key.
 func changed(e *Endpoint, status int, rows func(b *pgx.Batch)) operation.Plan {
 	return operation.Plan{
-		Resource: idempotency.Resource{Type: Resource.Type, ID: e.ID},
+		Resource: idempotency.ResourceRef{Type: Resource.Type, ID: e.ID},
 		Rows:     rows,
 		Response: func() idempotency.Response { return e.stored(status) },
 	}

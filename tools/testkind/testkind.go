@@ -85,7 +85,7 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 	return s.Start(ctx, req, operation.Steps{Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
 		id := operation.NewID(Names.Prefix)
 		plan := operation.Plan{
-			Resource: idempotency.Resource{Type: Names.Type, ID: id},
+			Resource: idempotency.ResourceRef{Type: Names.Type, ID: id},
 			Rows:     func(b *pgx.Batch) { b.Queue(insertWidget, id, req.TenantID, req.Key, amount) },
 		}
 		if amount > 1000 {
@@ -170,7 +170,7 @@ func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final,
 	if err != nil {
 		return operation.Final{}, err
 	}
-	resp := render.Final(Names, st, w.ID, w, w.FailureCode, render.Declined{Title: "Widget failed", Detail: "No gadget."})
+	resp := render.FinalResponse(Names, st, w.ID, w, w.FailureCode, render.Declined{Title: "Widget failed", Detail: "No gadget."})
 	return operation.Final{TenantID: w.TenantID, Status: w.Status, Object: w, Response: resp}, nil
 }
 

@@ -69,7 +69,7 @@ func settledByNotification(t *testing.T, s *stacktest.Stack, srv *testprocessor.
 	deliver(t, s, srv)
 	stacktest.WaitFor(t, "the notification settling the payment", func() bool {
 		st, by := status(t, s, id)
-		return st == operation.StatusSucceeded && by == operation.PathWebhook
+		return st == operation.StatusSucceeded && by == operation.SettledByWebhook
 	})
 	if srv.Made("charge_"+id) != 1 {
 		t.Fatalf("%d payments made", srv.Made("charge_"+id))
@@ -133,7 +133,7 @@ func TestAskedByMakingTheCallAgain(t *testing.T) {
 	if r := settle(t, s); r.Settled != 1 {
 		t.Fatalf("reconcile: %+v", r)
 	}
-	if st, by := status(t, s, id); st != operation.StatusSucceeded || by != operation.PathReconciler {
+	if st, by := status(t, s, id); st != operation.StatusSucceeded || by != operation.SettledByReconciler {
 		t.Fatalf("payment %s, settled by %s", st, by)
 	}
 	if srv.Posts(key) != 3 || srv.Made(key) != 1 {

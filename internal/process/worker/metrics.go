@@ -50,7 +50,7 @@ func newOperationMetrics(reg prometheus.Registerer, types []string) operationMet
 			"and what its runs did with them: settled, lost (another path settled first) or unsettled (tried again later).",
 	}, []string{"result"})
 	for _, rt := range types {
-		for _, path := range operation.Paths {
+		for _, path := range operation.SettlePaths {
 			m.settled.WithLabelValues(rt, path)
 		}
 		for _, result := range operation.AttemptResults {
