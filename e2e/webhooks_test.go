@@ -213,7 +213,7 @@ func TestWorkerKilledBeforeThePOST(t *testing.T) {
 
 // TestDeadWorkersWebhookPlaceFreed: a worker SIGKILLed mid-attempt leaves
 // its place among the endpoint's attempts in flight (one here) held until
-// SlotHeld has passed; its presence, though, died with it, so the next
+// PlaceHeld has passed; its presence, though, died with it, so the next
 // worker frees the place at its first look and the endpoint's next event is
 // delivered before the dead place's until.
 func TestDeadWorkersWebhookPlaceFreed(t *testing.T) {

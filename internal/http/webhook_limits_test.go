@@ -231,7 +231,7 @@ func TestWebhookFairness(t *testing.T) {
 		created(t, s, globex, fmt.Sprintf("tarpit-pay-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, "Prefer", "wait=10")
 	}
 	// 32 deliveries of 8 s each: without shares, every one of the worker's
-	// delivery slots is held for about 25 s.
+	// delivery places are held for about 25 s.
 	stacktest.WaitFor(t, "the tarpit holding attempts", func() bool { return held.Load() >= 2 })
 	h := newReceiver(t, 0)
 	registerWith(t, s, h)

@@ -140,10 +140,10 @@ type DeliveryWorker struct {
 }
 
 // Timeout is a delivery's own, whatever JOB_TIMEOUT says: its attempt's
-// timeout and a margin (webhooks.SlotHeld), so that an attempt ends by the
+// timeout and a margin (webhooks.PlaceHeld), so that an attempt ends by the
 // receiver's answer or its own timeout, never cut by the job's, and never
 // outlives its place among the attempts in flight.
-func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return webhooks.SlotHeld }
+func (w *DeliveryWorker) Timeout(*river.Job[DeliveryArgs]) time.Duration { return webhooks.PlaceHeld }
 
 // Work makes the delivery's next attempt, and snoozes until the one after
 // when it failed with attempts left. A claim or a record that failed because

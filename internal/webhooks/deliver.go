@@ -73,7 +73,7 @@ type Deliverer struct {
 	// Worker is the database.Presence ID of the process making the
 	// attempts, recorded with each place it holds, so that the places of a
 	// process that died are freed as soon as any worker next looks
-	// (purgeSlots), not when their until passes. Zero: none, and only until
+	// (purgePlaces), not when their until passes. Zero: none, and only until
 	// frees them.
 	Worker int32
 }

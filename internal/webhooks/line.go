@@ -43,7 +43,7 @@ next AS (
 // delivery's job claims it. No row when nobody in line may take it, or the
 // attempt holds no place any more: past its until (purged), or given back
 // to its delivery for another job while the worker's presence was lost
-// (reviveSlots), which that job's attempt holds now.
+// (revivePlaces), which that job's attempt holds now.
 const handOn = `
 WITH ` + nextInLine + `,
 moved AS (
@@ -56,7 +56,7 @@ RETURNING w.delivery_id`
 
 // handFree gives a free place of tenant $1, when it holds fewer than its
 // share ($5), to the next in line (nextInLine), and returns it; no row when
-// there is none. It runs under the tenant's lock, after purgeSlots, one
+// there is none. It runs under the tenant's lock, after purgePlaces, one
 // place a statement so that each sees the last.
 const handFree = `
 WITH ` + nextInLine + `,
@@ -121,16 +121,16 @@ func (d *Deliverer) SweepLines(ctx context.Context, interval time.Duration, logg
 
 // linesWaiting lists the tenants with deliveries in line, or with a place
 // whose worker's presence ($1 its class) is gone: a dead worker's attempt
-// to revive (reviveSlots).
+// to revive (revivePlaces).
 const linesWaiting = `
 SELECT tenant_id FROM webhook_waiting
 UNION
 SELECT tenant_id FROM webhook_sending WHERE worker IS NOT NULL AND pg_try_advisory_xact_lock($1, worker)`
 
 // SweepLine gives the places of dead workers' attempts back to their
-// deliveries with a new job each (reviveSlots), and hands the free places
+// deliveries with a new job each (revivePlaces), and hands the free places
 // of every tenant with deliveries in line, those a dead worker left among
-// them (purgeSlots), to the next in line (handFree), and inserts their
+// them (purgePlaces), to the next in line (handFree), and inserts their
 // jobs: the backstop of passOn, which hands on only the places of attempts
 // that end. Every worker runs it (SweepLines). It returns how many places
 // it handed or gave back.
@@ -144,21 +144,21 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 	for _, tenant := range tenants {
 		var ids []int64
 		err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, lockTenantSlots, tenant); err != nil {
+			if _, err := tx.Exec(ctx, lockTenantPlaces, tenant); err != nil {
 				return err
 			}
-			rows, _ := tx.Query(ctx, reviveSlots, tenant, database.PresenceClass, SlotHeld)
+			rows, _ := tx.Query(ctx, revivePlaces, tenant, database.PresenceClass, PlaceHeld)
 			revived, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 			if err != nil {
 				return err
 			}
 			ids = revived
-			if _, err := tx.Exec(ctx, purgeSlots, tenant, database.PresenceClass); err != nil {
+			if _, err := tx.Exec(ctx, purgePlaces, tenant, database.PresenceClass); err != nil {
 				return err
 			}
 			for {
 				var id int64
-				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, 0, SlotHeld, d.TenantInFlight).Scan(&id)
+				err := tx.QueryRow(ctx, handFree, tenant, d.EndpointInFlight, 0, PlaceHeld, d.TenantInFlight).Scan(&id)
 				if errors.Is(err, pgx.ErrNoRows) {
 					return enqueue(ctx, d.Jobs, tx, ids...)
 				}
@@ -188,10 +188,10 @@ DELETE FROM webhook_sending WHERE delivery_id = $1 AND worker IS NOT DISTINCT FR
 // with the COMMIT.
 func (d *Deliverer) passOn(ctx context.Context, tx *database.Tx, a attempt) error {
 	lock := &pgx.Batch{}
-	lock.Queue(lockTenantSlots, a.tenantID)
+	lock.Queue(lockTenantPlaces, a.tenantID)
 	tx.Queue(lock)
 	var next int64
-	err := tx.QueryRow(ctx, handOn, a.tenantID, d.EndpointInFlight, a.id, SlotHeld, a.worker).Scan(&next)
+	err := tx.QueryRow(ctx, handOn, a.tenantID, d.EndpointInFlight, a.id, PlaceHeld, a.worker).Scan(&next)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		release := &pgx.Batch{}

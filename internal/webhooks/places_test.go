@@ -13,7 +13,7 @@ import (
 )
 
 // TestSweepAfterFailover: a worker takes another's absent presence for
-// death (reviveSlots gives the place to a new job, purgeSlots frees it) at
+// death (revivePlaces gives the place to a new job, purgePlaces frees it) at
 // once while the database serves on, but not for the places claimed on
 // another server, as before a failover: their workers may be alive, taking
 // their presences back, their attempts in flight. However that server's
@@ -43,7 +43,7 @@ func TestSweepAfterFailover(t *testing.T) {
 		t.Helper()
 		db.Exec(t, `INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until, worker, instance)
 			SELECT id, 'we_1', 'ten_acme', now() + $1::interval, 111, pg_postmaster_start_time() FROM webhook_deliveries
-			ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = excluded.worker, instance = excluded.instance`, SlotHeld)
+			ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = excluded.worker, instance = excluded.instance`, PlaceHeld)
 	}
 	// sweep runs the revive and the purge, rolled back, and returns the
 	// deliveries revived and the places purged.
@@ -54,11 +54,11 @@ func TestSweepAfterFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck // rolled back on purpose
-		rows, _ := tx.Query(ctx, reviveSlots, "ten_acme", database.PresenceClass, SlotHeld)
+		rows, _ := tx.Query(ctx, revivePlaces, "ten_acme", database.PresenceClass, PlaceHeld)
 		if revived, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
 			t.Fatal(err)
 		}
-		tag, err := tx.Exec(ctx, purgeSlots, "ten_acme", database.PresenceClass)
+		tag, err := tx.Exec(ctx, purgePlaces, "ten_acme", database.PresenceClass)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestClaimWithoutPresenceHoldsAsNobody(t *testing.T) {
 		worker, want int32
 	}{{me.ID + 1, 0}, {me.ID + 2, 0}, {me.ID + 3, 0}, {me.ID, me.ID}} {
 		var a attempt
-		if err := db.Pool.QueryRow(ctx, claimAttempt, id, SlotHeld, c.worker, 1, database.PresenceClass, database.PresenceApplication).Scan(
+		if err := db.Pool.QueryRow(ctx, claimAttempt, id, PlaceHeld, c.worker, 1, database.PresenceClass, database.PresenceApplication).Scan(
 			&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number, &a.url, &a.status, &a.version, &a.sealed, &a.worker); err != nil {
 			t.Fatal(err)
 		}

@@ -11,14 +11,14 @@ import (
 	"github.com/example/payments/internal/database"
 )
 
-// SlotHeld is the longest an attempt holds its place among the attempts in
+// PlaceHeld is the longest an attempt holds its place among the attempts in
 // flight: the attempt's timeout and a margin for the claim and the event's
 // read. A delivery's job runs no longer (jobs.DeliveryWorker's timeout),
 // so no attempt outlives its place. A place handed to a delivery whose job
 // never came for it stops counting after it, and SweepLine hands it on; a
 // place whose worker died is freed sooner, as soon as its presence is gone
-// (purgeSlots).
-const SlotHeld = AttemptTimeout + 5*time.Second
+// (purgePlaces).
+const PlaceHeld = AttemptTimeout + 5*time.Second
 
 // deliveryOf reads who a pending delivery is for, and, without a lock,
 // whether job $4 is its job (enqueue), whether it holds a place already
@@ -35,18 +35,18 @@ SELECT d.tenant_id, d.endpoint_id, d.job IS NULL OR d.job = $4,
 	EXISTS (SELECT 1 FROM webhook_waiting w WHERE w.delivery_id = d.id)
 FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 
-// takeSlot takes a place among the attempts in flight: the delivery's own
+// takePlace takes a place among the attempts in flight: the delivery's own
 // (handed to it, or left by an attempt of its own that never recorded),
 // else a new one when the endpoint ($3) and the tenant ($2) each have fewer
 // than their share ($4, $5). It runs under the tenant's lock
-// (lockTenantSlots), so that two workers cannot both take the last place,
-// after purgeSlots has dropped the tenant's places that no longer count:
+// (lockTenantPlaces), so that two workers cannot both take the last place,
+// after purgePlaces has dropped the tenant's places that no longer count:
 // past their until, or held by a worker whose presence is gone (killed,
 // its session ended: database.Presence) for a delivery no longer pending,
 // which the purge's transaction learns by taking that worker's presence
 // lock ($2 its class), as only a lock nobody holds can be taken; a dead
 // worker's place of a pending delivery stays that delivery's, for the sweep
-// to give it a new job (reviveSlots). A delivery that finds no place joins
+// to give it a new job (revivePlaces). A delivery that finds no place joins
 // the line (wait, keeping its place there if it had one), in the same
 // transaction, and its job ends; one that takes a place leaves the line
 // (claimAttempt).
@@ -60,28 +60,28 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 // while the database serves on is seen at once. No time read on one
 // server's clock is compared with another's.
 const (
-	lockTenantSlots = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
-	purgeSlots      = `
+	lockTenantPlaces = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
+	purgePlaces      = `
 DELETE FROM webhook_sending s WHERE tenant_id = $1
 	AND (until <= now() OR (worker IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = s.delivery_id AND d.status = 'pending')
 		AND instance = pg_postmaster_start_time()
 		AND pg_try_advisory_xact_lock($2, worker)))`
-	takeSlot = `
+	takePlace = `
 INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
 WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
 	OR ((SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
 		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
 ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
-	// reviveSlots keeps the places of tenant $1 whose worker's presence
+	// revivePlaces keeps the places of tenant $1 whose worker's presence
 	// ($2 its class) is gone, while their until runs and their delivery is
 	// pending, for that delivery: the dead worker's attempt never recorded,
 	// and the sweep inserts a new job to make it again at once, under the
 	// same number (claimAttempt), rather than when River's rescuer comes by
 	// for the dead job, which then finds the delivery another job's. It
-	// judges only the places claimed on this server, as purgeSlots does.
-	reviveSlots = `
+	// judges only the places claimed on this server, as purgePlaces does.
+	revivePlaces = `
 UPDATE webhook_sending s SET worker = NULL, until = now() + $3::interval
 FROM webhook_deliveries d
 WHERE s.tenant_id = $1 AND s.worker IS NOT NULL AND s.until > now()
@@ -93,9 +93,9 @@ RETURNING s.delivery_id`
 INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id)
 SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
 ON CONFLICT (delivery_id) DO NOTHING`
-	// dropSlot gives up a place handed to a delivery that is not pending
+	// dropPlace gives up a place handed to a delivery that is not pending
 	// any more, when job $2 is its job; SweepLine hands it on.
-	dropSlot = `
+	dropPlace = `
 DELETE FROM webhook_sending
 WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $2)`
 )
@@ -112,8 +112,8 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // holds its presence, holds_presence says (migration 00028): a lock held by
 // a presence's session ($6 its application_name), in this database
 // (another service's database on the server has workers of the same ids),
-// never another's transaction lock taken to test it (purgeSlots). The
-// place records the server it is claimed on (purgeSlots). The number is the chain's recorded attempts and one:
+// never another's transaction lock taken to test it (purgePlaces). The
+// place records the server it is claimed on (purgePlaces). The number is the chain's recorded attempts and one:
 // the attempt is counted when it is recorded (countAttempt), so that one
 // that never recorded (its worker killed, its connection lost, before or
 // during the POST) is made again under the same number, not the schedule's
@@ -151,7 +151,7 @@ func (d *Deliverer) claim(ctx context.Context, id, job int64) (attempt, error) {
 		claimErr, whoseErr      error
 	)
 	b := &pgx.Batch{}
-	b.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass, database.PresenceApplication).QueryRow(func(row pgx.Row) error {
+	b.Queue(claimAttempt, id, PlaceHeld, d.Worker, job, database.PresenceClass, database.PresenceApplication).QueryRow(func(row pgx.Row) error {
 		claimErr = d.scanAttempt(row, &a)
 		return nil
 	})
@@ -200,13 +200,13 @@ func (d *Deliverer) takePlace(ctx context.Context, a attempt, job int64) (attemp
 		claimErr error
 	)
 	take := &pgx.Batch{}
-	take.Queue(lockTenantSlots, a.tenantID)
-	take.Queue(purgeSlots, a.tenantID, database.PresenceClass)
-	take.Queue(takeSlot, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, SlotHeld).Exec(func(tag pgconn.CommandTag) error {
+	take.Queue(lockTenantPlaces, a.tenantID)
+	take.Queue(purgePlaces, a.tenantID, database.PresenceClass)
+	take.Queue(takePlace, id, a.tenantID, a.endpoint, d.EndpointInFlight, d.TenantInFlight, PlaceHeld).Exec(func(tag pgconn.CommandTag) error {
 		taken = tag
 		return nil
 	})
-	take.Queue(claimAttempt, id, SlotHeld, d.Worker, job, database.PresenceClass, database.PresenceApplication).QueryRow(func(row pgx.Row) error {
+	take.Queue(claimAttempt, id, PlaceHeld, d.Worker, job, database.PresenceClass, database.PresenceApplication).QueryRow(func(row pgx.Row) error {
 		claimErr = d.scanAttempt(row, &a)
 		return nil
 	})
@@ -241,7 +241,7 @@ func (d *Deliverer) takePlace(ctx context.Context, a attempt, job int64) (attemp
 // sweep hands it on. It returns pgx.ErrNoRows, or the error that kept the
 // place.
 func (d *Deliverer) notPending(ctx context.Context, id, job int64) error {
-	if _, err := d.DB.Exec(ctx, dropSlot, id, job); err != nil {
+	if _, err := d.DB.Exec(ctx, dropPlace, id, job); err != nil {
 		return err
 	}
 	return pgx.ErrNoRows
