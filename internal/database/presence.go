@@ -101,11 +101,16 @@ var ErrPresenceThroughPooler = errors.New("the presence's connection reaches Pos
 
 // lock connects and takes the lock on p.ID, in a transaction it leaves
 // open: the one place a presence is taken, at start and when taken back.
+// A try is bounded as one connection attempt is: a server that takes the
+// connection and answers nothing fails it, and it is tried again.
 func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgxpool.ParseConfig(p.url) // takes the pool's settings out
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	bound(&cfg.ConnConfig.Config)
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout)
+	defer cancel()
 	// Every statement on the simple protocol: no prepared statement is left
 	// on a server connection a pooler hands on.
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
@@ -124,6 +129,7 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(exemptFromTimeouts)
+	b.Queue(serverBounds, int(KeepaliveIdle/time.Second), int(KeepaliveInterval/time.Second), KeepaliveCount, UserTimeout.Milliseconds())
 	b.Queue(`SELECT pg_try_advisory_xact_lock($1, $2)`, PresenceClass, p.ID).QueryRow(func(row pgx.Row) error { return row.Scan(&ok) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil || !ok {
 		conn.Close(ctx)
@@ -140,6 +146,17 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 // them.
 const exemptFromTimeouts = `SELECT set_config(name, '0', true) FROM pg_settings
 WHERE name IN ('idle_in_transaction_session_timeout', 'transaction_timeout')`
+
+// serverBounds gives the server's side of the presence's connection, for
+// its transaction, the bounds the worker's side has (bound): should the
+// worker's host or network go silent, Postgres drops the session, and the
+// lock with it, within UserTimeout and a probe, not hours later. A pool's
+// sessions keep the server's settings (postgresql.conf's tcp_keepalives_*
+// and tcp_user_timeout), which a pooler between may not pass a SET to.
+const serverBounds = `SELECT set_config('tcp_keepalives_idle', $1::text, true),
+  set_config('tcp_keepalives_interval', $2::text, true),
+  set_config('tcp_keepalives_count', $3::text, true),
+  set_config('tcp_user_timeout', $4::text, true)`
 
 // ownSession returns ErrPresenceThroughPooler when conn's server session
 // also serves another client, as far as it can tell: another connection to the same place, opened
