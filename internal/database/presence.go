@@ -207,6 +207,10 @@ func (p *Presence) keep(ctx context.Context) {
 		}
 		if p.conn != nil {
 			p.logger.Warn("presence lost: its connection dropped; taking it back", "presence", p.ID)
+			// Its socket closed now, not after pgx's cancel request and
+			// drain (15 s): behind a proxy or pooler that holds the
+			// connection, the server frees the lock once the close reaches it.
+			p.conn.PgConn().Conn().Close()
 			p.conn.Close(ctx)
 			p.conn = nil
 		}
