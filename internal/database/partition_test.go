@@ -57,15 +57,7 @@ func TestPresencePartitioned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	holder := func() (pid int) {
-		if err := db.Pool.QueryRow(ctx, `
-SELECT coalesce(max(pid), 0) FROM pg_locks
-WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND granted`,
-			int64(uint32(database.PresenceClass)), int64(p.ID)).Scan(&pid); err != nil {
-			t.Fatal(err)
-		}
-		return pid
-	}
+	holder := func() int { return presenceHolder(t, db, p.ID) }
 	first := holder()
 	if first == 0 {
 		t.Fatal("a presence just taken is not held")
