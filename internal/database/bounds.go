@@ -1,6 +1,8 @@
 package database
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"time"
 
@@ -55,10 +57,47 @@ func bound(cfg *pgconn.Config) {
 }
 
 // boundPool is bound for a pool's connections, and bounds the ping that
-// checks an idle one before it is handed out.
-func boundPool(cfg *pgxpool.Config) {
+// checks an idle one before it is handed out. Unless the pool is through
+// a pooler in transaction mode, whose server connections are not its
+// own, each session's server side is given the same bounds
+// (serverBounds): Postgres ends the session of a client whose host went
+// silent, and releases its locks, within UserTimeout and a probe, where
+// its defaults (the kernel's, two hours of idle) would hold them.
+func boundPool(cfg *pgxpool.Config, pooled bool) {
 	bound(&cfg.ConnConfig.Config)
 	if cfg.PingTimeout == 0 {
 		cfg.PingTimeout = PingTimeout
 	}
+	if !pooled {
+		cfg.ConnConfig.AfterConnect = boundServer
+	}
+}
+
+// serverBounds gives the server's side of a connection the bounds its
+// client's side has (bound): for the session, or ($5) for the transaction
+// only.
+const serverBounds = `SELECT set_config('tcp_keepalives_idle', $1::text, $5::bool),
+  set_config('tcp_keepalives_interval', $2::text, $5::bool),
+  set_config('tcp_keepalives_count', $3::text, $5::bool),
+  set_config('tcp_user_timeout', $4::text, $5::bool)`
+
+// serverBoundsArgs are serverBounds' arguments, for the transaction only
+// when local.
+func serverBoundsArgs(local bool) []any {
+	return []any{int(KeepaliveIdle / time.Second), int(KeepaliveInterval / time.Second), KeepaliveCount, UserTimeout.Milliseconds(), local}
+}
+
+// boundServer sets serverBounds for the session of a connection just made,
+// below pgx's statement tracing: it is the connection's set-up, not a
+// statement of the code's.
+func boundServer(ctx context.Context, conn *pgconn.PgConn) error {
+	args := serverBoundsArgs(false)
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		params[i] = fmt.Appendf(nil, "%v", a)
+	}
+	if _, err := conn.ExecParams(ctx, serverBounds, params, nil, nil, nil).Close(); err != nil {
+		return fmt.Errorf("bound the server's side: %w", err)
+	}
+	return nil
 }

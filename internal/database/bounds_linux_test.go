@@ -26,7 +26,10 @@ func TestBoundsOnSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	boundPool(cfg)
+	boundPool(cfg, false)
+	if cfg.ConnConfig.AfterConnect == nil {
+		t.Error("a pool past any pooler leaves its sessions' server side unbounded")
+	}
 	if cfg.ConnConfig.ConnectTimeout != ConnectTimeout || cfg.PingTimeout != PingTimeout {
 		t.Errorf("connect timeout %s, ping timeout %s; want %s, %s", cfg.ConnConfig.ConnectTimeout, cfg.PingTimeout, ConnectTimeout, PingTimeout)
 	}

@@ -52,7 +52,7 @@ func open(ctx context.Context, url string, maxConns int32, pooled bool) (*pgxpoo
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	boundPool(cfg)
+	boundPool(cfg, pooled)
 	if pooled && cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}

@@ -3,6 +3,7 @@ package database_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -196,4 +197,33 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestServerBounds: a pool's session, and a presence's transaction, have
+// on the server's side the bounds the client's side has, so that Postgres
+// ends the session of a client gone silent within the same bound.
+func TestServerBounds(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	pool, err := database.Open(ctx, db.URL, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	want := map[string]string{
+		"tcp_keepalives_idle":     fmt.Sprint(int(database.KeepaliveIdle / time.Second)),
+		"tcp_keepalives_interval": fmt.Sprint(int(database.KeepaliveInterval / time.Second)),
+		"tcp_keepalives_count":    fmt.Sprint(database.KeepaliveCount),
+		"tcp_user_timeout":        fmt.Sprint(database.UserTimeout.Milliseconds()) + "ms",
+	}
+	for name, value := range want {
+		var got string
+		if err := pool.QueryRow(ctx, `SELECT setting || CASE WHEN unit = 'ms' THEN 'ms' ELSE '' END FROM pg_settings WHERE name = $1`, name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != value {
+			t.Errorf("the pool's session has %s = %s, want %s", name, got, value)
+		}
+	}
 }

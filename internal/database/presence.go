@@ -129,7 +129,9 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(exemptFromTimeouts)
-	b.Queue(serverBounds, int(KeepaliveIdle/time.Second), int(KeepaliveInterval/time.Second), KeepaliveCount, UserTimeout.Milliseconds())
+	// The server's side bounded for the transaction only: behind a pooler
+	// the check above cannot see, the session is not the presence's.
+	b.Queue(serverBounds, serverBoundsArgs(true)...)
 	b.Queue(`SELECT pg_try_advisory_xact_lock($1, $2)`, PresenceClass, p.ID).QueryRow(func(row pgx.Row) error { return row.Scan(&ok) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil || !ok {
 		conn.Close(ctx)
@@ -146,17 +148,6 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 // them.
 const exemptFromTimeouts = `SELECT set_config(name, '0', true) FROM pg_settings
 WHERE name IN ('idle_in_transaction_session_timeout', 'transaction_timeout')`
-
-// serverBounds gives the server's side of the presence's connection, for
-// its transaction, the bounds the worker's side has (bound): should the
-// worker's host or network go silent, Postgres drops the session, and the
-// lock with it, within UserTimeout and a probe, not hours later. A pool's
-// sessions keep the server's settings (postgresql.conf's tcp_keepalives_*
-// and tcp_user_timeout), which a pooler between may not pass a SET to.
-const serverBounds = `SELECT set_config('tcp_keepalives_idle', $1::text, true),
-  set_config('tcp_keepalives_interval', $2::text, true),
-  set_config('tcp_keepalives_count', $3::text, true),
-  set_config('tcp_user_timeout', $4::text, true)`
 
 // ownSession returns ErrPresenceThroughPooler when conn's server session
 // also serves another client, as far as it can tell: another connection to the same place, opened

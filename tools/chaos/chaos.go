@@ -466,7 +466,7 @@ func (s *stack) restart(ctx context.Context, p *proc) {
 		fmt.Fprintf(p.log, "=== chaos: restart failed: %v\n", err)
 	}
 	if p.kind == "worker" || p.kind == "receiver" {
-		s.downs.add(down{window{from, time.Now()}, p.kind == "worker"})
+		s.downs.add(down{window: window{from, time.Now()}, worker: p.kind == "worker"})
 	}
 }
 

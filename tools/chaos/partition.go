@@ -85,8 +85,8 @@ func (s *stack) partitions(ctx context.Context, ls *links) {
 			return
 		}
 		ls.slow(ctx, s.cfg.Profile.PartitionEvery/2)
-		if ctx.Err() != nil {
-			return
+		if end, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(end) < s.cfg.Profile.PartitionFor {
+			return // no time left in the load for a whole cut
 		}
 		w := workers[s.rng.IntN(len(workers))]
 		for _, p := range workers {
@@ -97,7 +97,7 @@ func (s *stack) partitions(ctx context.Context, ls *links) {
 			p.turn.Unlock()
 		}
 		ls.log.add(part)
-		s.downs.add(down{window{part.Cut, part.Cut.Add(s.cfg.Profile.PartitionFor)}, true})
+		s.downs.add(down{window: window{part.Cut, part.Cut.Add(s.cfg.Profile.PartitionFor)}, cut: true})
 		fmt.Fprintf(w.log, "=== chaos: link cut for %s: presence given up after %s, taken back %s after the heal %s\n",
 			s.cfg.Profile.PartitionFor, part.GivenUp, part.Retaken, part.Err)
 	}
