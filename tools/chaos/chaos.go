@@ -66,8 +66,9 @@ type Profile struct {
 	// simulator (stripe.go) instead of the fake processor.
 	Stripe bool
 	// PartitionFor, when set, puts Toxiproxy between each API and worker
-	// and Postgres (partition.go) and, every PartitionEvery, slows every
-	// link for half of it, then cuts a worker's link for PartitionFor.
+	// and Postgres (partition.go) and, over and over, leaves the links as
+	// they are for half of PartitionEvery, slows every link for the other
+	// half, then cuts a worker's link for PartitionFor.
 	PartitionEvery, PartitionFor time.Duration
 }
 
@@ -198,8 +199,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 			return nil, err
 		}
 		defer ls.close()
-		fmt.Fprintf(out, "chaos: each API and worker through a Toxiproxy link of its own; a worker's cut for %s every %s\n",
-			cfg.Profile.PartitionFor, cfg.Profile.PartitionEvery)
+		fmt.Fprintf(out, "chaos: each API and worker through a Toxiproxy link of its own: %s as is, %s with every link slowed, then a worker's cut for %s, over again\n",
+			cfg.Profile.PartitionEvery/2, cfg.Profile.PartitionEvery/2, cfg.Profile.PartitionFor)
 	}
 
 	// Every process the run starts is stopped on every way out of it: here
