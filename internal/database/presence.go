@@ -22,7 +22,8 @@ const PresenceClass int32 = 0x70726573 // "pres"
 // connection keeps open for as long as the process lives. Postgres releases
 // it the moment that transaction ends, and a transaction ends with its
 // session, however the process died (SIGKILL, its host gone, the connection
-// cut). A transaction is also the one thing no pooler shares: PgBouncer, in
+// cut; a host or network gone silent within the bounds of bounds.go, which
+// the transaction sets on the server's side too). A transaction is also the one thing no pooler shares: PgBouncer, in
 // any mode, gives a server connection in a transaction to that client alone
 // and closes it when the client goes mid-transaction, so a presence cannot
 // sit on a backend another client's statements run on (a session lock
