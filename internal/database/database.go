@@ -52,6 +52,7 @@ func open(ctx context.Context, url string, maxConns int32, pooled bool) (*pgxpoo
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	boundPool(cfg, pooled)
 	if pooled && cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
@@ -94,6 +95,7 @@ func EnsureDatabase(ctx context.Context, url string) error {
 	}
 	name := cfg.Database
 	cfg.Database = "postgres"
+	bound(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect to server: %w", err)
@@ -193,6 +195,7 @@ func CreateFresh(ctx context.Context, serverURL, name string) (string, func(), e
 		return "", nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
 	cfg.Database = "postgres"
+	bound(&cfg.Config)
 	admin, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return "", nil, fmt.Errorf("connect to the server: %w", err)

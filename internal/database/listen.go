@@ -2,6 +2,7 @@ package database
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,7 +16,7 @@ import (
 // notified with the payload of each notification. What is sent while it is
 // not connected is lost, so it calls connected each time it has connected,
 // for the caller to look for itself. A lost connection is made again a
-// second later.
+// second later; one that answers nothing for twice listenPing is lost.
 func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, logger *slog.Logger, connected func(), notified func(payload string)) {
 	for ctx.Err() == nil {
 		err := listen(ctx, pool, channel, connected, notified)
@@ -41,10 +42,33 @@ func listen(ctx context.Context, pool *pgxpool.Pool, channel string, connected f
 	}
 	connected()
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		wait, cancel := context.WithTimeout(ctx, listenPing)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		switch {
+		case err == nil:
+			notified(n.Payload)
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+			// Nothing heard for listenPing: a quiet channel, or a server
+			// cut off behind something that still holds the connection.
+			if err := ping(ctx, conn); err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+		default:
 			return err
 		}
-		notified(n.Payload)
 	}
+}
+
+// listenPing is how long a listener waits for a notification before it
+// asks the server whether it is still there, and how long it waits for the
+// answer: a listener cut off without a reset (a proxy holding the
+// connection, which the kernel's bounds cannot see) knows it within twice
+// listenPing, and connects again.
+const listenPing = 5 * time.Second
+
+func ping(ctx context.Context, conn *pgx.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, listenPing)
+	defer cancel()
+	return conn.Ping(ctx)
 }

@@ -24,7 +24,8 @@ const PresenceClass int32 = 0x70726573 // "pres"
 // connection keeps open for as long as the process lives. Postgres releases
 // it the moment that transaction ends, and a transaction ends with its
 // session, however the process died (SIGKILL, its host gone, the connection
-// cut). A transaction is also the one thing no pooler shares: PgBouncer, in
+// cut; a host or network gone silent within the bounds of bounds.go, which
+// the transaction sets on the server's side too). A transaction is also the one thing no pooler shares: PgBouncer, in
 // any mode, gives a server connection in a transaction to that client alone
 // and closes it when the client goes mid-transaction, so a presence cannot
 // sit on a backend another client's statements run on (a session lock
@@ -103,11 +104,16 @@ var ErrPresenceThroughPooler = errors.New("the presence's connection reaches Pos
 
 // lock connects and takes the lock on p.ID, in a transaction it leaves
 // open: the one place a presence is taken, at start and when taken back.
+// A try is bounded as one connection attempt is: a server that takes the
+// connection and answers nothing fails it, and it is tried again.
 func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgxpool.ParseConfig(p.url) // takes the pool's settings out
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	bound(&cfg.ConnConfig.Config)
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout)
+	defer cancel()
 	// Every statement on the simple protocol: no prepared statement is left
 	// on a server connection a pooler hands on.
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
@@ -126,6 +132,9 @@ func (p *Presence) lock(ctx context.Context) (*pgx.Conn, error) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(exemptFromTimeouts)
+	// The server's side bounded for the transaction only: behind a pooler
+	// the check above cannot see, the session is not the presence's.
+	b.Queue(serverBounds, serverBoundsArgs(true)...)
 	b.Queue(`SELECT pg_try_advisory_xact_lock($1, $2)`, PresenceClass, p.ID).QueryRow(func(row pgx.Row) error { return row.Scan(&ok) })
 	if err := conn.SendBatch(ctx, b).Close(); err != nil || !ok {
 		conn.Close(ctx)
@@ -192,6 +201,10 @@ func (p *Presence) keep(ctx context.Context) {
 		}
 		if p.conn != nil {
 			p.logger.Warn("presence lost: its connection dropped; taking it back", "presence", p.ID)
+			// Its socket closed now, not after pgx's cancel request and
+			// drain (15 s): behind a proxy or pooler that holds the
+			// connection, the server frees the lock once the close reaches it.
+			p.conn.PgConn().Conn().Close()
 			p.conn.Close(ctx)
 			p.conn = nil
 		}

@@ -58,16 +58,7 @@ func TestPresence(t *testing.T) {
 	}
 	// Its session cut from the server's side (a restart, a network cut):
 	// taken back on a new one.
-	holder := func() (pid int) {
-		err := db.Pool.QueryRow(ctx, `
-SELECT coalesce(max(pid), 0) FROM pg_locks
-WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND granted`,
-			int64(uint32(database.PresenceClass)), int64(p.ID)).Scan(&pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pid
-	}
+	holder := func() int { return presenceHolder(t, db, p.ID) }
 	first := holder()
 	var cut bool
 	if err := db.Pool.QueryRow(ctx, `SELECT pg_terminate_backend($1)`, first).Scan(&cut); err != nil || !cut {
@@ -85,6 +76,20 @@ WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND 
 	// The server ends the session, and with it the lock, once it has read
 	// the client's goodbye: soon after Close returns, not before.
 	testwait.For(t, "the closed presence freed", free)
+}
+
+// presenceHolder is the pid of the backend holding presence id, 0 when
+// none does.
+func presenceHolder(t *testing.T, db *testdb.DB, id int32) (pid int) {
+	t.Helper()
+	err := db.Pool.QueryRow(context.Background(), `
+SELECT coalesce(max(pid), 0) FROM pg_locks
+WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2 AND granted`,
+		int64(uint32(database.PresenceClass)), int64(id)).Scan(&pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
 }
 
 // TestPresenceThroughPooler: through PgBouncer in transaction mode, which

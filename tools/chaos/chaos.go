@@ -66,6 +66,11 @@ type Profile struct {
 	// Stripe runs the service on its Stripe adapter against the Stripe
 	// simulator (stripe.go) instead of the fake processor.
 	Stripe bool
+	// PartitionFor, when set, puts Toxiproxy between each API and worker
+	// and Postgres (partition.go) and, over and over, leaves the links as
+	// they are for half of PartitionEvery, slows every link for the other
+	// half, then cuts a worker's link for PartitionFor.
+	PartitionEvery, PartitionFor time.Duration
 }
 
 // Profiles are the runs by name: short for CI, long for the proof by hand.
@@ -80,6 +85,9 @@ var Profiles = map[string]Profile{
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second,
 		FirstPrimaryKill: 15 * time.Second, PrimaryKillEvery: 30 * time.Second, MinFailovers: 3},
+	"partition": {Name: "partition", Load: 110 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
+		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PartitionEvery: 16 * time.Second, PartitionFor: 25 * time.Second},
 	"stripe": {Name: "stripe", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 4 * time.Minute,
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, Stripe: true},
@@ -172,16 +180,28 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	defer pool.Close()
 
 	// The APIs and workers reach Postgres through the pooler, when the
-	// profile has one, and what needs a session past it.
-	serviceDB := []string{"DATABASE_URL=" + dbURL}
+	// profile has one, and what needs a session past it; or each through a
+	// link of its own.
+	serviceDB := func(string) []string { return []string{"DATABASE_URL=" + dbURL} }
 	var bouncer *pgbouncer.Bouncer
 	if cfg.Profile.PoolerConns > 0 {
-		if bouncer, serviceDB, err = startPooler(cfg, dbURL); err != nil {
+		var pooled []string
+		if bouncer, pooled, err = startPooler(cfg, dbURL); err != nil {
 			return nil, err
 		}
 		defer bouncer.Stop()
 		defer os.RemoveAll(bouncer.Dir())
+		serviceDB = func(string) []string { return pooled }
 		fmt.Fprintf(out, "chaos: through PgBouncer in transaction mode at %s, %d server connections\n", bouncer.Addr, cfg.Profile.PoolerConns)
+	}
+	var ls *links
+	if cfg.Profile.PartitionFor > 0 {
+		if ls, serviceDB, err = startLinks(dbURL, pool); err != nil {
+			return nil, err
+		}
+		defer ls.close()
+		fmt.Fprintf(out, "chaos: each API and worker through a Toxiproxy link of its own: %s as is, %s with every link slowed, then a worker's cut for %s, over again\n",
+			cfg.Profile.PartitionEvery/2, cfg.Profile.PartitionEvery/2, cfg.Profile.PartitionFor)
 	}
 
 	// Every process the run starts is stopped on every way out of it: here
@@ -213,7 +233,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		inj.event, inj.signer, inj.forger = fakeEvent, standardSigner{secrets}, standardSigner{other}
 	}
 	l := newLoad(s.apiURLs, cfg.Seed, methods)
-	s.underLoad(ctx, l, inj, bouncer, cluster, out, started)
+	s.underLoad(ctx, l, inj, bouncer, cluster, ls, out, started)
 	loadEnd := time.Now()
 	// Interrupted (SIGINT, SIGTERM): stop, without a verdict.
 	if err := ctx.Err(); err != nil {
@@ -240,6 +260,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		sum.Invariants = append(sum.Invariants, Invariant{
 			Name:       fmt.Sprintf("the primary killed at least %d times, a standby taking writes each time", cfg.Profile.MinFailovers),
 			Violations: checkFailovers(sum.Failovers, cfg.Profile.MinFailovers)})
+	}
+	if ls != nil {
+		sum.Partitions, sum.Slowed = ls.log.all(), len(ls.slowed.all())
+		sum.Invariants = append(sum.Invariants, Invariant{
+			Name:       fmt.Sprintf("a cut worker's presence given up within %s, taken back within %s of the heal", givenUpBound, retakenBound),
+			Violations: checkPartitions(sum.Partitions)})
 	}
 	sum.Print(out)
 	if sum.Passed() && !cfg.KeepDatabase {
@@ -282,7 +308,7 @@ func freshDatabase(ctx context.Context, cfg Config, runName string, out io.Write
 
 // underLoad sends the load for the profile's Load, and does to the stack
 // meanwhile all the profile asks: kills, outages, injected webhooks.
-func (s *stack) underLoad(ctx context.Context, l *load, inj *injector, bouncer *pgbouncer.Bouncer, cluster *hapg.Cluster, out io.Writer, started time.Time) {
+func (s *stack) underLoad(ctx context.Context, l *load, inj *injector, bouncer *pgbouncer.Bouncer, cluster *hapg.Cluster, ls *links, out io.Writer, started time.Time) {
 	loadCtx, stopLoad := context.WithTimeout(ctx, s.cfg.Profile.Load)
 	defer stopLoad()
 	var wg sync.WaitGroup
@@ -292,6 +318,9 @@ func (s *stack) underLoad(ctx context.Context, l *load, inj *injector, bouncer *
 	}
 	if cluster != nil {
 		wg.Go(func() { s.failovers(loadCtx, cluster) })
+	}
+	if ls != nil {
+		wg.Go(func() { s.partitions(loadCtx, ls) })
 	}
 	wg.Go(func() { s.outages(loadCtx) })
 	wg.Go(func() { inj.run(loadCtx) })
@@ -319,8 +348,8 @@ func (s *stack) summary(runName string, quiesce time.Duration, quiet bool, l *lo
 }
 
 // startStack starts the processor, two APIs and two workers; the APIs and
-// workers reach the database with serviceDB's settings.
-func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []string) (*stack, error) {
+// workers reach the database with serviceDB's settings for each.
+func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB func(proc string) []string) (*stack, error) {
 	s := &stack{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), kills: map[string]*atomic.Int64{}}
 	for _, kind := range []string{"api", "worker", "processor", "pooler", "primary"} {
 		s.kills[kind] = new(atomic.Int64)
@@ -333,7 +362,7 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 		return a
 	}
 	common := []string{"LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=5s"}
-	service := append(append([]string{}, common...), serviceDB...)
+	service := func(proc string) []string { return append(append([]string{}, common...), serviceDB(proc)...) }
 	common = append(common, "DATABASE_URL="+dbURL)
 	key := make([]byte, 32)
 	_, _ = crand.Read(key) // never fails, per crypto/rand
@@ -374,8 +403,9 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 	}
 	s.procs = append(s.procs, s.processor)
 	for i, a := range apiAddrs {
-		p, err := newProc(fmt.Sprintf("api-%d", i+1), "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
-			append(append(append(service, webhooks...), apiProcessor...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0",
+		name := fmt.Sprintf("api-%d", i+1)
+		p, err := newProc(name, "api", filepath.Join(cfg.Bin, "api"), cfg.Logs, s.apiURLs[i]+"/healthz",
+			append(append(append(service(name), webhooks...), apiProcessor...), "API_ADDR="+a, "API_INTERNAL_ADDR=127.0.0.1:0", "TENANT_RATE_LIMIT=0",
 				"IDEMPOTENCY_DEFAULT_WAIT=2s", "IDEMPOTENCY_MAX_WAIT=3s", "IDEMPOTENCY_LOCK_TIMEOUT=5s"))
 		if err != nil {
 			return nil, err
@@ -384,8 +414,9 @@ func startStack(ctx context.Context, cfg Config, dbURL string, serviceDB []strin
 	}
 	for i := range 2 {
 		m := addr()
-		p, err := newProc(fmt.Sprintf("worker-%d", i+1), "worker", filepath.Join(cfg.Bin, "worker"), cfg.Logs, "http://"+m+"/healthz",
-			append(append(append(service, webhooks...), workerProcessor...), "METRICS_ADDR="+m, "WORKER_POLL_INTERVAL=100ms",
+		name := fmt.Sprintf("worker-%d", i+1)
+		p, err := newProc(name, "worker", filepath.Join(cfg.Bin, "worker"), cfg.Logs, "http://"+m+"/healthz",
+			append(append(append(service(name), webhooks...), workerProcessor...), "METRICS_ADDR="+m, "WORKER_POLL_INTERVAL=100ms",
 				"PROCESSOR_TIMEOUT=1s", "JOB_TIMEOUT="+jobTimeout.String(), "RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=1s",
 				"OPERATION_MAX_ATTEMPTS=4", "OPERATION_DEADLINE="+operationDeadline.String(), "RECONCILE_INTERVAL=1s",
 				"RECONCILE_STUCK_AFTER=5s", "RECONCILE_TIMEOUT=10s", "WEBHOOK_RETRY_SCHEDULE="+receiverSchedule))
@@ -437,7 +468,7 @@ func (s *stack) restart(ctx context.Context, p *proc) {
 		fmt.Fprintf(p.log, "=== chaos: restart failed: %v\n", err)
 	}
 	if p.kind == "worker" || p.kind == "receiver" {
-		s.downs.add(down{window{from, time.Now()}, p.kind == "worker"})
+		s.downs.add(down{window: window{from, time.Now()}, worker: p.kind == "worker"})
 	}
 }
 

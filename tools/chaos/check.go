@@ -50,6 +50,10 @@ type Summary struct {
 
 	// Failovers are the primary's kills, in the failover profile.
 	Failovers []Failover
+	// Partitions are the cuts of a worker's link, and Slowed how often
+	// every link was slowed, in the partition profile.
+	Partitions []Partition
+	Slowed     int
 	// Stripe is what the Stripe simulator was asked and answered, in the
 	// stripe profile.
 	Stripe stripesim.Stats
@@ -92,6 +96,9 @@ func (s *Summary) Print(out io.Writer) {
 	fmt.Fprintf(tw, "processor outages\t%d, each longer than a worker's retry budget\n", s.Outages)
 	if len(s.Failovers) > 0 {
 		fmt.Fprintf(tw, "failovers (primary SIGKILLed)\t%d: %s\n", len(s.Failovers), printFailovers(s.Failovers))
+	}
+	if len(s.Partitions) > 0 {
+		fmt.Fprintf(tw, "partitions (Toxiproxy timeout)\t%s\n", printPartitions(s.Partitions, s.Slowed))
 	}
 	if s.Stripe.Requests > 0 {
 		fmt.Fprintf(tw, "stripe simulator\t%d requests, %d answered 429 (at most %d in one second, limit %d), %d 500, %d replayed, %d answers lost\n",

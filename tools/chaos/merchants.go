@@ -79,7 +79,7 @@ func (s *stack) receiverOutage(ctx context.Context) {
 	if err := s.receiver.start(context.WithoutCancel(ctx)); err != nil {
 		fmt.Fprintf(s.receiver.log, "=== chaos: restart failed: %v\n", err)
 	}
-	s.downs.add(down{window{from, time.Now()}, false})
+	s.downs.add(down{window: window{from, time.Now()}})
 }
 
 // checkMerchantWebhooks lists what breaks "every event delivered to the

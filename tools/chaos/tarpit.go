@@ -222,7 +222,16 @@ func (l *load) tarpitPayments(ctx context.Context, every time.Duration) {
 type down struct {
 	window
 	worker bool
+	// cut is a worker's link cut (partition.go), which holds up every
+	// tenant whose lock the worker's session held until the heal: behind
+	// the run's proxy, which keeps the server's side of a cut connection
+	// open, that session ends only then.
+	cut bool
 }
+
+// cutShadow is how long after a cut link healed the cut may still hold an
+// event up: a sweep, the place handed, the attempt, on a loaded machine.
+const cutShadow = 5 * time.Second
 
 // receiverShadow is how long after the receiver came back its absence may
 // still hold an event up: the attempts meanwhile failed, the schedule's
@@ -247,7 +256,7 @@ func receiverShadow(down time.Duration) time.Duration { return 2*down + 5*time.S
 //     was stuck at the latest (the latest kill before the rescue is often
 //     the other worker's);
 //   - the receiver killed or taken down, until receiverShadow after it was
-//     back;
+//     back; a worker's link cut, until cutShadow after the heal;
 //   - each attempt the receiver failed (an answer other than a 2xx, on
 //     purpose when it first sees an event, or no answer), until the next
 //     attempt was due by the schedule: the contract's retry wait after a
@@ -258,9 +267,12 @@ func checkFairDelivery(ctx context.Context, pool *pgxpool.Pool, bound time.Durat
 	var ks kills
 	var common []window // the receiver's, for every event
 	for _, d := range downs {
-		if d.worker {
+		switch {
+		case d.cut:
+			common = append(common, window{d.from, d.to.Add(cutShadow)})
+		case d.worker:
 			ks = append(ks, d.from)
-		} else {
+		default:
 			common = append(common, window{d.from, d.to.Add(receiverShadow(d.to.Sub(d.from)))})
 		}
 	}
