@@ -13,16 +13,12 @@ import (
 // startPooler starts PgBouncer in front of dbURL's server and returns it
 // and the settings that reach the database through it.
 func startPooler(cfg Config, dbURL string) (*pgbouncer.Bouncer, []string, error) {
-	upstream, err := pgbouncer.Upstream(dbURL)
-	if err != nil {
-		return nil, nil, err
-	}
 	// Not below the logs, which the pooler's user may not reach.
 	dir, err := os.MkdirTemp("", "chaos-pgbouncer-")
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := pgbouncer.Start(upstream, cfg.Profile.PoolerConns, dir)
+	b, err := pgbouncer.Start(dbURL, cfg.Profile.PoolerConns, dir)
 	if err != nil {
 		return nil, nil, err
 	}
