@@ -53,7 +53,8 @@ type Profile struct {
 	TarpitEvery, DeliveryBound time.Duration
 	// PoolerConns, when set, puts PgBouncer in transaction mode between the
 	// APIs and workers and Postgres, with that many server connections (fewer
-	// than its clients'), killed and restarted every PoolerKillEvery.
+	// than its clients'), killed and restarted every PoolerKillEvery if set.
+	// On a Patroni pair it reaches the primary through HAProxy.
 	PoolerConns     int
 	PoolerKillEvery time.Duration
 	// FirstPrimaryKill, when set, runs the stack on a Patroni pair in
@@ -77,7 +78,7 @@ var Profiles = map[string]Profile{
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8, PoolerKillEvery: 15 * time.Second},
 	"failover": {Name: "failover", Load: 110 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
-		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8,
 		FirstPrimaryKill: 15 * time.Second, PrimaryKillEvery: 30 * time.Second, MinFailovers: 3},
 	"stripe": {Name: "stripe", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 4 * time.Minute,
@@ -160,7 +161,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		if cluster, err = startCluster(ctx, cfg); err != nil {
 			return nil, err
 		}
-		defer cluster.Stop() //nolint:errcheck // its logs are in the run's
+		defer stopCluster(cfg, cluster)
 		cfg.DatabaseURL = cluster.URL()
 		fmt.Fprintf(out, "chaos: on a Patroni pair in synchronous mode, through %s\n", redacted(cluster.URL()))
 	}
@@ -175,11 +176,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	serviceDB := []string{"DATABASE_URL=" + dbURL}
 	var bouncer *pgbouncer.Bouncer
 	if cfg.Profile.PoolerConns > 0 {
-		if bouncer, serviceDB, err = startPooler(cfg, dbURL); err != nil {
+		if bouncer, serviceDB, err = startPooler(cfg, dbURL, cluster); err != nil {
 			return nil, err
 		}
-		defer bouncer.Stop()
-		defer os.RemoveAll(bouncer.Dir())
+		defer stopPooler(cfg, bouncer)
 		fmt.Fprintf(out, "chaos: through PgBouncer in transaction mode at %s, %d server connections\n", bouncer.Addr, cfg.Profile.PoolerConns)
 	}
 
@@ -226,6 +226,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	quiesceStart := time.Now()
 	quiet := settle(ctx, l, pool, cfg.Profile.Quiesce)
 	sum := s.summary(runName, time.Since(quiesceStart), quiet, l, inj)
+	sum.Path = path(cfg.Profile, cluster)
 	if cfg.Profile.Stripe {
 		if sum.Stripe, err = loadSimulatorState(ctx, pool, s.processorAddr); err != nil {
 			return nil, err

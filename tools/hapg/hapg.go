@@ -224,11 +224,12 @@ func (c *Cluster) Restart(node string) error {
 // a transaction that takes a transaction id commits on it both ways. It
 // returns that node.
 func (c *Cluster) WaitPrimary(ctx context.Context) (string, error) {
-	return until(ctx, "no writable primary", c.writablePrimary)
+	return c.until(ctx, "no writable primary", c.writablePrimary)
 }
 
-// until calls try every 100 ms until it returns a node, or ctx ends.
-func until(ctx context.Context, what string, try func(context.Context) (string, error)) (string, error) {
+// until calls try every 100 ms until it returns a node, or ctx ends; then
+// the daemons' last log lines go to the cluster's log, for a post-mortem.
+func (c *Cluster) until(ctx context.Context, what string, try func(context.Context) (string, error)) (string, error) {
 	var last error
 	for {
 		name, err := try(ctx)
@@ -237,6 +238,7 @@ func until(ctx context.Context, what string, try func(context.Context) (string, 
 		}
 		last = err
 		if err := pause(ctx, 100*time.Millisecond); err != nil {
+			c.logf("hapg: %s; the daemons' logs:\n%s", what, c.Tails(25))
 			return "", fmt.Errorf("hapg: %s: %w (last: %v)", what, err, last)
 		}
 	}
@@ -286,7 +288,7 @@ func write(ctx context.Context, dbURL string) (int, error) {
 // named so in etcd and streams from it with sync_state 'sync' (the leader's
 // pg_stat_replication), and returns that standby.
 func (c *Cluster) WaitSyncStandby(ctx context.Context) (string, error) {
-	return until(ctx, "no streaming synchronous standby", c.syncStandby)
+	return c.until(ctx, "no streaming synchronous standby", c.syncStandby)
 }
 
 func (c *Cluster) syncStandby(ctx context.Context) (string, error) {
