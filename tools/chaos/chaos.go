@@ -6,8 +6,8 @@
 // process every few seconds and restarts it, cuts the processor off for
 // longer than a worker's retry budget, then waits for quiescence and checks
 // every invariant against the database and the processor's ledger. The
-// failover profile runs it all on a Patroni pair (tools/hapg) whose primary
-// it kills again and again (failover.go).
+// failover profile runs it all through PgBouncer and HAProxy on a Patroni
+// pair (tools/hapg) whose primary it kills again and again (failover.go).
 package chaos
 
 import (
@@ -78,7 +78,7 @@ var Profiles = map[string]Profile{
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8, PoolerKillEvery: 15 * time.Second},
 	"failover": {Name: "failover", Load: 110 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
-		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 16,
 		FirstPrimaryKill: 15 * time.Second, PrimaryKillEvery: 30 * time.Second, MinFailovers: 3},
 	"stripe": {Name: "stripe", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 4 * time.Minute,

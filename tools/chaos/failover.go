@@ -17,9 +17,10 @@ import (
 
 // Failover is one kill of the primary and what followed: the time from the
 // kill (the primary's Patroni and postmaster dead) until a standby took
-// writes (a transaction that takes an id commits through the multi-host URL,
-// as the service's pools connect), and until the APIs answered a POST sent
-// after the kill with 201, 202 or 402 (zero when the load ended first).
+// writes (a transaction that takes an id commits on it directly and through
+// HAProxy, where the service's pooler and sessions connect), and until the
+// APIs answered a POST sent after the kill with 201, 202 or 402 (zero when
+// the load ended first).
 type Failover struct {
 	Node             string
 	Killed           time.Time
