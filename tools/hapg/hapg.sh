@@ -231,7 +231,9 @@ bootstrap:
         max_wal_senders: 10
         max_replication_slots: 10
         wal_keep_size: 256MB
-        max_connections: 100
+        # Room for a pooler's server connections beside the sessions that
+        # go past it (the chaos run's failover profile holds about 110).
+        max_connections: 200
         shared_buffers: 64MB
   initdb:
     - encoding: UTF8
