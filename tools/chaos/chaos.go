@@ -78,7 +78,7 @@ var Profiles = map[string]Profile{
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8, PoolerKillEvery: 15 * time.Second},
 	"failover": {Name: "failover", Load: 110 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
-		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 16,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 64,
 		FirstPrimaryKill: 15 * time.Second, PrimaryKillEvery: 30 * time.Second, MinFailovers: 3},
 	"stripe": {Name: "stripe", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 4 * time.Minute,
@@ -425,8 +425,17 @@ func (s *stack) restart(ctx context.Context, p *proc) {
 	from := time.Now()
 	p.kill()
 	s.kills[p.kind].Add(1)
-	// A worker cannot start while no primary takes writes (its presence
-	// needs one, database.Presence): it is started again until it can.
+	startAgain(ctx, p)
+	if p.kind == "worker" || p.kind == "receiver" {
+		s.downs.add(down{window{from, time.Now()}, p.kind == "worker"})
+	}
+}
+
+// startAgain starts p again, whatever ctx says, until it starts or a minute
+// has passed: a worker cannot start while no primary takes writes (its
+// presence needs one, database.Presence), nor the fake processor (it pings
+// its database).
+func startAgain(ctx context.Context, p *proc) {
 	err := p.start(context.WithoutCancel(ctx))
 	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
 		fmt.Fprintf(p.log, "=== chaos: restart failed, again in a second: %v\n", err)
@@ -435,9 +444,6 @@ func (s *stack) restart(ctx context.Context, p *proc) {
 	}
 	if err != nil {
 		fmt.Fprintf(p.log, "=== chaos: restart failed: %v\n", err)
-	}
-	if p.kind == "worker" || p.kind == "receiver" {
-		s.downs.add(down{window{from, time.Now()}, p.kind == "worker"})
 	}
 }
 
@@ -465,9 +471,7 @@ func (s *stack) outages(ctx context.Context) {
 		} else {
 			s.processor.kill()
 			sleep(ctx, s.cfg.Profile.Outage)
-			if err := s.processor.start(context.WithoutCancel(ctx)); err != nil {
-				fmt.Fprintf(s.processor.log, "=== chaos: restart failed: %v\n", err)
-			}
+			startAgain(ctx, s.processor)
 		}
 		s.outage.Store(false)
 		s.outageMu.Lock()
