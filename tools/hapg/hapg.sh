@@ -232,7 +232,7 @@ bootstrap:
         max_replication_slots: 10
         wal_keep_size: 256MB
         # Room for a pooler's server connections beside the sessions that
-        # go past it (the chaos run's failover profile holds about 110).
+        # go past it, and for a test's own.
         max_connections: 200
         shared_buffers: 64MB
   initdb:
