@@ -92,15 +92,11 @@ func (s *stack) serviceEnv() []string {
 	}
 	direct := strings.TrimPrefix(s.db, "DATABASE_URL=")
 	poolerStart.Do(func() {
-		upstream, err := pgbouncer.Upstream(direct)
-		if poolerErr = err; err != nil {
-			return
-		}
 		// Not below binDir, which only its owner may enter.
 		var dir string
 		if dir, poolerErr = os.MkdirTemp("", "payments-e2e-pgbouncer-"); poolerErr == nil {
 			poolerDir = dir
-			pooler, poolerErr = pgbouncer.Start(upstream, poolerConns, dir)
+			pooler, poolerErr = pgbouncer.Start(direct, poolerConns, dir)
 		}
 	})
 	if poolerErr != nil {

@@ -168,13 +168,24 @@ func IsUnavailable(err error) bool {
 // answered it with an error, which aborts its transaction. Any other
 // unavailable error, a connection reset or cut after the statement was
 // sent, leaves the outcome unknown: a transaction whose COMMIT went out
-// may have committed.
+// may have committed. So does a connection_exception (class 08) once
+// connected: it is what a pooler answers in the server's place when it lost
+// its server connection (PgBouncer's "server conn crashed?"), whatever it
+// had sent on it.
 func NotExecuted(err error) bool {
 	var (
 		connectErr *pgconn.ConnectError
 		pgErr      *pgconn.PgError
 	)
-	return IsUnavailable(err) && (errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || errors.As(err, &pgErr))
+	switch {
+	case !IsUnavailable(err):
+		return false
+	case errors.As(err, &connectErr), pgconn.SafeToRetry(err):
+		return true
+	case errors.As(err, &pgErr):
+		return !strings.HasPrefix(pgErr.Code, "08")
+	}
+	return false
 }
 
 // WentAway reports whether err, of work done under ctx, says that the

@@ -219,10 +219,6 @@ func throughPooler(t *testing.T, dbURL string) string {
 // installs it.
 func startPooler(t *testing.T, dbURL string) *pgbouncer.Bouncer {
 	t.Helper()
-	upstream, err := pgbouncer.Upstream(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Not t.TempDir(), below a directory only its owner may enter: run as
 	// root, PgBouncer runs as postgres, who must read its files.
 	dir, err := os.MkdirTemp("", "payments-presence-pgbouncer-")
@@ -232,7 +228,7 @@ func startPooler(t *testing.T, dbURL string) *pgbouncer.Bouncer {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	// Several server connections, as in production: the check must not
 	// need a pool of one to see the sharing.
-	bouncer, err := pgbouncer.Start(upstream, 4, dir)
+	bouncer, err := pgbouncer.Start(dbURL, 4, dir)
 	if err != nil {
 		t.Fatalf("start pgbouncer: %v", err)
 	}

@@ -6,8 +6,8 @@
 // process every few seconds and restarts it, cuts the processor off for
 // longer than a worker's retry budget, then waits for quiescence and checks
 // every invariant against the database and the processor's ledger. The
-// failover profile runs it all on a Patroni pair (tools/hapg) whose primary
-// it kills again and again (failover.go).
+// failover profile runs it all through PgBouncer and HAProxy on a Patroni
+// pair (tools/hapg) whose primary it kills again and again (failover.go).
 package chaos
 
 import (
@@ -54,7 +54,8 @@ type Profile struct {
 	TarpitEvery, DeliveryBound time.Duration
 	// PoolerConns, when set, puts PgBouncer in transaction mode between the
 	// APIs and workers and Postgres, with that many server connections (fewer
-	// than its clients'), killed and restarted every PoolerKillEvery.
+	// than its clients'), killed and restarted every PoolerKillEvery if set.
+	// On a Patroni pair it reaches the primary through HAProxy.
 	PoolerConns     int
 	PoolerKillEvery time.Duration
 	// FirstPrimaryKill, when set, runs the stack on a Patroni pair in
@@ -81,9 +82,9 @@ var Profiles = map[string]Profile{
 	"pooler": {Name: "pooler", Load: 75 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
 		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8, PoolerKillEvery: 15 * time.Second},
-	"failover": {Name: "failover", Load: 110 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
+	"failover": {Name: "failover", Load: 110 * time.Second, Clients: 16, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
-		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second,
+		TarpitEvery: time.Second, DeliveryBound: 30 * time.Second, PoolerConns: 8,
 		FirstPrimaryKill: 15 * time.Second, PrimaryKillEvery: 30 * time.Second, MinFailovers: 3},
 	"partition": {Name: "partition", Load: 110 * time.Second, Clients: 32, KillEvery: 4 * time.Second,
 		OutageEvery: time.Hour, Outage: 20 * time.Second, Quiesce: 3 * time.Minute,
@@ -169,7 +170,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 		if cluster, err = startCluster(ctx, cfg); err != nil {
 			return nil, err
 		}
-		defer cluster.Stop() //nolint:errcheck // its logs are in the run's
+		defer stopCluster(cfg, cluster)
 		cfg.DatabaseURL = cluster.URL()
 		fmt.Fprintf(out, "chaos: on a Patroni pair in synchronous mode, through %s\n", redacted(cluster.URL()))
 	}
@@ -186,11 +187,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	var bouncer *pgbouncer.Bouncer
 	if cfg.Profile.PoolerConns > 0 {
 		var pooled []string
-		if bouncer, pooled, err = startPooler(cfg, dbURL); err != nil {
+		if bouncer, pooled, err = startPooler(cfg, dbURL, cluster); err != nil {
 			return nil, err
 		}
-		defer bouncer.Stop()
-		defer os.RemoveAll(bouncer.Dir())
+		defer stopPooler(cfg, bouncer)
 		serviceDB = func(string) []string { return pooled }
 		fmt.Fprintf(out, "chaos: through PgBouncer in transaction mode at %s, %d server connections\n", bouncer.Addr, cfg.Profile.PoolerConns)
 	}
@@ -247,6 +247,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Summary, error) {
 	quiesceStart := time.Now()
 	quiet := settle(ctx, l, pool, cfg.Profile.Quiesce)
 	sum := s.summary(runName, time.Since(quiesceStart), quiet, l, inj)
+	sum.Path = path(cfg.Profile, cluster)
 	if cfg.Profile.Stripe {
 		if sum.Stripe, err = loadSimulatorState(ctx, pool, s.processorAddr); err != nil {
 			return nil, err
@@ -456,8 +457,17 @@ func (s *stack) restart(ctx context.Context, p *proc) {
 	from := time.Now()
 	p.kill()
 	s.kills[p.kind].Add(1)
-	// A worker cannot start while no primary takes writes (its presence
-	// needs one, database.Presence): it is started again until it can.
+	startAgain(ctx, p)
+	if p.kind == "worker" || p.kind == "receiver" {
+		s.downs.add(down{window: window{from, time.Now()}, worker: p.kind == "worker"})
+	}
+}
+
+// startAgain starts p again, whatever ctx says, until it starts or a minute
+// has passed: a worker cannot start while no primary takes writes (its
+// presence needs one, database.Presence), nor the fake processor (it pings
+// its database).
+func startAgain(ctx context.Context, p *proc) {
 	err := p.start(context.WithoutCancel(ctx))
 	for deadline := time.Now().Add(time.Minute); err != nil && time.Now().Before(deadline); {
 		fmt.Fprintf(p.log, "=== chaos: restart failed, again in a second: %v\n", err)
@@ -466,9 +476,6 @@ func (s *stack) restart(ctx context.Context, p *proc) {
 	}
 	if err != nil {
 		fmt.Fprintf(p.log, "=== chaos: restart failed: %v\n", err)
-	}
-	if p.kind == "worker" || p.kind == "receiver" {
-		s.downs.add(down{window: window{from, time.Now()}, worker: p.kind == "worker"})
 	}
 }
 
@@ -496,9 +503,7 @@ func (s *stack) outages(ctx context.Context) {
 		} else {
 			s.processor.kill()
 			sleep(ctx, s.cfg.Profile.Outage)
-			if err := s.processor.start(context.WithoutCancel(ctx)); err != nil {
-				fmt.Fprintf(s.processor.log, "=== chaos: restart failed: %v\n", err)
-			}
+			startAgain(ctx, s.processor)
 		}
 		s.outage.Store(false)
 		s.outageMu.Lock()

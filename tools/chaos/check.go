@@ -20,8 +20,10 @@ import (
 // Summary is what a run did and found.
 type Summary struct {
 	Profile, Logs, Database string
-	Seed                    uint64
-	Load, Quiesce           time.Duration
+	// Path is how the APIs and workers reached Postgres.
+	Path          string
+	Seed          uint64
+	Load, Quiesce time.Duration
 	// Quiet is whether everything settled within the profile's bound.
 	Quiet bool
 
@@ -94,6 +96,7 @@ func (s *Summary) Print(out io.Writer) {
 		s.Payments, s.Refunds, s.Requests, s.Dups, s.Resends, s.Async)
 	fmt.Fprintf(tw, "kills (SIGKILL)\tapi %d, worker %d, processor %d, pooler %d\n", s.Kills["api"], s.Kills["worker"], s.Kills["processor"], s.Kills["pooler"])
 	fmt.Fprintf(tw, "processor outages\t%d, each longer than a worker's retry budget\n", s.Outages)
+	fmt.Fprintf(tw, "database path\t%s\n", s.Path)
 	if len(s.Failovers) > 0 {
 		fmt.Fprintf(tw, "failovers (primary SIGKILLed)\t%d: %s\n", len(s.Failovers), printFailovers(s.Failovers))
 	}

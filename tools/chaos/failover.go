@@ -17,9 +17,10 @@ import (
 
 // Failover is one kill of the primary and what followed: the time from the
 // kill (the primary's Patroni and postmaster dead) until a standby took
-// writes (a transaction that takes an id commits through the multi-host URL,
-// as the service's pools connect), and until the APIs answered a POST sent
-// after the kill with 201, 202 or 402 (zero when the load ended first).
+// writes (a transaction that takes an id commits on it directly and through
+// HAProxy, where the service's pooler and sessions connect), and until the
+// APIs answered a POST sent after the kill with 201, 202 or 402 (zero when
+// the load ended first).
 type Failover struct {
 	Node             string
 	Killed           time.Time
@@ -93,6 +94,56 @@ func startCluster(ctx context.Context, cfg Config) (*hapg.Cluster, error) {
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	return hapg.Run(startCtx, logf)
+}
+
+// stopCluster stops the cluster, its daemons' logs kept with the run's
+// (haproxy.log, pg1-patroni.log, pg1-log-postgresql.log…).
+func stopCluster(cfg Config, c *hapg.Cluster) {
+	var logs []string
+	for _, n := range hapg.Nodes {
+		logs = append(logs, n+"/patroni.log", n+"/log/postgresql.log")
+	}
+	keepLogs(cfg, c.Dir(), append(logs, "haproxy.log", "etcd.log")...)
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+	}
+}
+
+// upstream is where the pooler sends dbURL's connections: through HAProxy,
+// which follows the primary, on a Patroni pair (c); else dbURL's server.
+func upstream(c *hapg.Cluster, dbURL string) (string, error) {
+	if c == nil {
+		return dbURL, nil
+	}
+	u, err := url.Parse(c.ProxyURL())
+	if err != nil {
+		return "", err
+	}
+	db, err := url.Parse(dbURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = db.Path
+	return u.String(), nil
+}
+
+// path says how the APIs and workers reach Postgres, for the summary.
+func path(p Profile, c *hapg.Cluster) string {
+	var hops []string
+	if p.PoolerConns > 0 {
+		hops = append(hops, fmt.Sprintf("PgBouncer (transaction mode, %d server connections)", p.PoolerConns))
+	}
+	switch {
+	case c != nil && p.PoolerConns > 0:
+		hops = append(hops, "HAProxy (GET /primary)", "Patroni pair (synchronous); sessions through HAProxy")
+	case c != nil:
+		hops = append(hops, "Patroni pair (synchronous), multi-host URL")
+	case p.PoolerConns > 0:
+		hops = append(hops, "Postgres; sessions direct")
+	default:
+		hops = append(hops, "Postgres, direct")
+	}
+	return strings.Join(hops, " → ")
 }
 
 // failovers SIGKILLs the primary (its Patroni and its postmaster) every

@@ -1,23 +1,25 @@
 // Package hapg runs a real highly available PostgreSQL for tests: one etcd
 // and two Patroni nodes, pg1 and pg2, running PostgreSQL 15 in synchronous
-// mode on loopback, through the script hapg.sh beside this file, built in
-// (whose header says how to run the same cluster by hand).
+// mode on loopback, and HAProxy in front of them forwarding to whichever is
+// the primary (as it asks each node's Patroni REST API), through the script
+// hapg.sh beside this file, built in (whose header says how to run the same
+// cluster by hand).
 //
-// It needs the Debian packages patroni and etcd-server
+// It needs the Debian packages patroni, etcd-server and haproxy
 //
-//	apt-get install -y --no-install-recommends patroni etcd-server
+//	apt-get install -y --no-install-recommends patroni etcd-server haproxy
 //
 // (Start skips the test when they are missing), PostgreSQL 15 in
 // /usr/lib/postgresql/15/bin (or HAPG_PG_BIN), curl and jq, and root (the
 // daemons run as user postgres) or user postgres.
 //
-// A test starts a cluster, connects through the multi-host URL, and kills
-// and restarts nodes:
+// A test starts a cluster, connects through the multi-host URL or through
+// HAProxy (ProxyURL), and kills and restarts nodes:
 //
-//	c := hapg.Start(t) // a leader and a streaming synchronous standby
+//	c := hapg.Start(t) // a leader, a streaming synchronous standby, HAProxy on the leader
 //	pool, err := pgxpool.New(ctx, c.URL())
 //	killed, err := c.KillPrimary() // SIGKILL its Patroni and Postgres
-//	leader, err := c.WaitPrimary(ctx) // the standby took over (~10s)
+//	leader, err := c.WaitPrimary(ctx) // the standby took over, HAProxy too (~10s)
 //	err = c.Restart(killed)           // it rewinds and rejoins
 //	sync, err := c.WaitSyncStandby(ctx)
 //
@@ -54,8 +56,9 @@ var Nodes = []string{"pg1", "pg2"}
 
 // Port offsets from the base port, as hapg.sh lays them out.
 const (
-	restOffset = 100 // Patroni REST API of node i: base+100+i
-	etcdOffset = 200 // etcd client base+200, peer base+201
+	restOffset  = 100 // Patroni REST API of node i: base+100+i
+	etcdOffset  = 200 // etcd client base+200, peer base+201
+	proxyOffset = 300 // HAProxy base+300
 )
 
 // Cluster is a running cluster.
@@ -65,17 +68,18 @@ type Cluster struct {
 	script string
 	base   int
 	url    string
+	proxy  string // the URL through HAProxy
 	http   *http.Client
 }
 
 // Start starts a cluster in a fresh directory on free ports, waits until a
-// leader runs and a synchronous standby streams from it, and stops it and
-// removes the directory when t ends. It skips t when patroni or etcd is not
-// installed.
+// leader runs, a synchronous standby streams from it and HAProxy forwards to
+// it, and stops it and removes the directory when t ends. It skips t when
+// patroni, etcd or haproxy is not installed.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
 	if err := Installed(); err != nil {
-		t.Skipf("%v (Debian: apt-get install -y --no-install-recommends patroni etcd-server)", err)
+		t.Skipf("%v (Debian: apt-get install -y --no-install-recommends patroni etcd-server haproxy)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -95,11 +99,18 @@ func Start(t testing.TB) *Cluster {
 }
 
 // Installed returns an error naming what the cluster needs and this machine
-// lacks: the patroni or the etcd command.
+// lacks: the patroni, etcd or haproxy command (Debian puts haproxy in
+// /usr/sbin, which a user's PATH may lack).
 func Installed() error {
-	for _, bin := range []string{"patroni", "etcd"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			return fmt.Errorf("hapg: %s is not installed", bin)
+	for _, bins := range [][]string{{"patroni"}, {"etcd"}, {"haproxy", "/usr/sbin/haproxy"}} {
+		found := false
+		for _, bin := range bins {
+			if _, err := exec.LookPath(bin); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("hapg: %s is not installed", bins[0])
 		}
 	}
 	return nil
@@ -129,19 +140,26 @@ func Run(ctx context.Context, logf func(format string, args ...any)) (*Cluster, 
 		logf("%s", c.Tails(25))
 		return nil, errors.Join(fmt.Errorf("hapg: start: %w", err), c.Stop())
 	}
-	url, err := os.ReadFile(filepath.Join(dir, "url"))
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("hapg: %w", err), c.Stop())
+	for f, to := range map[string]*string{"url": &c.url, "proxy_url": &c.proxy} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("hapg: %w", err), c.Stop())
+		}
+		*to = strings.TrimSpace(string(b))
 	}
-	c.url = strings.TrimSpace(string(url))
-	logf("hapg: cluster up in %v in %s (postgres ports %d,%d; REST %d,%d; etcd %d)",
-		time.Since(began).Round(time.Millisecond), dir, base, base+1, base+restOffset, base+restOffset+1, base+etcdOffset)
+	logf("hapg: cluster up in %v in %s (postgres ports %d,%d; REST %d,%d; etcd %d; HAProxy %d)",
+		time.Since(began).Round(time.Millisecond), dir, base, base+1, base+restOffset, base+restOffset+1, base+etcdOffset, base+proxyOffset)
 	return c, nil
 }
 
 // URL is the multi-host URL that reaches whichever node is the primary
 // (target_session_attrs=read-write), as user postgres with its password.
 func (c *Cluster) URL() string { return c.url }
+
+// ProxyURL is the URL through HAProxy, which forwards to the node whose
+// Patroni answers GET /primary with 200 and cuts every session to a node it
+// finds is not (within two seconds), as user postgres with its password.
+func (c *Cluster) ProxyURL() string { return c.proxy }
 
 // NodeURL is the URL of one node alone, whatever its role.
 func (c *Cluster) NodeURL(node string) (string, error) {
@@ -158,7 +176,7 @@ func (c *Cluster) NodeURL(node string) (string, error) {
 }
 
 // Dir is the cluster's directory: configs, data, logs (NODE/patroni.log,
-// NODE/log/postgresql.log, etcd.log).
+// NODE/log/postgresql.log, etcd.log, haproxy.log).
 func (c *Cluster) Dir() string { return c.dir }
 
 // Primary returns the running leader, as a node's REST API sees it.
@@ -202,14 +220,16 @@ func (c *Cluster) Restart(node string) error {
 }
 
 // WaitPrimary waits until a node is the leader (its REST API answers
-// GET /primary with 200) and accepts a write: a transaction that takes a
-// transaction id commits on it. It returns that node.
+// GET /primary with 200) and accepts a write, directly and through HAProxy:
+// a transaction that takes a transaction id commits on it both ways. It
+// returns that node.
 func (c *Cluster) WaitPrimary(ctx context.Context) (string, error) {
-	return until(ctx, "no writable primary", c.writablePrimary)
+	return c.until(ctx, "no writable primary", c.writablePrimary)
 }
 
-// until calls try every 100 ms until it returns a node, or ctx ends.
-func until(ctx context.Context, what string, try func(context.Context) (string, error)) (string, error) {
+// until calls try every 100 ms until it returns a node, or ctx ends; then
+// the daemons' last log lines go to the cluster's log, for a post-mortem.
+func (c *Cluster) until(ctx context.Context, what string, try func(context.Context) (string, error)) (string, error) {
 	var last error
 	for {
 		name, err := try(ctx)
@@ -218,6 +238,7 @@ func until(ctx context.Context, what string, try func(context.Context) (string, 
 		}
 		last = err
 		if err := pause(ctx, 100*time.Millisecond); err != nil {
+			c.logf("hapg: %s; the daemons' logs:\n%s", what, c.Tails(25))
 			return "", fmt.Errorf("hapg: %s: %w (last: %v)", what, err, last)
 		}
 	}
@@ -234,26 +255,40 @@ func (c *Cluster) writablePrimary(ctx context.Context) (string, error) {
 			continue
 		}
 		u, _ := c.NodeURL(name)
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(actx, u)
-		if err != nil {
-			return "", err
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(actx, "SELECT pg_current_xact_id()"); err != nil {
-			return "", fmt.Errorf("%s: %w", name, err)
+		for _, u := range []string{u, c.proxy} {
+			port, err := write(ctx, u)
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", name, err)
+			}
+			if port != c.base+i {
+				return "", fmt.Errorf("HAProxy forwards to port %d, not to %s's", port, name)
+			}
 		}
 		return name, nil
 	}
 	return "", errors.New("no node answers GET /primary with 200")
 }
 
+// write commits a transaction that takes a transaction id through dbURL, and
+// returns the port of the server it reached.
+func write(ctx context.Context, dbURL string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.Background())
+	var port int
+	err = conn.QueryRow(ctx, "SELECT inet_server_port(), pg_current_xact_id()::text").Scan(&port, new(string))
+	return port, err
+}
+
 // WaitSyncStandby waits until a leader runs and a synchronous standby both is
 // named so in etcd and streams from it with sync_state 'sync' (the leader's
 // pg_stat_replication), and returns that standby.
 func (c *Cluster) WaitSyncStandby(ctx context.Context) (string, error) {
-	return until(ctx, "no streaming synchronous standby", c.syncStandby)
+	return c.until(ctx, "no streaming synchronous standby", c.syncStandby)
 }
 
 func (c *Cluster) syncStandby(ctx context.Context) (string, error) {
@@ -383,7 +418,7 @@ func (c *Cluster) run(ctx context.Context, args ...string) (string, error) {
 // Tails is the last n lines of each daemon's log, for a post-mortem.
 func (c *Cluster) Tails(n int) string {
 	var b strings.Builder
-	for _, f := range []string{"pg1/patroni.log", "pg1/log/postgresql.log", "pg2/patroni.log", "pg2/log/postgresql.log", "etcd.log"} {
+	for _, f := range []string{"pg1/patroni.log", "pg1/log/postgresql.log", "pg2/patroni.log", "pg2/log/postgresql.log", "etcd.log", "haproxy.log"} {
 		fmt.Fprintf(&b, "hapg: last lines of %s:\n%s\n", f, tail(filepath.Join(c.dir, f), n))
 	}
 	return b.String()
@@ -480,7 +515,7 @@ var bases struct {
 }
 
 // freeBase returns a base port whose whole set (Postgres base, base+1; REST
-// base+100, base+101; etcd base+200, base+201) is free now.
+// base+100, base+101; etcd base+200, base+201; HAProxy base+300) is free now.
 func freeBase() (int, error) {
 	bases.Lock()
 	defer bases.Unlock()
@@ -489,8 +524,8 @@ func freeBase() (int, error) {
 	}
 next:
 	for range 200 {
-		base := 20000 + rand.IntN(32000-20000-etcdOffset-2)
-		ports := []int{base, base + 1, base + restOffset, base + restOffset + 1, base + etcdOffset, base + etcdOffset + 1}
+		base := 20000 + rand.IntN(32000-20000-proxyOffset-1)
+		ports := []int{base, base + 1, base + restOffset, base + restOffset + 1, base + etcdOffset, base + etcdOffset + 1, base + proxyOffset}
 		for _, p := range ports {
 			if bases.given[p] {
 				continue next

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # hapg.sh: a real highly-available PostgreSQL on this machine, for tests and
 # for trying failover by hand: one etcd and two Patroni nodes (pg1, pg2)
-# running PostgreSQL 15 in synchronous mode, all on 127.0.0.1.
+# running PostgreSQL 15 in synchronous mode, and HAProxy in front of them
+# forwarding to whichever is the primary, all on 127.0.0.1.
 #
-# Needs (Debian): apt-get install -y --no-install-recommends patroni etcd-server
+# Needs (Debian): apt-get install -y --no-install-recommends patroni etcd-server haproxy
 # plus PostgreSQL 15 in /usr/lib/postgresql/15/bin (HAPG_PG_BIN to change),
-# curl and jq. Run as root (etcd and Patroni are started as user postgres)
-# or as postgres.
+# curl and jq. Run as root (etcd, Patroni and HAProxy are started as user
+# postgres) or as postgres.
 #
 # Commands (DIR holds everything: configs, data, logs, pid files; it is
 # created if missing and owned by postgres, and must be reachable by postgres):
-#   hapg.sh start DIR          start etcd, pg1 and pg2; wait until a leader runs
-#                              and a synchronous standby streams; print the URL
+#   hapg.sh start DIR          start etcd, HAProxy, pg1 and pg2; wait until a
+#                              leader runs, a synchronous standby streams and
+#                              HAProxy forwards to the leader; print the URL
 #   hapg.sh stop DIR           stop everything started for DIR (data is kept)
 #   hapg.sh status DIR         print the cluster (patronictl list) and the URL
-#   hapg.sh wait DIR           wait until a leader runs and a sync standby streams
+#   hapg.sh wait DIR           wait as start does
 #   hapg.sh kill-primary DIR   SIGKILL the leader's Patroni and its postmaster
 #                              (with its backends); print the killed node's name
 #   hapg.sh restart NODE DIR   start NODE's Patroni again: it rewinds and rejoins
@@ -22,17 +24,25 @@
 #
 # Ports, from HAPG_BASE_PORT (default 15432), fixed per DIR at its first start:
 #   Postgres pg1 BASE, pg2 BASE+1; Patroni REST pg1 BASE+100, pg2 BASE+101;
-#   etcd client BASE+200, peer BASE+201.
+#   etcd client BASE+200, peer BASE+201; HAProxy BASE+300.
 # The app connects as user postgres with the password in DIR/env (from
 # HAPG_PASSWORD, else random) over TCP, where pg_hba says md5 (the password is
 # stored as scram-sha-256, so md5 lets the client do SCRAM); the multi-host URL
-# with target_session_attrs=read-write is printed by start and kept in DIR/url.
+# with target_session_attrs=read-write is printed by start and kept in DIR/url,
+# the URL through HAProxy in DIR/proxy_url. HAProxy asks each node's Patroni
+# REST API GET /primary every second (200 on the leader only), forwards TCP to
+# the node that answers 200, and cuts every session to a node it marks down
+# (two failed checks), so that no client stays on a demoted or dead primary.
+# Its config is DIR/haproxy.cfg, its log DIR/haproxy.log, its admin socket
+# DIR/haproxy.sock ('show servers state').
 # Other environment: HAPG_TIMEOUT (seconds for start/wait, default 120);
 # HAPG_STOP=kill makes stop SIGKILL everything at once (for a DIR about to be
 # removed) instead of the ~10s graceful shutdown.
 set -euo pipefail
 
 PG_BIN=${HAPG_PG_BIN:-/usr/lib/postgresql/15/bin}
+# Debian's is in /usr/sbin, which a user's PATH may lack.
+HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 TIMEOUT=${HAPG_TIMEOUT:-120}
 NODES=(pg1 pg2)
 
@@ -88,6 +98,7 @@ pg_port() { echo $((BASE + $1)); }          # node index 0 or 1
 rest_port() { echo $((BASE + 100 + $1)); }
 etcd_port() { echo $((BASE + 200)); }
 etcd_peer() { echo $((BASE + 201)); }
+proxy_port() { echo $((BASE + 300)); }
 node_index() {
 	local i
 	for i in "${!NODES[@]}"; do [[ ${NODES[$i]} == "$1" ]] && { echo "$i"; return; }; done
@@ -116,7 +127,8 @@ leader() {
 
 # healthy succeeds when a leader runs and a sync standby both is named in the
 # DCS and streams to the leader with sync_state 'sync' (pg_stat_replication,
-# as the leader's GET /patroni reports it). Prints "leader sync".
+# as the leader's GET /patroni reports it), and HAProxy forwards to the
+# leader. Prints "leader sync".
 healthy() {
 	local js lead sync
 	js=$(cluster_json) || return 1
@@ -127,14 +139,25 @@ healthy() {
 		jq -e --arg s "$sync" '.role == "master" and
 			any(.replication[]?; .application_name == $s and .state == "streaming" and .sync_state == "sync")' >/dev/null ||
 		return 1
+	proxied_to "$lead" || return 1
 	echo "$lead $sync"
+}
+
+# proxied_to NODE succeeds when a connection through HAProxy reaches NODE's
+# Postgres.
+proxied_to() {
+	local port
+	port=$(PGPASSWORD=$PASSWORD PGCONNECT_TIMEOUT=2 "$PG_BIN/psql" -XAtq \
+		"host=127.0.0.1 port=$(proxy_port) user=postgres dbname=postgres sslmode=disable" \
+		-c 'SELECT inet_server_port()' 2>/dev/null) || return 1
+	[[ $port == "$(pg_port "$(node_index "$1")")" ]]
 }
 
 wait_healthy() {
 	local deadline=$((SECONDS + TIMEOUT)) got
 	until got=$(healthy); do
 		if ((SECONDS >= deadline)); then
-			log "no leader with a streaming sync standby after ${TIMEOUT}s; cluster:"
+			log "no leader with a streaming sync standby and HAProxy forwarding to it after ${TIMEOUT}s; cluster:"
 			cluster_json >&2 || true
 			# Patroni's log says what it waits for; Postgres's own, why.
 			for n in "${NODES[@]}"; do
@@ -143,11 +166,13 @@ wait_healthy() {
 				log "--- $n/log/postgresql.log"
 				tail -n 30 "$DIR/$n/log/postgresql.log" >&2 || true
 			done
+			log "--- haproxy.log"
+			tail -n 30 "$DIR/haproxy.log" >&2 || true
 			exit 1
 		fi
 		sleep 0.25
 	done
-	log "leader ${got% *}, synchronous standby ${got#* } streaming"
+	log "leader ${got% *}, synchronous standby ${got#* } streaming, HAProxy forwarding to ${got% *}"
 }
 
 write_node_config() {
@@ -206,7 +231,9 @@ bootstrap:
         max_wal_senders: 10
         max_replication_slots: 10
         wal_keep_size: 256MB
-        max_connections: 100
+        # Room for a pooler's server connections beside the sessions that
+        # go past it, and for a test's own.
+        max_connections: 200
         shared_buffers: 64MB
   initdb:
     - encoding: UTF8
@@ -238,6 +265,49 @@ postgresql:
     - host replication replicator 127.0.0.1/32 md5
     - host all all 127.0.0.1/32 md5
 EOF
+}
+
+# write_haproxy_config: HAProxy forwards TCP to the node whose Patroni
+# answers GET /primary with 200, checked every second; two failed checks mark
+# a node down and cut its sessions (on-marked-down shutdown-sessions), one
+# good check marks it up. Sessions last as long as their clients keep them:
+# the service's listeners and its workers' presence sit idle for a long time.
+write_haproxy_config() {
+	cat >"$DIR/haproxy.cfg" <<EOF
+global
+    log stdout format raw local0 info
+    stats socket $DIR/haproxy.sock mode 600 level admin
+
+defaults
+    mode tcp
+    log global
+    option tcplog
+    option log-health-checks
+    timeout connect 2s
+    timeout check 1s
+    timeout client 24h
+    timeout server 24h
+
+listen primary
+    bind 127.0.0.1:$(proxy_port)
+    option httpchk
+    http-check send meth GET uri /primary
+    http-check expect status 200
+    default-server inter 1s fall 2 rise 1 on-marked-down shutdown-sessions
+    server pg1 127.0.0.1:$(pg_port 0) check port $(rest_port 0)
+    server pg2 127.0.0.1:$(pg_port 1) check port $(rest_port 1)
+EOF
+}
+
+start_haproxy() {
+	port_free "$(proxy_port)" || die "port $(proxy_port) (HAProxy) is in use"
+	launch "$DIR/haproxy.pid" "$DIR/haproxy.log" "$HAPROXY" -db -f "$DIR/haproxy.cfg"
+	local deadline=$((SECONDS + 10))
+	while port_free "$(proxy_port)"; do
+		alive "$(pidof_file "$DIR/haproxy.pid")" || { tail -n 20 "$DIR/haproxy.log" >&2; die "haproxy exited"; }
+		((SECONDS < deadline)) || die "haproxy not listening on $(proxy_port) after 10s"
+		sleep 0.05
+	done
 }
 
 start_etcd() {
@@ -278,11 +348,15 @@ cmd_start() {
 	local p
 	for p in $(etcd_port) $(etcd_peer); do port_free "$p" || die "port $p (etcd) is in use"; done
 	for i in "${!NODES[@]}"; do write_node_config "$i"; done
+	write_haproxy_config
 	echo "postgres://postgres:$PASSWORD@127.0.0.1:$(pg_port 0),127.0.0.1:$(pg_port 1)/postgres?sslmode=disable&target_session_attrs=read-write" >"$DIR/url"
+	echo "postgres://postgres:$PASSWORD@127.0.0.1:$(proxy_port)/postgres?sslmode=disable" >"$DIR/proxy_url"
 	chmod 0700 "$DIR"
 	chown -R postgres:postgres "$DIR" 2>/dev/null || [[ $EUID -ne 0 ]]
 
 	start_etcd
+	# Before the nodes: it forwards nowhere until one is the leader.
+	start_haproxy
 	# Both at once: one wins the initialize key and runs initdb, the other
 	# waits for a leader and clones it with pg_basebackup.
 	for n in "${NODES[@]}"; do start_node "$n"; done
@@ -367,10 +441,12 @@ cmd_stop() {
 		deadline=$((SECONDS + 15))
 		while alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
 	done
-	pid=$(pidof_file "$DIR/etcd.pid")
-	ours "$pid" && kill -TERM "$pid"
-	deadline=$((SECONDS + 5))
-	while alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+	for pid in "$(pidof_file "$DIR/etcd.pid")" "$(pidof_file "$DIR/haproxy.pid")"; do
+		ours "$pid" || continue
+		kill -TERM "$pid"
+		deadline=$((SECONDS + 5))
+		while alive "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+	done
 	# Whatever is left (a hung Patroni, an orphaned postmaster or backend).
 	for n in "${NODES[@]}"; do
 		pid=$(pidof_file "$DIR/$n/data/postmaster.pid")
@@ -388,7 +464,7 @@ cmd_stop() {
 		((SECONDS < deadline)) || die "processes of $DIR survived SIGKILL: $(leftovers | tr '\n' ' ')"
 		sleep 0.1
 	done
-	rm -f "$DIR"/etcd.pid "$DIR"/pg*/patroni.pid
+	rm -f "$DIR"/etcd.pid "$DIR"/haproxy.pid "$DIR"/pg*/patroni.pid
 	log "stopped"
 }
 
@@ -396,6 +472,7 @@ cmd_status() {
 	load_env
 	patronictl -c "$DIR/${NODES[0]}/patroni.yml" list || true
 	echo "URL: $(cat "$DIR/url")"
+	echo "through HAProxy: $(cat "$DIR/proxy_url")"
 }
 
 [[ $# -ge 2 ]] || usage
@@ -418,8 +495,10 @@ for tool in curl jq ss setpriv; do command -v "$tool" >/dev/null || die "$tool i
 if [[ $CMD == start || $CMD == restart ]]; then
 	for tool in patroni etcd; do
 		command -v "$tool" >/dev/null ||
-			die "$tool is not installed (apt-get install -y --no-install-recommends patroni etcd-server)"
+			die "$tool is not installed (apt-get install -y --no-install-recommends patroni etcd-server haproxy)"
 	done
+	[[ -x $HAPROXY ]] || die "haproxy is not installed (apt-get install -y --no-install-recommends haproxy)"
+
 	[[ -x $PG_BIN/postgres ]] || die "no PostgreSQL in $PG_BIN (set HAPG_PG_BIN)"
 	[[ $EUID -eq 0 || $(id -un) == postgres ]] || die "run as root or as postgres"
 fi

@@ -2,6 +2,8 @@ package hapg_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,27 +12,22 @@ import (
 	"github.com/example/payments/tools/hapg"
 )
 
-// TestFailoverLosesNoCommittedWrite kills the primary twice under a pool
-// connected through the multi-host URL: each time the pool writes again once
-// the synchronous standby has taken over, every row committed before the kill
-// is there, and the killed node rejoins as the synchronous standby.
+// TestFailoverLosesNoCommittedWrite kills the primary twice under two pools,
+// one connected through the multi-host URL and one through HAProxy, writing
+// in turn: each time both pools write again once the synchronous standby has
+// taken over, every row committed before the kill is there, and the killed
+// node rejoins as the synchronous standby.
 func TestFailoverLosesNoCommittedWrite(t *testing.T) {
 	began := time.Now()
 	c := hapg.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	cfg, err := pgxpool.ParseConfig(c.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 4
-	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pools := []struct {
+		name string
+		*pgxpool.Pool
+	}{{"multi-host", connect(ctx, t, c.URL())}, {"HAProxy", connect(ctx, t, c.ProxyURL())}}
+	pool := pools[0]
 
 	if _, err := pool.Exec(ctx, `CREATE TABLE ledger (id bigint PRIMARY KEY, round int NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -46,8 +43,9 @@ func TestFailoverLosesNoCommittedWrite(t *testing.T) {
 		// Commits acknowledged right up to the kill: each waited for the
 		// synchronous standby.
 		for i := range perRound {
-			if _, err := pool.Exec(ctx, `INSERT INTO ledger (id, round) VALUES ($1, $2)`, round*1000+i, round); err != nil {
-				t.Fatalf("round %d: insert %d: %v", round, i, err)
+			p := pools[i%len(pools)]
+			if _, err := p.Exec(ctx, `INSERT INTO ledger (id, round) VALUES ($1, $2)`, round*1000+i, round); err != nil {
+				t.Fatalf("round %d: insert %d through %s: %v", round, i, p.name, err)
 			}
 			committed++
 		}
@@ -61,30 +59,18 @@ func TestFailoverLosesNoCommittedWrite(t *testing.T) {
 			t.Fatalf("round %d: killed %s, but the primary was %s", round, killed, primary)
 		}
 
-		// The first write through the same pool after the kill. Attempts
-		// fail while the old primary's connections break and the standby
-		// is still in recovery; ON CONFLICT in case an attempt committed but
-		// its answer was lost.
-		attempts := 0
-		var lastErr error
-		for {
-			attempts++
-			actx, acancel := context.WithTimeout(ctx, 3*time.Second)
-			_, err := pool.Exec(actx, `INSERT INTO ledger (id, round) VALUES ($1, $2) ON CONFLICT DO NOTHING`, round*1000+999, round)
-			acancel()
-			if err == nil {
-				break
-			}
-			lastErr = err
-			if ctx.Err() != nil {
-				t.Fatalf("round %d: no write after the kill of %s within the test's deadline; last error: %v", round, killed, lastErr)
-			}
-			time.Sleep(50 * time.Millisecond)
+		// The first write through each pool after the kill, both at once.
+		var wg sync.WaitGroup
+		for j, p := range pools {
+			wg.Go(func() {
+				firstWrite(ctx, t, p.Pool, round*1000+990+j, round, fmt.Sprintf("failover %d: killed primary %s; first write through the %s pool", round, killed, p.name), killedAt)
+			})
 		}
-		outage := time.Since(killedAt)
-		committed++
-		t.Logf("failover %d: killed primary %s; first write through the pool %v later (%d attempts; last error before: %v)",
-			round, killed, outage.Round(time.Millisecond), attempts, lastErr)
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		committed += len(pools)
 
 		now, err := c.WaitPrimary(ctx)
 		if err != nil {
@@ -95,14 +81,16 @@ func TestFailoverLosesNoCommittedWrite(t *testing.T) {
 		}
 
 		// Synchronous mode: nothing whose commit returned is lost, and
-		// the pool reads from the new primary.
-		var n, maxRound int
-		if err := pool.QueryRow(ctx, `SELECT count(*), max(round) FROM ledger`).Scan(&n, &maxRound); err != nil {
-			t.Fatal(err)
-		}
-		if n != committed || maxRound != round {
-			t.Fatalf("round %d: %d rows (max round %d) on the new primary %s, want %d committed (round %d)",
-				round, n, maxRound, now, committed, round)
+		// both pools read from the new primary.
+		for _, p := range pools {
+			var n, maxRound int
+			if err := p.QueryRow(ctx, `SELECT count(*), max(round) FROM ledger`).Scan(&n, &maxRound); err != nil {
+				t.Fatal(err)
+			}
+			if n != committed || maxRound != round {
+				t.Fatalf("round %d: %d rows (max round %d) through %s on the new primary %s, want %d committed (round %d)",
+					round, n, maxRound, p.name, now, committed, round)
+			}
 		}
 
 		restartAt := time.Now()
@@ -120,10 +108,54 @@ func TestFailoverLosesNoCommittedWrite(t *testing.T) {
 			round, killed, now, time.Since(restartAt).Round(time.Millisecond))
 
 		// A commit now waits for the rejoined standby again.
-		if _, err := pool.Exec(ctx, `INSERT INTO ledger (id, round) VALUES ($1, $2)`, round*1000+998, round); err != nil {
-			t.Fatal(err)
+		for j, p := range pools {
+			if _, err := p.Exec(ctx, `INSERT INTO ledger (id, round) VALUES ($1, $2)`, round*1000+980+j, round); err != nil {
+				t.Fatalf("through %s: %v", p.name, err)
+			}
+			committed++
 		}
-		committed++
 	}
 	t.Logf("test body, cluster start included (cleanup not): %v", time.Since(began).Round(time.Millisecond))
+}
+
+// connect opens a small pool on dbURL, closed when t ends.
+func connect(ctx context.Context, t *testing.T, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// firstWrite inserts row id through pool until it commits, and logs how long
+// after killedAt it did. Attempts fail while the old primary's connections
+// break and the standby is still in recovery; ON CONFLICT in case an attempt
+// committed but its answer was lost.
+func firstWrite(ctx context.Context, t *testing.T, pool *pgxpool.Pool, id, round int, what string, killedAt time.Time) {
+	attempts := 0
+	var lastErr error
+	for {
+		attempts++
+		actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := pool.Exec(actx, `INSERT INTO ledger (id, round) VALUES ($1, $2) ON CONFLICT DO NOTHING`, id, round)
+		acancel()
+		if err == nil {
+			break
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			t.Errorf("%s: none within the test's deadline; last error: %v", what, lastErr)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("%s %v later (%d attempts; last error before: %v)", what, time.Since(killedAt).Round(time.Millisecond), attempts, lastErr)
 }

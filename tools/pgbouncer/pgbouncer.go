@@ -1,7 +1,8 @@
 // Package pgbouncer runs PgBouncer in transaction mode in front of a
 // Postgres, as production runs the service behind a pooler: for the
-// end-to-end tests (E2E_POOLER) and the chaos run (CHAOS_PROFILE=pooler),
-// which also kills and restarts it.
+// end-to-end tests (E2E_POOLER) and the chaos runs (CHAOS_PROFILE=pooler,
+// which also kills and restarts it, and CHAOS_PROFILE=failover, where it
+// reaches a Patroni pair's primary through HAProxy).
 package pgbouncer
 
 import (
@@ -11,8 +12,10 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,27 +43,44 @@ type Bouncer struct {
 	dir      string
 	bin      string
 	upstream string
+	user     string // the user and password it logs in to upstream with
+	password string
 	poolSize int
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when cmd has exited
 }
 
 // Start runs PgBouncer in transaction mode on a free loopback port, in front
-// of the Postgres at upstream (host:port) for every database, trusting every
-// user as that Postgres does, with at most poolSize server connections per
-// database and user, and its files in dir (which, run as root, user
-// postgres must reach: not below a directory only root can enter).
-func Start(upstream string, poolSize int, dir string) (*Bouncer, error) {
+// of the Postgres dbURL names (its host and port) for every database,
+// trusting its clients and logging in to that Postgres as dbURL's user with
+// its password, with at most poolSize server connections per database and
+// user, and its files in dir (which, run as root, user postgres must reach:
+// not below a directory only root can enter).
+func Start(dbURL string, poolSize int, dir string) (*Bouncer, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("pgbouncer: upstream URL: %w", err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = strconv.Itoa(5432)
+	}
+	user := u.User.Username()
+	if user == "" {
+		user = "postgres"
+	}
+	password, _ := u.User.Password()
 	// Restarted on the same port after a kill (Restart).
 	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
-	b := &Bouncer{Addr: addr, dir: dir, bin: bin, upstream: upstream, poolSize: poolSize}
+	b := &Bouncer{Addr: addr, dir: dir, bin: bin, upstream: net.JoinHostPort(u.Hostname(), port),
+		user: user, password: password, poolSize: poolSize}
 	if err := b.writeConfig(); err != nil {
 		return nil, err
 	}
@@ -72,6 +92,11 @@ func Start(upstream string, poolSize int, dir string) (*Bouncer, error) {
 
 // config is transaction pooling: each transaction gets whatever server
 // connection is free, as PgBouncer and the cloud poolers run in production.
+// A server that went away (a failover behind HAProxy, which cuts the
+// sessions to the old primary) is tried again a second after a failed login
+// (server_login_retry, 15 s by default), clients failing at once meanwhile;
+// and a server connection idle for 10 s is checked before it is handed out
+// (server_check_query, a statement that needs no session state).
 const config = `[databases]
 * = host=%s port=%s
 
@@ -85,6 +110,9 @@ pool_mode = transaction
 default_pool_size = %d
 max_client_conn = 1000
 ignore_startup_parameters = extra_float_digits
+server_login_retry = 1
+server_check_delay = 10
+server_check_query = SELECT 1
 logfile = %s
 `
 
@@ -99,8 +127,13 @@ func (b *Bouncer) writeConfig() error {
 	if err := os.Chmod(b.dir, 0o777); err != nil {
 		return err
 	}
+	// Trusted clients must still be listed; the password is the one it
+	// logs in to upstream with, so only the pooler's user may read it.
 	users := filepath.Join(b.dir, "users.txt")
-	if err := os.WriteFile(users, []byte(`"postgres" ""`+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(users, []byte(quote(b.user)+" "+quote(b.password)+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := ownedByPooler(users); err != nil {
 		return err
 	}
 	ini := fmt.Sprintf(config, upHost, upPort, port, users, b.poolSize, filepath.Join(b.dir, "pgbouncer.log"))
@@ -184,15 +217,21 @@ func (b *Bouncer) Stop() {
 	}
 }
 
-// Upstream is host:port of the Postgres in dbURL.
-func Upstream(dbURL string) (string, error) {
-	u, err := url.Parse(dbURL)
+// quote is s as the auth file writes a field: in double quotes, each double
+// quote doubled.
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// ownedByPooler gives path to user postgres when we are root, as PgBouncer
+// then runs as postgres.
+func ownedByPooler(path string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	pg, err := user.Lookup("postgres")
 	if err != nil {
-		return "", err
+		return fmt.Errorf("pgbouncer runs as postgres when started by root: %w", err)
 	}
-	port := u.Port()
-	if port == "" {
-		port = strconv.Itoa(5432)
-	}
-	return net.JoinHostPort(u.Hostname(), port), nil
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
+	return os.Chown(path, uid, gid)
 }

@@ -19,7 +19,7 @@ import (
 // config is read from the environment.
 type config struct {
 	DatabaseURL  string `envconfig:"DATABASE_URL" default:"postgres://postgres@127.0.0.1:5432/payments?sslmode=disable" desc:"the server; each run creates a database of its own there"`
-	Profile      string `envconfig:"CHAOS_PROFILE" default:"short" desc:"short (about 2 minutes, in CI), pooler (short, through PgBouncer in transaction mode, which is killed too), failover (on a Patroni pair whose primary is killed, needs patroni and etcd), stripe (short, on the Stripe adapter against the Stripe simulator), partition (each API and worker through a Toxiproxy link of its own, a worker's cut for longer than the bounds on a silent peer, every link slowed between cuts) or long (30 minutes and more)"`
+	Profile      string `envconfig:"CHAOS_PROFILE" default:"short" desc:"short (about 2 minutes, in CI), pooler (short, through PgBouncer in transaction mode, which is killed too), failover (through PgBouncer and HAProxy to a Patroni pair whose primary is killed, needs patroni, etcd, haproxy and pgbouncer), stripe (short, on the Stripe adapter against the Stripe simulator), partition (each API and worker through a Toxiproxy link of its own, a worker's cut for longer than the bounds on a silent peer, every link slowed between cuts) or long (30 minutes and more)"`
 	Seed         uint64 `envconfig:"CHAOS_SEED" desc:"repeats a run's choices (0: a new seed, printed)"`
 	Bin          string `envconfig:"CHAOS_BIN" default:"bin" desc:"where the api, worker and processor binaries are"`
 	Logs         string `envconfig:"CHAOS_LOGS" desc:"where each process's log is kept (default chaos-logs/<run>)"`
