@@ -9,6 +9,7 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -21,9 +22,9 @@ import (
 )
 
 // Processor is every call the operations make at the processor: each kind's
-// one call. What else a processor can do (a lookup, a fence, a ledger) is
-// its declaration's to say, and its adapter has those calls exactly where
-// it says so (Open checks).
+// calls (operation.Calls). What else than the one call of each a processor
+// can do (a lookup, a fence, a ledger) is its declaration's to say, and its
+// adapter has those calls exactly where it says so (Open checks).
 type Processor interface {
 	payments.Processor
 	refunds.Processor
@@ -66,10 +67,7 @@ func Adapter(name string) (gateway.Adapter, error) {
 
 // Open is the worker's client of the processor that s, an adapter's
 // settings, declare, and the declaration: every kind's calls, checked
-// against the declaration (operation.Processor.Check) and checked to have a
-// lookup, a fence and a ledger for every kind exactly where the
-// declaration says, so that the machinery never calls what the processor
-// does not have.
+// against the declaration (operation.Processor.Check and CheckCalls).
 func Open(s gateway.Settings, opts gateway.Options) (Processor, operation.Processor, error) {
 	declared := s.Processor()
 	calls, err := s.Calls(opts)
@@ -80,30 +78,9 @@ func Open(s gateway.Settings, opts gateway.Options) (Processor, operation.Proces
 	if !ok {
 		return nil, operation.Processor{}, fmt.Errorf("processor %s: its client (%T) does not make every kind's call", declared.Name, calls)
 	}
-	if err := declared.Check(Kinds(p)); err != nil {
+	kinds := Kinds(p)
+	if err := errors.Join(declared.Check(kinds), declared.CheckCalls(kinds)); err != nil {
 		return nil, operation.Processor{}, err
-	}
-	_, findsCharges := calls.(payments.ChargeFinder)
-	_, findsRefunds := calls.(refunds.RefundFinder)
-	_, closesCharges := calls.(payments.ChargeCloser)
-	_, closesRefunds := calls.(refunds.RefundCloser)
-	_, listsCharges := calls.(payments.ChargeLedger)
-	_, listsRefunds := calls.(refunds.RefundLedger)
-	for _, c := range []struct {
-		what     string
-		declared bool
-		has      []bool
-	}{
-		{"lookup", declared.Lookup == operation.LookupQuery, []bool{findsCharges, findsRefunds}},
-		{"fence", declared.Fence, []bool{closesCharges, closesRefunds}},
-		{"ledger", declared.Ledger, []bool{listsCharges, listsRefunds}},
-	} {
-		for _, has := range c.has {
-			if has != c.declared {
-				return nil, operation.Processor{}, fmt.Errorf("processor %s: its declaration says %s %t, and its client's calls do not agree for every kind",
-					declared.Name, c.what, c.declared)
-			}
-		}
 	}
 	return p, declared, nil
 }

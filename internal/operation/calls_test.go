@@ -91,8 +91,8 @@ func spanned() (context.Context, string) {
 // found as the registry's were.
 func TestTimed(t *testing.T) {
 	t.Parallel()
-	gadget := testkind.Names.Calls()
-	charge := payments.Names.Calls()
+	gadget := testkind.Names.CallNames()
+	charge := payments.Names.CallNames()
 
 	onWidgets(t, "TheWorkersCallInItsContext", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
 		timer := timed(h)
@@ -137,7 +137,7 @@ func TestTimed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := k.Load(t.Context(), h.db.Pool, id, time.Hour)
+		p, err := operation.Load(t.Context(), h.db.Pool, k, id, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestTimed(t *testing.T) {
 		}
 		want := map[timing]int{}
 		for _, k := range h.ops.Kinds.Kinds() {
-			want[timing{k.Names().Calls().Ledger, operation.CallOK}] = 1
+			want[timing{k.Names().CallNames().Ledger, operation.CallOK}] = 1
 		}
 		tookExactly(t, timer, want)
 	})
@@ -167,7 +167,7 @@ func TestTimed(t *testing.T) {
 		}
 		var calls []string
 		for _, k := range untimed.Kinds() {
-			calls = append(calls, k.Names().Calls().All()...)
+			calls = append(calls, k.Names().CallNames().All()...)
 		}
 		if got := h.ops.Kinds.Calls(); !slices.Equal(got, calls) || !slices.Equal(untimed.Calls(), calls) {
 			t.Fatalf("calls %v, want %v", got, calls)
@@ -182,7 +182,7 @@ func TestTimed(t *testing.T) {
 		}
 		w := h.widget(10)
 		for _, k := range []operation.Kind{byType, byKey} {
-			p, err := k.Load(t.Context(), h.db.Pool, w, time.Hour)
+			p, err := operation.Load(t.Context(), h.db.Pool, k, w, time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}

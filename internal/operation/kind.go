@@ -30,47 +30,41 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 )
 
 // Kind declares one kind of operation to the machinery. Everything a kind
-// does that is its own is here: its names, its rows (each method runs the
-// kind's own SQL), its processor calls and how it renders. Everything else
-// (keys, jobs, retries, reconciliation, the fence, events, review, metrics,
-// traces) is derived from its Names and is the same for every kind. A kind
-// embeds a Declared for the methods that only return what it declares
-// (Names, Errors, Object, Request), and writes the others.
+// does that is its own is here: its names, its table's own columns (it
+// reads its rows with its own SQL; the columns every operation has are the
+// machinery's, see Row), what its processor call sends and how it renders.
+// Everything else (keys, jobs, retries, reconciliation, the fence, events,
+// review, metrics, traces) is derived from its Names and is the same for
+// every kind. A kind embeds a Declared for the methods that only return
+// what it declares (Names, Errors, States, Object, Request) and the Calls
+// its processor's adapter makes for it (Has, LedgerPage), and writes the
+// other two.
 type Kind interface {
 	// Names are the kind's names, from which the machinery derives the rest.
 	Names() Names
 
-	// Load reads operation id, and its key's recovery point, as its phases
-	// need it; an error wrapping ErrNotFound when there is none. Whether
-	// deadline has passed since the operation was created is decided by the
-	// database's clock.
-	Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (Pending, error)
-	// Record queues in b what writes a definite outcome on the operation's
-	// rows, with its status (one of its States) and the path
-	// that learned it (SettledByWorker, SettledByWebhook, SettledByReconciler). The
-	// statements go with the next the phase sends, in one round trip; a
-	// callback may refuse what it reads (a row that is not there).
-	Record(b *pgx.Batch, id, status string, out Outcome, path string)
+	// Call queues in b the read of what the processor call of operation id
+	// sends beyond what every operation has (none, when it sends nothing
+	// else), and returns what binds the calls of the operation, once read,
+	// to it (Calls.Bind).
+	Call(b *pgx.Batch, id string) (bind func(p *Pending))
 	// Final reads, in tx, the operation whose outcome is recorded: its
 	// tenant and status, the object its event carries, and the final
 	// response stored on its key and replayed to every retry.
 	Final(ctx context.Context, tx pgx.Tx, id string) (Final, error)
 
-	// Ledger is one page of the processor's ledger of this kind, created
-	// after since, oldest first, after cursor ("" first); next is "" after
-	// the last page. It is called only when the processor declares a
-	// ledger (Processor.Ledger).
-	Ledger(ctx context.Context, since time.Time, cursor string) (page []LedgerEntry, next string, err error)
-	// Accounted reads how our records stand for the operations ids, for the
-	// ledger comparison: one query for a whole page.
-	Accounted(ctx context.Context, db database.DBTX, ids []string) (map[string]Accounted, error)
+	// Has is which calls the kind's processor adapter makes (Calls.Has).
+	Has() Has
+	// LedgerPage is one page of the processor's ledger of this kind,
+	// created after since, oldest first, after cursor ("" first); next is
+	// "" after the last page. It is called only when the processor declares
+	// a ledger (Processor.Ledger).
+	LedgerPage(ctx context.Context, since time.Time, cursor string) (page []LedgerEntry, next string, err error)
 
 	// Errors are the refusals the kind's first phase decides, with how they
 	// are answered (see ErrorRule).
@@ -149,6 +143,10 @@ type Names struct {
 	Prefix string
 	// Path is where the API serves one resource: Path + "/" + id.
 	Path string
+	// Table holds the operations ("payments"): the columns every
+	// operation has (see Row), the processor's id among them as
+	// processor_<object>_id, then the kind's own.
+	Table string
 	// Object is what the processor makes for it ("charge"). It names the
 	// downstream key (charge_<id>), the recovery point once the processor's
 	// answer is recorded (charge_created), the ledger's review cases
@@ -162,7 +160,7 @@ type Names struct {
 }
 
 var (
-	// namePattern is what a type, an object and a deed may be: lower-case
+	// namePattern is what a type, an object, a deed and a table may be: lower-case
 	// words joined by underscores, so that derived names read as one.
 	namePattern   = regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 	prefixPattern = regexp.MustCompile(`^[a-z]{1,8}_$`)
@@ -178,6 +176,8 @@ func (n Names) check() error {
 		return fmt.Errorf("%s: processor object %q must be lower-case words joined by underscores", n.Type, n.Object)
 	case !namePattern.MatchString(n.Done):
 		return fmt.Errorf("%s: deed %q must be lower-case words joined by underscores", n.Type, n.Done)
+	case !namePattern.MatchString(n.Table):
+		return fmt.Errorf("%s: table %q must be lower-case words joined by underscores", n.Type, n.Table)
 	case !prefixPattern.MatchString(n.Prefix):
 		return fmt.Errorf("%s: id prefix %q must be a few lower-case letters and an underscore", n.Type, n.Prefix)
 	case !pathPattern.MatchString(n.Path):
@@ -190,6 +190,10 @@ func (n Names) check() error {
 // the operation and unique across tenants, since ids are; never the client's
 // key.
 func (n Names) DownstreamKey(id string) string { return n.Object + "_" + id }
+
+// ProcessorColumn is the column of a kind's table that holds the processor's
+// id of what it made: processor_<object>_id.
+func (n Names) ProcessorColumn() string { return "processor_" + n.Object + "_id" }
 
 // CreatedPoint is the recovery point once the processor's answer is
 // recorded on the operation.
@@ -234,8 +238,9 @@ var (
 	ErrKeyClosed = errors.New("processor: downstream key closed")
 )
 
-// Pending is an operation as its outcome phase needs it.
+// Pending is an operation as its outcome phase needs it (Load).
 type Pending struct {
+	ID string
 	// TenantID owns the operation.
 	TenantID string
 	// KeyID is the operation's idempotency key, and RecoveryPoint where it
@@ -259,8 +264,9 @@ type Pending struct {
 	// CreatedAt is when the operation was created, by the database clock.
 	CreatedAt time.Time
 	// Make is the one processor call, made with the operation's downstream
-	// key: a definite Outcome, or an error wrapping ErrProcessorUnknown or
-	// ErrKeyClosed.
+	// key: a definite Outcome, or an error wrapping ErrProcessorUnknown,
+	// ErrKeyClosed or ErrNotSent. The kind binds it, and Find and Close,
+	// to what they send (Kind.Call).
 	Make func(ctx context.Context) (Outcome, error)
 	// Find asks the processor what was made under the operation's
 	// downstream key, sending what Make sends: found is false only when the
@@ -287,45 +293,6 @@ func recordedOf(k Kind, p Pending) (*Outcome, error) {
 	}
 	return &Outcome{ID: deref(p.ProcessorID), Succeeded: st.Succeeded, Waiting: st.Waiting, Status: st.Status,
 		FailureCode: deref(p.FailureCode)}, nil
-}
-
-// ScanPending reads the row of a kind's Load query, which selects, in this
-// order: tenant_id, idempotency_key_id, amount, currency, status, the
-// processor's id, failure_code, created_at, whether the deadline has passed
-// (now() >= created_at + $2::interval) and the key's recovery point (a
-// subquery); then what the kind's processor call needs, into extra. A
-// missing row is an error wrapping ErrNotFound. The kind sets Make, and
-// Find and Close where its processor has them.
-func ScanPending(row pgx.Row, resourceType string, extra ...any) (Pending, error) {
-	var p Pending
-	err := row.Scan(append([]any{&p.TenantID, &p.KeyID, &p.Amount, &p.Currency, &p.Status, &p.ProcessorID, &p.FailureCode,
-		&p.CreatedAt, &p.PastDeadline, &p.RecoveryPoint}, extra...)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Pending{}, NotFound(resourceType)
-	}
-	if err != nil {
-		return Pending{}, fmt.Errorf("scan %s: %w", resourceType, err)
-	}
-	return p, nil
-}
-
-// QueueRecord queues in b a kind's Record statement, sql, with id as $1 and
-// args after it, which writes the outcome on operation id of resourceType;
-// once sent, it is refused unless it wrote exactly one row (Wrote).
-func QueueRecord(b *pgx.Batch, resourceType, sql, id string, args ...any) {
-	b.Queue(sql, append([]any{id}, args...)...).Exec(func(tag pgconn.CommandTag) error {
-		return Wrote(resourceType, id, tag.RowsAffected())
-	})
-}
-
-// QueryAccounted runs a kind's Accounted query, sql, which selects (id,
-// status, processor id, amount, currency) of the operations ids ($1).
-func QueryAccounted(ctx context.Context, db database.DBTX, sql string, ids []string) (map[string]Accounted, error) {
-	rows, err := db.Query(ctx, sql, ids)
-	if err != nil {
-		return nil, fmt.Errorf("look up accounted operations: %w", err)
-	}
-	return CollectAccounted(rows)
 }
 
 // Final is a finished operation, as its last phase stores it.

@@ -257,7 +257,7 @@ func TestAKindNoListNames(t *testing.T) {
 	onWidgets(t, "AnUndeclaredStatusIsAnError", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
 		id := h.widget(100)
 		h.exec(`ALTER TABLE widgets DROP CONSTRAINT widgets_status_check`)
-		h.exec(`UPDATE widgets SET status = 'melted', gadget_id = 'gad_1' WHERE id = $1`, id)
+		h.exec(`UPDATE widgets SET status = 'melted', processor_gadget_id = 'gad_1' WHERE id = $1`, id)
 		ev := operation.ProcessorEvent{ID: "evt_melted", Type: "gadget.succeeded", DownstreamKey: testkind.Names.DownstreamKey(id),
 			Outcome: operation.Outcome{ID: "gad_1", Succeeded: true}, Amount: 100, Currency: "USD", Payload: []byte(`{}`)}
 		if _, err := h.svc.ReceiveProcessorEvent(t.Context(), ev); err != nil {

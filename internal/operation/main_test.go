@@ -196,6 +196,14 @@ func (f *fakeProcessor) LedgerRefunds(_ context.Context, since time.Time, cursor
 }
 
 // made counts the operations made under key: 0 or 1.
+func (f *fakeProcessor) Charges() operation.Calls[payments.ChargeRequest] {
+	return operation.Calls[payments.ChargeRequest]{Make: f.Charge, Find: f.FindCharge, Close: f.CloseCharge, Ledger: f.LedgerCharges}
+}
+
+func (f *fakeProcessor) Refunds() operation.Calls[refunds.Request] {
+	return operation.Calls[refunds.Request]{Make: f.Refund, Find: f.FindRefund, Close: f.CloseRefund, Ledger: f.LedgerRefunds}
+}
+
 func (f *fakeProcessor) made(key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -138,3 +138,28 @@ func (p Processor) Check(kinds *Registry) error {
 	}
 	return nil
 }
+
+// CheckCalls checks that the processor's adapter makes every kind's call,
+// and has a lookup, a fence and a ledger for every kind exactly where p
+// declares them (Kind.Has), so that the machinery never calls what the
+// processor does not have.
+func (p Processor) CheckCalls(kinds *Registry) error {
+	for _, k := range kinds.Kinds() {
+		has := k.Has()
+		for _, c := range []struct {
+			what          string
+			declared, has bool
+		}{
+			{"the call", true, has.Make},
+			{"a lookup", p.Lookup == LookupQuery, has.Find},
+			{"a fence", p.Fence, has.Close},
+			{"a ledger", p.Ledger, has.Ledger},
+		} {
+			if c.declared != c.has {
+				return fmt.Errorf("processor %s: it declares %s for %ss %t, and its adapter's calls say %t",
+					p.Name, c.what, k.Names().Type, c.declared, c.has)
+			}
+		}
+	}
+	return nil
+}

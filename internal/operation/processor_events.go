@@ -103,7 +103,7 @@ func (s *Service) ReceiveProcessorEvent(ctx context.Context, ev ProcessorEvent) 
 	k, id, known := s.Kinds.ByDownstreamKey(ev.DownstreamKey)
 	if known {
 		resourceType = k.Names().Type
-		_, err := k.Load(ctx, tx, id, 0)
+		_, err := loadRow(ctx, tx, k, id, 0)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			known = false
@@ -305,7 +305,7 @@ func (o *Runner) moveOn(ctx context.Context, k Kind, id string, from Outcome, ev
 	lock := &pgx.Batch{}
 	lock.Queue(lockOperation, n.Type, id)
 	tx.Queue(lock)
-	p, err := k.Load(ctx, tx, id, o.Deadline)
+	p, err := loadRow(ctx, tx, k, id, o.Deadline)
 	if err != nil {
 		return false, fmt.Errorf("load %s %s: %w", n.Type, id, err)
 	}

@@ -359,7 +359,7 @@ func (r *Reconciler) CompareLedger(ctx context.Context) (Report, error) {
 func ledgerPage(ctx context.Context, k Kind, since time.Time, cursor string) ([]LedgerEntry, string, error) {
 	ctx = WithShare(ctx, ShareLedger)
 	for {
-		page, next, err := k.Ledger(ctx, since, cursor)
+		page, next, err := k.LedgerPage(ctx, since, cursor)
 		wait, notSent := RetryAfter(err)
 		if !notSent {
 			return page, next, err
@@ -403,7 +403,7 @@ func (r *Reconciler) compare(ctx context.Context, k Kind) (repaired, flagged int
 		for i, e := range page[:old] {
 			ids[i] = e.Reference
 		}
-		found, err := k.Accounted(ctx, r.Ops.DB, ids)
+		found, err := accounted(ctx, r.Ops.DB, n, ids)
 		if err != nil {
 			return repaired, flagged, fmt.Errorf("look up ledger entries: %w", err)
 		}
@@ -470,22 +470,4 @@ func (r *Reconciler) flag(ctx context.Context, kind string, e LedgerEntry, name 
 	}
 	r.Logger.ErrorContext(ctx, "needs review", "kind", kind, "reference", e.ID, "detail", detail)
 	return true, nil
-}
-
-// CollectAccounted reads the rows of a kind's Accounted query, (id, status,
-// processor id, amount, currency) each, keyed by id.
-func CollectAccounted(rows pgx.Rows) (map[string]Accounted, error) {
-	found := map[string]Accounted{}
-	var (
-		id string
-		a  Accounted
-	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &a.Status, &a.ProcessorID, &a.Amount, &a.Currency}, func() error {
-		found[id] = a
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read accounted operations: %w", err)
-	}
-	return found, nil
 }

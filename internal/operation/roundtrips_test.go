@@ -79,8 +79,8 @@ func TestRoundTrips(t *testing.T) {
 	if got, want := sent(), "batch river:JobInsertFastMany batch"; got != want {
 		t.Fatalf("the relay sent %q, want %q", got, want)
 	}
-	// The worker, given the job the relay queued: one read of the payment
-	// and its key's point; after the processor's call, the key's lock, the
+	// The worker, given the job the relay queued: one batch that reads the
+	// payment with its key's point and what its charge sends; after the processor's call, the key's lock, the
 	// outcome, the event's deliveries (none: the tenant has no endpoint) and
 	// the read of the payment as recorded in one batch; the event, the key
 	// finished and the COMMIT in another. The job is not completed in that
@@ -98,7 +98,7 @@ func TestRoundTrips(t *testing.T) {
 		}
 	}
 	work(p.ID)
-	if got, want := sent(), "SELECT batch batch"; got != want {
+	if got, want := sent(), "batch batch batch"; got != want {
 		t.Fatalf("the worker sent %q, want %q", got, want)
 	}
 	// deliveries counts the deliveries of the event about payment id that
@@ -123,7 +123,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Fatalf("relay moved %d, %v; want the payment's job", n, err)
 	}
 	work(hooked.ID)
-	if got, want := sent(), "SELECT batch batch batch"; got != want {
+	if got, want := sent(), "batch batch batch batch"; got != want {
 		t.Fatalf("the worker sent %q for a tenant with an endpoint, want %q", got, want)
 	}
 	if n := deliveries(hooked.ID); n != 1 {

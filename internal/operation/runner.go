@@ -240,10 +240,7 @@ func (o *Runner) driveWith(ctx context.Context, k Kind, id string, p Pending, pa
 // load reads operation id; its KeyID is nil when the key was reaped, and so
 // the operation is finished.
 func (o *Runner) load(ctx context.Context, k Kind, id string) (Pending, error) {
-	p, err := k.Load(ctx, o.DB, id, o.Deadline)
-	if err == nil {
-		p.Recorded, err = recordedOf(k, p)
-	}
+	p, err := Load(ctx, o.DB, k, id, o.Deadline)
 	if err != nil {
 		return Pending{}, fmt.Errorf("load %s %s: %w", k.Names().Type, id, err)
 	}
@@ -401,7 +398,7 @@ func (r *recorded) record(tx *database.Tx, k Kind, id, tenant string, out Outcom
 	}
 	out.Status = st.Status
 	b := &pgx.Batch{}
-	k.Record(b, id, st.Status, out, path)
+	queueRecord(b, k.Names(), id, st.Status, out, path)
 	tx.Queue(b)
 	if r != nil {
 		*r = recorded{tx: tx, tenant: tenant, state: st}

@@ -53,10 +53,13 @@ type Plan struct {
 	// staged in the outbox after the key, for the relay to put in the job
 	// queue and name on the key for the sweep.
 	Resource idempotency.ResourceRef
-	// Rows queues the statements that write the resource, after the key's
-	// insert in one batch: each finds its key by tenant, key and resource
-	// (a key another request reserved names another resource, and the rows
-	// are not written).
+	// Operation is the row of the operation the key names, when its type is
+	// a declared kind: the machinery writes it after the key (see Row).
+	Operation *Row
+	// Rows queues the statements that write anything else, after the key's
+	// insert and the operation's, in one batch: each finds its key by
+	// tenant, key and resource (a key another request reserved names
+	// another resource, and the rows are not written).
 	Rows func(b *pgx.Batch)
 	// Refusal, when set, is the final answer of the first phase: stored on
 	// the key, which names nothing, and replayed.
@@ -121,7 +124,7 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 	var final *idempotency.Response
 	switch {
 	case plan.Refusal != nil:
-		plan.Resource, plan.Rows = idempotency.ResourceRef{}, nil
+		plan.Resource, plan.Operation, plan.Rows = idempotency.ResourceRef{}, nil, nil
 		refusal := s.Render.Error(plan.Refusal)
 		final = &refusal
 	case plan.Response != nil:
@@ -133,11 +136,21 @@ func (s *Service) Start(ctx context.Context, req idempotency.Request, steps Step
 	if err != nil {
 		return idempotency.Lease{}, err
 	}
+	k, kindErr := s.Kinds.Kind(plan.Resource.Type)
+	staged := kindErr == nil
+	switch {
+	case staged && plan.Operation == nil:
+		return idempotency.Lease{}, fmt.Errorf("%s %s: its first phase plans no row", plan.Resource.Type, plan.Resource.ID)
+	case staged:
+		if err := queueInsert(batch, k.Names(), plan.Resource.ID, req.TenantID, req.Key, *plan.Operation); err != nil {
+			return idempotency.Lease{}, err
+		}
+	case plan.Operation != nil:
+		return idempotency.Lease{}, fmt.Errorf("%q is no declared kind, and has no operation's row", plan.Resource.Type)
+	}
 	if plan.Rows != nil {
 		plan.Rows(batch)
 	}
-	_, kindErr := s.Kinds.Kind(plan.Resource.Type)
-	staged := kindErr == nil
 	if staged {
 		outbox.Stage(ctx, batch, req.TenantID, req.Key, plan.Resource.Type, plan.Resource.ID)
 	}

@@ -14,14 +14,6 @@ import (
 	"github.com/example/payments/internal/operation"
 )
 
-// insertPayment writes the payment of a first phase after its key, which it
-// refers to: only when the key was reserved for this payment.
-const insertPayment = `
-INSERT INTO payments (id, tenant_id, idempotency_key_id, amount, currency, payment_method, description,
-	metadata, status, created_at, updated_at)
-SELECT $1, $2, k.id, $4, $5, $6, $7, $8, 'processing', now(), now()
-FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
-
 // Create validates np (its payment method in the format of the service's
 // processor) and starts a payment under req's key (see
 // operation.Service.Start). The payment is returned as it was created; it is
@@ -38,9 +30,9 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 			Metadata: np.metadata(), Status: operation.StatusProcessing}
 		return operation.Plan{
 			Resource: idempotency.ResourceRef{Type: Names.Type, ID: p.ID},
-			Rows: func(b *pgx.Batch) {
-				b.Queue(insertPayment, p.ID, p.TenantID, req.Key, p.Amount, p.Currency, p.PaymentMethod, p.Description, p.Metadata)
-			},
+			Operation: &operation.Row{Amount: p.Amount, Currency: p.Currency, Columns: []operation.Column{
+				{Name: "payment_method", Value: p.PaymentMethod}, {Name: "description", Value: p.Description},
+				{Name: "metadata", Value: p.Metadata}}},
 		}, nil
 	}})
 	if err != nil || !lease.Created {

@@ -19,7 +19,7 @@ import (
 // Names are the payment's names: what the machinery derives every other one
 // from (the charge_<id> downstream key, the charge_created recovery point,
 // the payment.succeeded event, the payment_given_up review case, …).
-var Names = operation.Names{Type: "payment", Prefix: "pay_", Path: "/v1/payments", Object: "charge", Done: "charged"}
+var Names = operation.Names{Type: "payment", Prefix: "pay_", Path: "/v1/payments", Table: "payments", Object: "charge", Done: "charged"}
 
 // Limits on a new payment.
 const (

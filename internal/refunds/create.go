@@ -20,13 +20,6 @@ import (
 // statement would keep that statement's older snapshot).
 const held = `SELECT coalesce(sum(amount), 0) FROM refunds WHERE payment_id = $1 AND status <> 'failed'`
 
-// insertRefund writes the refund of a first phase after its key, which it
-// refers to: only when the key was reserved for this refund.
-const insertRefund = `
-INSERT INTO refunds (id, tenant_id, payment_id, idempotency_key_id, amount, reason, status, created_at, updated_at)
-SELECT $1, $2, $4, k.id, $5, $6, 'processing', now(), now()
-FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
-
 // Create validates nr and starts a refund of payment paymentID under req's
 // key (see operation.Service.Start). Its first phase locks the payment
 // first, to decide what the refund may take. A refusal that depends on the
@@ -58,9 +51,8 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 		id := operation.NewID(Names.Prefix)
 		return operation.Plan{
 			Resource: idempotency.ResourceRef{Type: Names.Type, ID: id},
-			Rows: func(b *pgx.Batch) {
-				b.Queue(insertRefund, id, req.TenantID, req.Key, p.ID, amount, nr.Reason)
-			},
+			Operation: &operation.Row{Amount: amount, Currency: p.Currency, Columns: []operation.Column{
+				{Name: "payment_id", Value: p.ID}, {Name: "reason", Value: nr.Reason}}},
 			Refusal: refusal,
 		}, nil
 	}})

@@ -20,7 +20,7 @@ import (
 )
 
 // Names are the refund's names, from which the machinery derives the rest.
-var Names = operation.Names{Type: "refund", Prefix: "re_", Path: "/v1/refunds", Object: "refund", Done: "refunded"}
+var Names = operation.Names{Type: "refund", Prefix: "re_", Path: "/v1/refunds", Table: "refunds", Object: "refund", Done: "refunded"}
 
 // Reasons are the reasons a refund may give.
 var Reasons = []string{"duplicate", "fraudulent", "requested_by_customer"}

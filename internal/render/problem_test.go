@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 )
@@ -33,7 +32,7 @@ func TestNoCauseInDetail(t *testing.T) {
 // made the 202 path of a new kind panic).
 func TestResourceOf(t *testing.T) {
 	t.Parallel()
-	gadget := operation.Names{Type: "widget", Prefix: "wid_", Path: "/v1/widgets", Object: "gadget", Done: "made"}
+	gadget := operation.Names{Type: "widget", Prefix: "wid_", Path: "/v1/widgets", Table: "widgets", Object: "gadget", Done: "made"}
 	r := New(operation.MustRegistry(kind{gadget}), []operation.Resource{{Type: "thing", Prefix: "th_", Path: "/v1/things"}}, nil)
 	for res, want := range map[idempotency.ResourceRef]string{
 		{Type: "widget", ID: "wid_1"}: "/v1/widgets/wid_1",
@@ -60,27 +59,16 @@ func TestResourceOf(t *testing.T) {
 // kind is a kind with names and nothing else, for the renderer's table.
 type kind struct{ names operation.Names }
 
-func (k kind) Names() operation.Names      { return k.names }
-func (kind) Object() any                   { return struct{}{} }
-func (kind) Request() any                  { return struct{}{} }
-func (kind) Errors() []operation.ErrorRule { return nil }
-func (k kind) States() []operation.State   { return operation.DefaultStates(k.names) }
-func (kind) Load(context.Context, database.DBTX, string, time.Duration) (operation.Pending, error) {
-	return operation.Pending{}, nil
-}
-func (kind) Record(*pgx.Batch, string, string, operation.Outcome, string) {}
+func (k kind) Names() operation.Names            { return k.names }
+func (kind) Object() any                         { return struct{}{} }
+func (kind) Request() any                        { return struct{}{} }
+func (kind) Errors() []operation.ErrorRule       { return nil }
+func (k kind) States() []operation.State         { return operation.DefaultStates(k.names) }
+func (kind) Call(*pgx.Batch, string) func(*operation.Pending) { return func(*operation.Pending) {} }
 func (kind) Final(context.Context, pgx.Tx, string) (operation.Final, error) {
 	return operation.Final{}, nil
 }
-func (kind) Find(context.Context, string) (operation.Outcome, bool, error) {
-	return operation.Outcome{}, false, nil
-}
-func (kind) Close(context.Context, string) (operation.Outcome, bool, error) {
-	return operation.Outcome{}, false, nil
-}
-func (kind) Ledger(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error) {
+func (kind) Has() operation.Has { return operation.Has{} }
+func (kind) LedgerPage(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error) {
 	return nil, "", nil
-}
-func (kind) Accounted(context.Context, database.DBTX, []string) (map[string]operation.Accounted, error) {
-	return nil, nil
 }

@@ -24,7 +24,7 @@ import (
 
 // Names are the widget's names: the processor makes a gadget for it, so its
 // downstream keys are gadget_<id> and its recovery point gadget_created.
-var Names = operation.Names{Type: "widget", Prefix: "wid_", Path: "/v1/widgets", Object: "gadget", Done: "made"}
+var Names = operation.Names{Type: "widget", Prefix: "wid_", Path: "/v1/widgets", Table: "widgets", Object: "gadget", Done: "made"}
 
 // ErrTooHeavy is the refusal of the widget's first phase.
 var ErrTooHeavy = errors.New("the widget is too heavy")
@@ -44,27 +44,24 @@ type Widget struct {
 	KeyID    *int64 `json:"-"`
 }
 
-// migration makes the widget's table and admits its type and recovery point
-// in the service's checks, as a forker's migration for a new kind does.
+// migration makes the widget's table, as a forker's migration for a new
+// kind does: the columns every operation has (operation.Row), then its own
+// (none), and its rules.
 const migration = `
 CREATE TABLE widgets (
-    id                 text PRIMARY KEY,
-    tenant_id          text NOT NULL REFERENCES tenants (id),
-    idempotency_key_id bigint UNIQUE REFERENCES idempotency_keys (id) ON DELETE SET NULL,
-    amount             bigint NOT NULL,
-    currency           text NOT NULL,
-    status             text NOT NULL CHECK (status IN ('processing', 'made', 'queued', 'failed')),
-    failure_code       text,
-    gadget_id          text,
-    settled_by         text,
-    created_at         timestamptz NOT NULL,
-    updated_at         timestamptz NOT NULL
-);
-CREATE OR REPLACE FUNCTION recovery_point_known(point text) RETURNS boolean LANGUAGE sql IMMUTABLE
-RETURN point IN ('started', 'charge_created', 'refund_created', 'gadget_created', 'finished', 'expired');
-ALTER TABLE reconciliations DROP CONSTRAINT reconciliations_resource_type_check;
-ALTER TABLE reconciliations ADD CONSTRAINT reconciliations_resource_type_check
-    CHECK (resource_type IN ('payment', 'refund', 'widget'));`
+    id                  text PRIMARY KEY,
+    tenant_id           text NOT NULL REFERENCES tenants (id),
+    idempotency_key_id  bigint UNIQUE REFERENCES idempotency_keys (id) ON DELETE SET NULL,
+    amount              bigint NOT NULL,
+    currency            text NOT NULL,
+    status              text NOT NULL CHECK (status IN ('processing', 'made', 'queued', 'failed')),
+    processor_gadget_id text,
+    failure_code        text,
+    failure_message     text,
+    settled_by          text,
+    created_at          timestamptz NOT NULL,
+    updated_at          timestamptz NOT NULL
+);`
 
 // Migrate makes the widget's table in a test's database.
 func Migrate(ctx context.Context, db database.DBTX) error {
@@ -74,19 +71,14 @@ func Migrate(ctx context.Context, db database.DBTX) error {
 	return nil
 }
 
-const insertWidget = `
-INSERT INTO widgets (id, tenant_id, idempotency_key_id, amount, currency, status, created_at, updated_at)
-SELECT $1, $2, k.id, $4, 'USD', 'processing', now(), now()
-FROM idempotency_keys k WHERE k.tenant_id = $2 AND k.key = $3 AND k.resource_id = $1`
-
 // Create starts a widget of amount under req's key; an amount over 1000 is
 // refused for good (ErrTooHeavy).
 func Create(ctx context.Context, s *operation.Service, req idempotency.Request, amount int64) (idempotency.Lease, error) {
 	return s.Start(ctx, req, operation.Steps{Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
 		id := operation.NewID(Names.Prefix)
 		plan := operation.Plan{
-			Resource: idempotency.ResourceRef{Type: Names.Type, ID: id},
-			Rows:     func(b *pgx.Batch) { b.Queue(insertWidget, id, req.TenantID, req.Key, amount) },
+			Resource:  idempotency.ResourceRef{Type: Names.Type, ID: id},
+			Operation: &operation.Row{Amount: amount, Currency: "USD"},
 		}
 		if amount > 1000 {
 			plan.Refusal = ErrTooHeavy
@@ -98,7 +90,13 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 // Kind declares the widget; New makes it.
 type Kind struct {
 	operation.Declared
-	processor *Processor
+	operation.Calls[Request]
+}
+
+// Request is what the widget's call sends.
+type Request struct {
+	Key, ID string
+	Amount  int64
 }
 
 // tooHeavy is how the error table answers ErrTooHeavy.
@@ -119,10 +117,10 @@ const QueuedAmount = 777
 
 // New declares the widget, its gadgets made by p.
 func New(p *Processor) Kind {
-	return Kind{Declared: operation.Declare(Names, Widget{}, struct{ Amount int64 }{}, tooHeavy).WithStates(States...), processor: p}
+	return Kind{Declared: operation.Declare(Names, Widget{}, struct{ Amount int64 }{}, tooHeavy).WithStates(States...), Calls: p.calls()}
 }
 
-const columns = `id, tenant_id, idempotency_key_id, amount, currency, status, failure_code, gadget_id, created_at`
+const columns = `id, tenant_id, idempotency_key_id, amount, currency, status, failure_code, processor_gadget_id, created_at`
 
 func scan(row pgx.Row) (Widget, error) {
 	w := Widget{Object: Names.Type}
@@ -133,31 +131,10 @@ func scan(row pgx.Row) (Widget, error) {
 	return w, err
 }
 
-const loadWidget = `
-SELECT tenant_id, idempotency_key_id, amount, currency, status, gadget_id, failure_code,
-	created_at, now() >= created_at + $2::interval,
-	(SELECT k.recovery_point FROM idempotency_keys k WHERE k.id = widgets.idempotency_key_id)
-FROM widgets WHERE id = $1`
-
-// Load implements operation.Kind.
-func (k Kind) Load(ctx context.Context, db database.DBTX, id string, deadline time.Duration) (operation.Pending, error) {
-	p, err := operation.ScanPending(db.QueryRow(ctx, loadWidget, id, deadline), Names.Type)
-	if err != nil {
-		return operation.Pending{}, err
-	}
-	amount, key := p.Amount, Names.DownstreamKey(id)
-	p.Make = func(context.Context) (operation.Outcome, error) { return k.processor.make(key, id, amount) }
-	p.Find = func(context.Context) (operation.Outcome, bool, error) { return k.processor.find(key) }
-	p.Close = func(context.Context) (operation.Outcome, bool, error) { return k.processor.close(key) }
-	return p, nil
-}
-
-const recordWidget = `
-UPDATE widgets SET status = $2, gadget_id = $3, failure_code = $4, settled_by = $5, updated_at = now() WHERE id = $1`
-
-// Record implements operation.Kind.
-func (Kind) Record(b *pgx.Batch, id, status string, out operation.Outcome, path string) {
-	operation.QueueRecord(b, Names.Type, recordWidget, id, status, operation.Nullable(out.ID), operation.Nullable(out.FailureCode), path)
+// Call implements operation.Kind: the widget's call sends what every
+// operation has.
+func (k Kind) Call(_ *pgx.Batch, id string) func(*operation.Pending) {
+	return func(p *operation.Pending) { k.Bind(p, Request{Key: Names.DownstreamKey(id), ID: id, Amount: p.Amount}) }
 }
 
 // Final implements operation.Kind.
@@ -172,16 +149,6 @@ func (k Kind) Final(ctx context.Context, tx pgx.Tx, id string) (operation.Final,
 	}
 	resp := render.FinalResponse(Names, st, w.ID, w, w.FailureCode, render.Declined{Title: "Widget failed", Detail: "No gadget."})
 	return operation.Final{TenantID: w.TenantID, Status: w.Status, Object: w, Response: resp}, nil
-}
-
-// Ledger implements operation.Kind: the whole ledger, in one page.
-func (k Kind) Ledger(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error) {
-	return k.processor.ledger(), "", nil
-}
-
-// Accounted implements operation.Kind.
-func (Kind) Accounted(ctx context.Context, db database.DBTX, ids []string) (map[string]operation.Accounted, error) {
-	return operation.QueryAccounted(ctx, db, `SELECT id, status, gadget_id, amount, currency FROM widgets WHERE id = ANY($1)`, ids)
 }
 
 // Processor makes gadgets in memory: one per downstream key, a lookup by
@@ -204,6 +171,19 @@ func (p *Processor) SetUnknown(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.Unknown = on
+}
+
+// calls are the processor's calls for widgets: all four, the ledger in one
+// page.
+func (p *Processor) calls() operation.Calls[Request] {
+	return operation.Calls[Request]{
+		Make:  func(_ context.Context, r Request) (operation.Outcome, error) { return p.make(r.Key, r.ID, r.Amount) },
+		Find:  func(_ context.Context, r Request) (operation.Outcome, bool, error) { return p.find(r.Key) },
+		Close: func(_ context.Context, r Request) (operation.Outcome, bool, error) { return p.close(r.Key) },
+		Ledger: func(context.Context, time.Time, string) ([]operation.LedgerEntry, string, error) {
+			return p.ledger(), "", nil
+		},
+	}
 }
 
 func (p *Processor) make(key, id string, amount int64) (operation.Outcome, error) {

@@ -80,11 +80,15 @@ type Client struct {
 	http *http.Client
 }
 
-// The kinds' calls it makes, and those it has not.
-var (
-	_ payments.Processor = (*Client)(nil)
-	_ refunds.Processor  = (*Client)(nil)
-)
+// Charges are the calls the client makes for charges: the charge alone.
+func (c *Client) Charges() operation.Calls[payments.ChargeRequest] {
+	return operation.Calls[payments.ChargeRequest]{Make: c.Charge}
+}
+
+// Refunds are the calls the client makes for refunds: the refund alone.
+func (c *Client) Refunds() operation.Calls[refunds.Request] {
+	return operation.Calls[refunds.Request]{Make: c.Refund}
+}
 
 // amount is a sum of money as the processor writes it.
 type amount struct {

@@ -13,13 +13,10 @@ import (
 	"github.com/example/payments/internal/payments"
 )
 
-// Client makes the payment's processor calls.
-var (
-	_ payments.Processor    = (*Client)(nil)
-	_ payments.ChargeFinder = (*Client)(nil)
-	_ payments.ChargeCloser = (*Client)(nil)
-	_ payments.ChargeLedger = (*Client)(nil)
-)
+// Charges are the calls the client makes for charges: all four.
+func (c *Client) Charges() operation.Calls[payments.ChargeRequest] {
+	return operation.Calls[payments.ChargeRequest]{Make: c.Charge, Find: c.FindCharge, Close: c.CloseCharge, Ledger: c.LedgerCharges}
+}
 
 // chargeObjects are the processor's charges.
 var chargeObjects = objects[ChargeObject]{name: "charges", member: "charge"}

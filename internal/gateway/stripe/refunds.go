@@ -14,13 +14,10 @@ import (
 	"github.com/example/payments/internal/refunds"
 )
 
-// Client makes the refund's processor calls.
-var (
-	_ refunds.Processor    = (*Client)(nil)
-	_ refunds.RefundFinder = (*Client)(nil)
-	_ refunds.RefundCloser = (*Client)(nil)
-	_ refunds.RefundLedger = (*Client)(nil)
-)
+// Refunds are the calls the client makes for refunds: all four.
+func (c *Client) Refunds() operation.Calls[refunds.Request] {
+	return operation.Calls[refunds.Request]{Make: c.Refund, Find: c.FindRefund, Close: c.CloseRefund, Ledger: c.LedgerRefunds}
+}
 
 // Refund refunds req.Amount of the PaymentIntent req.ChargeID under
 // req.IdempotencyKey, or returns the refund Stripe already made under it:

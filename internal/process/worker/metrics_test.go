@@ -74,7 +74,7 @@ func TestTimedCalls(t *testing.T) {
 
 	want := map[[2]string]series{}
 	for _, k := range declared {
-		for _, call := range k.Names().Calls().All() {
+		for _, call := range k.Names().CallNames().All() {
 			for _, outcome := range operation.CallOutcomes {
 				want[[2]string{call, outcome}] = series{}
 			}
@@ -109,17 +109,17 @@ func TestTimedCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := payment.Ledger(ctx, time.Now().Add(-time.Hour), ""); err == nil {
+	if _, _, err := payment.LedgerPage(ctx, time.Now().Add(-time.Hour), ""); err == nil {
 		t.Fatal("a 503 answered a ledger page")
 	}
 	widget, _, ok := kinds.ByDownstreamKey(testkind.Names.DownstreamKey("wid_000000000000000000000000"))
 	if !ok {
 		t.Fatal("no kind of a widget's downstream key")
 	}
-	if _, _, err := widget.Ledger(ctx, time.Now().Add(-time.Hour), ""); err != nil {
+	if _, _, err := widget.LedgerPage(ctx, time.Now().Add(-time.Hour), ""); err != nil {
 		t.Fatal(err)
 	}
-	gadget, charge := widget.Names().Calls(), payment.Names().Calls()
+	gadget, charge := widget.Names().CallNames(), payment.Names().CallNames()
 	want[[2]string{charge.Ledger, operation.CallUnknown}] = series{1, sc.TraceID().String()}
 	want[[2]string{gadget.Ledger, operation.CallOK}] = series{1, sc.TraceID().String()}
 	check("after two calls")
