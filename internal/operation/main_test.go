@@ -508,6 +508,20 @@ func (h *harness) unknownRefund() (payments.Payment, refunds.Refund, string) {
 }
 
 // mark hands the operation id of kind to the reconciler.
+// settleAsync runs a pass of the reconciler, whose report the channel
+// returned gives once it ends.
+func (h *harness) settleAsync(t *testing.T) chan operation.Report {
+	done := make(chan operation.Report, 1)
+	go func() {
+		r, err := h.rec.Settle(t.Context())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	return done
+}
+
 func (h *harness) mark(kind, id string) {
 	h.t.Helper()
 	if err := operation.MarkForReconciliation(context.Background(), h.db.Pool, kind, id); err != nil {

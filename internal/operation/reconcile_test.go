@@ -62,14 +62,7 @@ func TestReconcilerSettlesInParallel(t *testing.T) {
 	}
 	free := h.pay("pm_card_visa")
 	h.mark(payments.Names.Type, free.ID)
-	done := make(chan operation.Report, 1)
-	go func() {
-		r, err := h.rec.Settle(t.Context())
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
+	done := h.settleAsync(t)
 	testwait.For(t, "four held charges in flight at once and the fifth payment settled", func() bool {
 		return h.proc.holding.Load() == 4 && h.payment(free.ID).Status == operation.StatusSucceeded
 	})
@@ -344,24 +337,10 @@ func TestReconcilerLease(t *testing.T) {
 		h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
 		h.mark(payments.Names.Type, p.ID)
 	}
-	first := make(chan operation.Report, 1)
-	go func() {
-		r, err := h.rec.Settle(t.Context())
-		if err != nil {
-			t.Error(err)
-		}
-		first <- r
-	}()
+	first := h.settleAsync(t)
 	testwait.For(t, "the first run's two calls in flight", func() bool { return h.proc.holding.Load() == 2 })
 
-	second := make(chan operation.Report, 1)
-	go func() {
-		r, err := h.rec.Settle(t.Context())
-		if err != nil {
-			t.Error(err)
-		}
-		second <- r
-	}()
+	second := h.settleAsync(t)
 	select {
 	case r := <-second:
 		if r != (operation.Report{}) {
@@ -445,14 +424,7 @@ func TestReconcilerClaimsAfterFailover(t *testing.T) {
 	h.mark(payments.Names.Type, p.ID)
 	release := make(chan struct{})
 	h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
-	done := make(chan operation.Report, 1)
-	go func() {
-		r, err := h.rec.Settle(t.Context())
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
+	done := h.settleAsync(t)
 	testwait.For(t, "the claim's call in flight", func() bool { return h.proc.holding.Load() == 1 })
 	if by := h.count(`SELECT count(*) FROM reconciliations WHERE resource_id = $1 AND claimed_by IS NULL AND claimed_until > now()`, p.ID); by != 1 {
 		t.Errorf("a worker without its presence claimed in its own name")
@@ -474,13 +446,7 @@ func TestReconcilerClaimsAfterFailover(t *testing.T) {
 	h.mark(payments.Names.Type, q.ID)
 	hold := make(chan struct{})
 	h.proc.hold(payments.Names.DownstreamKey(q.ID), hold)
-	go func() {
-		r, err := h.rec.Settle(t.Context())
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
+	done = h.settleAsync(t)
 	testwait.For(t, "the second claim's call in flight", func() bool { return h.proc.holding.Load() == 1 })
 	if by := h.count(`SELECT count(*) FROM reconciliations WHERE resource_id = $1 AND claimed_by = $2`, q.ID, presence.ID); by != 1 {
 		t.Errorf("a worker with its presence did not claim in its name")

@@ -337,25 +337,13 @@ func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor stri
 // and reported failed. Anything short of a definite answer wraps
 // operation.ErrProcessorUnknown, and the close is asked again later.
 func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	out, made, err := c.closeCharge(ctx, req)
-	if err != nil {
-		return operation.Outcome{}, false, fmt.Errorf("close charge key %s: %w", key, err)
-	}
-	return out, made, nil
+	return c.closeKey(ctx, "charge", req.IdempotencyKey, req.CreatedAt, func(used bool) (operation.Outcome, bool, error) {
+		return c.closeCharge(ctx, req, used)
+	})
 }
 
-// closeCharge is CloseCharge.
-func (c *Client) closeCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
-	used, err := c.fence(ctx, req.IdempotencyKey)
-	switch {
-	case err != nil:
-		return operation.Outcome{}, false, err
-	case !used && remembered(req.CreatedAt):
-		// Stripe keeps every key used since the charge was created: none
-		// held this one, so nothing was made under it.
-		return operation.Outcome{}, false, nil
-	}
+// closeCharge is CloseCharge once the fence has taken the key.
+func (c *Client) closeCharge(ctx context.Context, req payments.ChargeRequest, used bool) (operation.Outcome, bool, error) {
 	// The key was used, or Stripe may have forgotten it, and what was made
 	// under it: every PaymentIntent that could have been is listed.
 	found, fenced, err := c.findPayment(ctx, req, true)

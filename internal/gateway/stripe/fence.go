@@ -3,12 +3,14 @@ package stripe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v83"
 
 	"github.com/example/payments/internal/gateway"
+	"github.com/example/payments/internal/operation"
 )
 
 // fence creates the fence, a Customer, under key, with a body that never
@@ -42,6 +44,28 @@ func (c *Client) fence(ctx context.Context, key string) (used bool, err error) {
 		return false, gateway.Unknownf("the answer to the fence is not a customer")
 	}
 	return false, nil
+}
+
+// closeKey closes the key of what, an operation created at created, for
+// good with the fence, and returns what was made under it, as made finds it
+// (used: whether another request held the key first). made is not asked
+// when Stripe still keeps every key used since the operation's creation and
+// none held this one: then nothing was, or ever will be, made under it. A
+// failure is wrapped naming the key, and the close is asked again later.
+func (c *Client) closeKey(ctx context.Context, what, key string, created time.Time,
+	made func(used bool) (operation.Outcome, bool, error)) (operation.Outcome, bool, error) {
+	used, err := c.fence(ctx, key)
+	out, ok := operation.Outcome{}, false
+	switch {
+	case err != nil:
+	case !used && remembered(created):
+	default:
+		out, ok, err = made(used)
+	}
+	if err != nil {
+		return operation.Outcome{}, false, fmt.Errorf("close %s key %s: %w", what, key, err)
+	}
+	return out, ok, nil
 }
 
 // remembered reports whether Stripe still keeps every key used since

@@ -183,24 +183,13 @@ func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor stri
 // does, and returns the refund made under it, if any, as the refund list
 // finds it. A refund still pending is unknown: a refund cannot be canceled.
 func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	out, made, err := c.closeRefund(ctx, req)
-	if err != nil {
-		return operation.Outcome{}, false, fmt.Errorf("close refund key %s: %w", key, err)
-	}
-	return out, made, nil
+	return c.closeKey(ctx, "refund", req.IdempotencyKey, req.CreatedAt, func(used bool) (operation.Outcome, bool, error) {
+		return c.closeRefund(ctx, req, used)
+	})
 }
 
-// closeRefund is CloseRefund.
-func (c *Client) closeRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
-	used, err := c.fence(ctx, req.IdempotencyKey)
-	switch {
-	case err != nil:
-		return operation.Outcome{}, false, err
-	case !used && remembered(req.CreatedAt):
-		// As for a charge: nothing was made under a key no request held.
-		return operation.Outcome{}, false, nil
-	}
+// closeRefund is CloseRefund once the fence has taken the key.
+func (c *Client) closeRefund(ctx context.Context, req refunds.Request, used bool) (operation.Outcome, bool, error) {
 	r, err := c.findRefund(ctx, req)
 	switch {
 	case err != nil:
