@@ -35,11 +35,7 @@ type WebhookDelivery struct {
 }
 
 // WebhookDeliveryList is one page of deliveries.
-type WebhookDeliveryList struct {
-	Object  string            `json:"object"`
-	Data    []WebhookDelivery `json:"data"`
-	HasMore bool              `json:"has_more"`
-}
+type WebhookDeliveryList = List[WebhookDelivery]
 
 // WebhookDeliveryAttempt is one attempt of a delivery, a line of an
 // endpoint's delivery log. StatusCode is nil when the receiver gave no
@@ -59,11 +55,7 @@ type WebhookDeliveryAttempt struct {
 }
 
 // WebhookDeliveryAttemptList is one page of a delivery log, newest first.
-type WebhookDeliveryAttemptList struct {
-	Object  string                   `json:"object"`
-	Data    []WebhookDeliveryAttempt `json:"data"`
-	HasMore bool                     `json:"has_more"`
-}
+type WebhookDeliveryAttemptList = List[WebhookDeliveryAttempt]
 
 // ListDeliveryAttemptsParams selects a page of a delivery log. Limit and
 // StartingAfter page as in ListPayments; Status (AttemptSucceeded or

@@ -71,11 +71,7 @@ func (p RotateSecretParams) MarshalJSON() ([]byte, error) {
 }
 
 // WebhookEndpointList is one page of webhook endpoints, newest first.
-type WebhookEndpointList struct {
-	Object  string            `json:"object"`
-	Data    []WebhookEndpoint `json:"data"`
-	HasMore bool              `json:"has_more"`
-}
+type WebhookEndpointList = List[WebhookEndpoint]
 
 // DeletedWebhookEndpoint is the answer to a delete.
 type DeletedWebhookEndpoint struct {

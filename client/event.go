@@ -49,11 +49,7 @@ type EventRequest struct {
 }
 
 // EventList is one page of events, newest first.
-type EventList struct {
-	Object  string  `json:"object"`
-	Data    []Event `json:"data"`
-	HasMore bool    `json:"has_more"`
-}
+type EventList = List[Event]
 
 // Payment returns the payment the event is about, as it was then; an error
 // when the event is about something else.

@@ -45,13 +45,16 @@ type CreatePaymentParams struct {
 	Metadata      map[string]string `json:"metadata,omitempty"`
 }
 
-// PaymentList is one page of payments, newest first. HasMore reports whether
-// older payments follow; ask for them with the last ID as startingAfter.
-type PaymentList struct {
-	Object  string    `json:"object"`
-	Data    []Payment `json:"data"`
-	HasMore bool      `json:"has_more"`
+// List is one page of a list, newest first. HasMore reports whether older
+// items follow; ask for them with the last one's ID as startingAfter.
+type List[T any] struct {
+	Object  string `json:"object"`
+	Data    []T    `json:"data"`
+	HasMore bool   `json:"has_more"`
 }
+
+// PaymentList is one page of payments, newest first.
+type PaymentList = List[Payment]
 
 // CreatePayment creates a payment under idempotencyKey, or under a random key
 // generated once for this call when idempotencyKey is "", and retries with

@@ -19,27 +19,24 @@ func main() { process.Main("api", run) }
 // run reads the configuration from the environment and runs the command:
 // serve (the default) until ctx ends, migrate or seed. Spans are flushed
 // before it returns.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	var cfg api.Config
-	if err := process.Configure(args, stdout, "api [serve|migrate|seed]", "The payments API.", &cfg); err != nil {
-		return err
-	}
-	return process.Run(ctx, "api", cfg.Common, stdout, func(logger *slog.Logger) error {
-		command := "serve"
-		if len(args) > 0 {
-			command = args[0]
-		}
-		switch command {
-		case "migrate":
-			return api.Migrate(ctx, cfg.Session(), logger)
-		case "seed":
-			return seed(ctx, cfg, args[1:], stdout)
-		case "serve":
-			return process.Serve(ctx, api.New, cfg, logger)
-		}
-		return fmt.Errorf("unknown command %q: use serve, migrate or seed", command)
+var run = process.Command("api [serve|migrate|seed]", "The payments API.",
+	func(ctx context.Context, cfg api.Config, args []string, stdout io.Writer) error {
+		return process.Run(ctx, "api", cfg.Common, stdout, func(logger *slog.Logger) error {
+			command := "serve"
+			if len(args) > 0 {
+				command = args[0]
+			}
+			switch command {
+			case "migrate":
+				return api.Migrate(ctx, cfg.Session(), logger)
+			case "seed":
+				return seed(ctx, cfg, args[1:], stdout)
+			case "serve":
+				return process.Serve(ctx, api.New, cfg, logger)
+			}
+			return fmt.Errorf("unknown command %q: use serve, migrate or seed", command)
+		})
 	})
-}
 
 // seed runs "api seed", its flags in args.
 func seed(ctx context.Context, cfg api.Config, args []string, stdout io.Writer) error {

@@ -20,18 +20,15 @@ func main() { process.Main("worker", run) }
 
 // run reads the configuration from the environment and works jobs until ctx
 // ends, or runs the review command. Spans are flushed before it returns.
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	var cfg worker.Config
-	if err := process.Configure(args, stdout, "worker [review [-all] | review resolve ID]", "The payments worker.", &cfg); err != nil {
-		return err
-	}
-	if len(args) > 0 {
-		if args[0] != "review" {
-			return fmt.Errorf("unknown command %q: use review, or no command to work jobs", args[0])
+var run = process.Command("worker [review [-all] | review resolve ID]", "The payments worker.",
+	func(ctx context.Context, cfg worker.Config, args []string, stdout io.Writer) error {
+		if len(args) > 0 {
+			if args[0] != "review" {
+				return fmt.Errorf("unknown command %q: use review, or no command to work jobs", args[0])
+			}
+			return worker.Review(ctx, cfg.Common, args[1:], stdout)
 		}
-		return worker.Review(ctx, cfg.Common, args[1:], stdout)
-	}
-	return process.Run(ctx, "worker", cfg.Common, stdout, func(logger *slog.Logger) error {
-		return process.Serve(ctx, worker.New, cfg, logger)
+		return process.Run(ctx, "worker", cfg.Common, stdout, func(logger *slog.Logger) error {
+			return process.Serve(ctx, worker.New, cfg, logger)
+		})
 	})
-}

@@ -27,16 +27,7 @@ func TestPresence(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	p, err := database.HoldPresence(ctx, db.URL, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			p.Close()
-		}
-	})
+	p := holdPresence(t, db.URL)
 	if p.ID <= 0 {
 		t.Fatalf("presence ID %d, want positive", p.ID)
 	}
@@ -72,10 +63,21 @@ func TestPresence(t *testing.T) {
 		t.Fatal("a presence taken back is free")
 	}
 	p.Close()
-	closed = true
 	// The server ends the session, and with it the lock, once it has read
 	// the client's goodbye: soon after Close returns, not before.
 	testwait.For(t, "the closed presence freed", free)
+}
+
+// holdPresence holds a presence through dbURL, closed when t ends; a test
+// may close it before, as a second Close does nothing.
+func holdPresence(t *testing.T, dbURL string) *database.Presence {
+	t.Helper()
+	p, err := database.HoldPresence(context.Background(), dbURL, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("HoldPresence through %s: %v", dbURL, err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }
 
 // presenceHolder is the pid of the backend holding presence id, 0 when
@@ -135,16 +137,7 @@ func TestPresenceBehindPoolers(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Host = rr
-	p, err := database.HoldPresence(ctx, u.String(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatalf("HoldPresence behind poolers the check cannot see: %v", err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			p.Close()
-		}
-	})
+	p := holdPresence(t, u.String())
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +161,6 @@ func TestPresenceBehindPoolers(t *testing.T) {
 		}
 	}
 	p.Close()
-	closed = true
 	testwait.For(t, "the closed presence's lock gone from the server", func() bool {
 		return db.Count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2`,
 			int64(uint32(database.PresenceClass)), int64(p.ID)) == 0
@@ -182,11 +174,7 @@ func TestPresenceHoldsNoSnapshot(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	p, err := database.HoldPresence(ctx, db.URL, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	holdPresence(t, db.URL)
 	testwait.For(t, "the presence's session idle in its transaction", func() bool {
 		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
   AND state = 'idle in transaction'`, database.PresenceApplication) == 1

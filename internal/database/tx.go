@@ -326,3 +326,18 @@ func Later(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
 // transaction, so it outlives nothing (a pooler may hand the connection to
 // anyone next).
 const AsyncCommit = `SET LOCAL synchronous_commit TO off`
+
+// CommitAsync runs the statements queue puts in a batch as one transaction
+// on pool whose commit does not wait for the disk (AsyncCommit), in one
+// round trip: the BEGIN, the statements and the COMMIT go together.
+func CommitAsync(ctx context.Context, pool *pgxpool.Pool, queue func(b *pgx.Batch)) error {
+	tx, err := Begin(ctx, pool)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
+	b := &pgx.Batch{}
+	b.Queue(AsyncCommit)
+	queue(b)
+	return tx.CommitWith(ctx, b)
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/signing"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/stacktest"
 )
 
@@ -21,29 +22,29 @@ func TestWebhookEndpoints(t *testing.T) {
 	t.Parallel()
 	s := stacktest.New(t, stacktest.Options{})
 	res, e := register(t, s, acme, "we-1", "https://127.0.0.1:8443/hooks", "payment.succeeded")
-	if res.Status != http.StatusCreated || e.Secret == nil || !strings.HasPrefix(*e.Secret, "whsec_") ||
+	if res.Status != http.StatusCreated || e.Secret == "" || !strings.HasPrefix(e.Secret, "whsec_") ||
 		e.Status != "enabled" || !strings.HasPrefix(e.ID, "we_") || res.Header.Get("Location") != "/v1/webhook_endpoints/"+e.ID {
 		t.Fatalf("create: %d %s", res.Status, res.Body)
 	}
-	if _, err := signing.ParseSecrets(*e.Secret); err != nil {
+	if _, err := signing.ParseSecrets(e.Secret); err != nil {
 		t.Fatalf("secret %v", err)
 	}
 	// The secret is stored encrypted, and nowhere in the clear.
-	secret := strings.TrimPrefix(*e.Secret, "whsec_")
+	secret := strings.TrimPrefix(e.Secret, "whsec_")
 	if n := s.Count(`SELECT count(*) FROM idempotency_keys WHERE position($1 in convert_from(response_body, 'UTF8')) > 0`, secret); n != 0 {
 		t.Fatal("the secret is stored in a key's response")
 	}
-	if n := s.Count(`SELECT count(*) FROM webhook_endpoint_secrets WHERE position(convert_to($1, 'UTF8') in ciphertext) > 0`, *e.Secret); n != 0 {
+	if n := s.Count(`SELECT count(*) FROM webhook_endpoint_secrets WHERE position(convert_to($1, 'UTF8') in ciphertext) > 0`, e.Secret); n != 0 {
 		t.Fatal("the secret is stored in the clear")
 	}
 
 	b, _ := json.Marshal(map[string]any{"url": "https://127.0.0.1:8443/hooks", "enabled_events": []string{"payment.succeeded"}})
 	replay := s.Request(http.MethodPost, "/v1/webhook_endpoints", acme, string(b), "Idempotency-Key", "we-1")
-	if replay.Status != http.StatusCreated || replay.Header.Get("Idempotent-Replayed") != "true" || decode[endpointJSON](t, replay).Secret != nil ||
-		decode[endpointJSON](t, replay).ID != e.ID {
+	if replay.Status != http.StatusCreated || replay.Header.Get("Idempotent-Replayed") != "true" || decode[webhooks.Endpoint](t, replay).Secret != "" ||
+		decode[webhooks.Endpoint](t, replay).ID != e.ID {
 		t.Fatalf("replay: %d %s", replay.Status, replay.Body)
 	}
-	if got := getEndpoint(t, s, e.ID); got.ID != e.ID || got.Secret != nil {
+	if got := getEndpoint(t, s, e.ID); got.ID != e.ID || got.Secret != "" {
 		t.Fatalf("get: %+v", got)
 	}
 	if res := s.Request(http.MethodGet, "/v1/webhook_endpoints/"+e.ID, globex, ""); res.Status != http.StatusNotFound {
@@ -52,26 +53,26 @@ func TestWebhookEndpoints(t *testing.T) {
 	if res := s.Request(http.MethodPost, "/v1/webhook_endpoints/"+e.ID, globex, `{"status":"disabled"}`, "Idempotency-Key", "g-1"); res.Status != http.StatusNotFound {
 		t.Fatalf("another tenant's update: %d", res.Status)
 	}
-	list := decode[struct{ Data []endpointJSON }](t, s.Request(http.MethodGet, "/v1/webhook_endpoints", acme, ""))
+	list := decode[struct{ Data []webhooks.Endpoint }](t, s.Request(http.MethodGet, "/v1/webhook_endpoints", acme, ""))
 	if len(list.Data) != 1 || list.Data[0].ID != e.ID {
 		t.Fatalf("list: %+v", list)
 	}
-	if got := decode[struct{ Data []endpointJSON }](t, s.Request(http.MethodGet, "/v1/webhook_endpoints", globex, "")); len(got.Data) != 0 {
+	if got := decode[struct{ Data []webhooks.Endpoint }](t, s.Request(http.MethodGet, "/v1/webhook_endpoints", globex, "")); len(got.Data) != 0 {
 		t.Fatalf("globex sees %+v", got)
 	}
 
 	upd := updateEndpoint(s, e.ID, "we-2", `{"status":"disabled","enabled_events":["*"]}`)
-	if got := decode[endpointJSON](t, upd); upd.Status != http.StatusOK || got.Status != "disabled" || *got.DisabledReason != "by_tenant" ||
+	if got := decode[webhooks.Endpoint](t, upd); upd.Status != http.StatusOK || got.Status != "disabled" || *got.DisabledReason != "by_tenant" ||
 		got.EnabledEvents[0] != "*" {
 		t.Fatalf("update: %d %s", upd.Status, upd.Body)
 	}
 
 	rot := rotate(s, e.ID, "we-3", "")
-	rotated := decode[endpointJSON](t, rot)
-	if rot.Status != http.StatusOK || rotated.Secret == nil || *rotated.Secret == *e.Secret {
+	rotated := decode[webhooks.Endpoint](t, rot)
+	if rot.Status != http.StatusOK || rotated.Secret == "" || rotated.Secret == e.Secret {
 		t.Fatalf("rotate: %d %s", rot.Status, rot.Body)
 	}
-	if again := rotate(s, e.ID, "we-3", ""); decode[endpointJSON](t, again).Secret != nil {
+	if again := rotate(s, e.ID, "we-3", ""); decode[webhooks.Endpoint](t, again).Secret != "" {
 		t.Fatalf("a rotation's replay shows the secret: %s", again.Body)
 	}
 	if n := s.Count(`SELECT count(*) FROM webhook_endpoint_secrets WHERE endpoint_id = $1 AND expires_at > now() + interval '23 hours'`, e.ID); n != 1 {
@@ -243,11 +244,11 @@ func TestWebhookDelivery(t *testing.T) {
 	t.Run("RotationSignsWithBoth", func(t *testing.T) {
 		t.Parallel()
 		s, holdsOld, e := startDelivering(t, stacktest.Options{}, nil)
-		rot := decode[endpointJSON](t, rotate(s, e, "rot", ""))
+		rot := decode[webhooks.Endpoint](t, rotate(s, e, "rot", ""))
 		paidPayment(t, s, "pay-1")
 		stacktest.WaitFor(t, "the event verified with the old secret", func() bool { return len(holdsOld.events()) == 1 })
 		holdsNew := newReceiver(t, 0)
-		holdsNew.start(*rot.Secret)
+		holdsNew.start(rot.Secret)
 		updateEndpoint(s, e, "to-new", fmt.Sprintf(`{"url":%q}`, holdsNew.srv.URL+"/hooks"))
 		paidPayment(t, s, "pay-2")
 		stacktest.WaitFor(t, "the event verified with the new secret", func() bool { return len(holdsNew.events()) == 1 })
@@ -289,7 +290,7 @@ func TestWebhookEndpointUpdateNulls(t *testing.T) {
 	if res.Status != http.StatusCreated {
 		t.Fatalf("register: %d %s", res.Status, res.Body)
 	}
-	e := decode[endpointJSON](t, res)
+	e := decode[webhooks.Endpoint](t, res)
 	for _, field := range []string{"url", "enabled_events", "status"} {
 		res := updateEndpoint(s, e.ID, "null-"+field, `{"`+field+`": null, "description": "changed"}`)
 		if res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), `"field":"`+field+`"`) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/example/payments/internal/signing"
+	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/demoreceiver"
 	"github.com/example/payments/tools/stacktest"
 	"github.com/example/payments/tools/testio"
@@ -65,18 +66,6 @@ func wantMetrics(t *testing.T, metrics string, lines ...string) {
 	}
 }
 
-// endpointJSON is a webhook endpoint as the API answers it.
-type endpointJSON struct {
-	ID             string   `json:"id"`
-	Object         string   `json:"object"`
-	URL            string   `json:"url"`
-	EnabledEvents  []string `json:"enabled_events"`
-	Description    *string  `json:"description"`
-	Status         string   `json:"status"`
-	DisabledReason *string  `json:"disabled_reason"`
-	Secret         *string  `json:"secret"`
-}
-
 // attemptJSON is a line of the delivery log.
 type attemptJSON struct {
 	Event       string     `json:"event"`
@@ -113,7 +102,7 @@ func paidPayment(t *testing.T, s *stacktest.Stack, key string) string {
 	return decode[struct{ ID string }](t, res).ID
 }
 
-func register(t *testing.T, s *stacktest.Stack, apiKey, key, url string, events ...string) (stacktest.Response, endpointJSON) {
+func register(t *testing.T, s *stacktest.Stack, apiKey, key, url string, events ...string) (stacktest.Response, webhooks.Endpoint) {
 	t.Helper()
 	if len(events) == 0 {
 		events = []string{"*"}
@@ -121,15 +110,15 @@ func register(t *testing.T, s *stacktest.Stack, apiKey, key, url string, events 
 	b, _ := json.Marshal(map[string]any{"url": url, "enabled_events": events})
 	res := s.Request(http.MethodPost, "/v1/webhook_endpoints", apiKey, string(b), "Idempotency-Key", key)
 	if res.Status != http.StatusCreated {
-		return res, endpointJSON{}
+		return res, webhooks.Endpoint{}
 	}
-	return res, decode[endpointJSON](t, res)
+	return res, decode[webhooks.Endpoint](t, res)
 }
 
 // getEndpoint returns acme's webhook endpoint id.
-func getEndpoint(t *testing.T, s *stacktest.Stack, id string) endpointJSON {
+func getEndpoint(t *testing.T, s *stacktest.Stack, id string) webhooks.Endpoint {
 	t.Helper()
-	return decode[endpointJSON](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+id, acme, ""))
+	return decode[webhooks.Endpoint](t, s.Request(http.MethodGet, "/v1/webhook_endpoints/"+id, acme, ""))
 }
 
 // updateEndpoint changes acme's webhook endpoint id with body, under key.
@@ -160,7 +149,7 @@ func registeredSecret(t *testing.T, s *stacktest.Stack, id string) string {
 	if res.Status != http.StatusOK {
 		t.Fatalf("rotate: %d %s", res.Status, res.Body)
 	}
-	return *decode[endpointJSON](t, res).Secret
+	return decode[webhooks.Endpoint](t, res).Secret
 }
 
 func deliveryLog(t *testing.T, s *stacktest.Stack, id string) []attemptJSON {
@@ -243,13 +232,13 @@ func (h *hookReceiver) start(secret string) {
 
 // registerWith registers h's URL for events (every event when none) and
 // starts h with the endpoint's secret.
-func registerWith(t *testing.T, s *stacktest.Stack, h *hookReceiver, events ...string) endpointJSON {
+func registerWith(t *testing.T, s *stacktest.Stack, h *hookReceiver, events ...string) webhooks.Endpoint {
 	t.Helper()
 	res, e := register(t, s, acme, "we-"+h.srv.URL, h.srv.URL+"/hooks", events...)
 	if res.Status != http.StatusCreated {
 		t.Fatalf("register: %d %s", res.Status, res.Body)
 	}
-	h.start(*e.Secret)
+	h.start(e.Secret)
 	return e
 }
 

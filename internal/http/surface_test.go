@@ -4,22 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/internal/process/api"
 	"github.com/example/payments/internal/process/worker"
 	"github.com/example/payments/internal/signing"
 	"github.com/example/payments/tools/stacktest"
-	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testio"
 	"github.com/example/payments/tools/testwait"
 )
@@ -27,8 +23,7 @@ import (
 // The tests of this file are about what the service shows to those who
 // should not see it: routes to a caller without a key, the logs to a sender
 // of forged webhooks, the trace headers of a client to the processor and
-// the merchants, the internal listeners to the network, the dashboard to
-// another site's frames.
+// the merchants, the internal listeners to the network.
 
 // TestSurfaceUnauthenticated: without an API key, every path under /v1 is
 // 401, known or not, whatever the method, so that routes cannot be probed;
@@ -216,78 +211,5 @@ func TestSurfaceInternalListenersLoopback(t *testing.T) {
 	}
 	if a.InternalAddr != "127.0.0.1:9090" || w.MetricsAddr != "127.0.0.1:9091" {
 		t.Errorf("defaults %q and %q; want 127.0.0.1:9090 and 127.0.0.1:9091", a.InternalAddr, w.MetricsAddr)
-	}
-}
-
-// TestSurfaceDashboardNotFramed: every answer of River's dashboard, the
-// page, its API and the 401 before them, forbids being shown in a frame of
-// another site (clickjacking its buttons).
-func TestSurfaceDashboardNotFramed(t *testing.T) {
-	t.Parallel()
-	const password = "surface-dashboard-password"
-	var cfg worker.Config
-	if err := process.Load(&cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.SecretsKey.Decode(stacktest.SecretsKey); err != nil {
-		t.Fatal(err)
-	}
-	db := testdb.New(t)
-	cfg.DatabaseURL, cfg.MetricsAddr, cfg.DBMaxConns = db.URL, "127.0.0.1:0", 4
-	cfg.ReconcileInterval, cfg.ReapInterval = 0, 0
-	cfg.RiverUIPassword = password
-	logs := &testio.Buffer{}
-	w, err := worker.New(context.Background(), cfg, process.NewLogger(logs, "json", slog.LevelWarn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("worker logs:\n%s", logs.String())
-		}
-	})
-	client := &http.Client{Timeout: 10 * time.Second}
-	t.Cleanup(client.CloseIdleConnections)
-	get := func(path string, auth bool) *http.Response {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+w.MetricsAddr()+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if auth {
-			req.SetBasicAuth("admin", password)
-		}
-		res, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Drain, so that the connection is reused.
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res
-	}
-	testwait.For(t, "the dashboard to serve", func() bool { return get("/riverui/", true).StatusCode == http.StatusOK })
-	for _, tt := range []struct {
-		path   string
-		auth   bool
-		status int
-	}{
-		{"/riverui/", true, http.StatusOK},
-		{"/riverui/api/jobs?limit=1", true, http.StatusOK},
-		{"/riverui/", false, http.StatusUnauthorized},
-	} {
-		res := get(tt.path, tt.auth)
-		if res.StatusCode != tt.status || res.Header.Get("X-Frame-Options") != "DENY" ||
-			res.Header.Get("Content-Security-Policy") != "frame-ancestors 'none'" {
-			t.Errorf("GET %s (credentials %v): %d, X-Frame-Options %q, Content-Security-Policy %q; want %d, DENY and frame-ancestors 'none'",
-				tt.path, tt.auth, res.StatusCode, res.Header.Get("X-Frame-Options"), res.Header.Get("Content-Security-Policy"), tt.status)
-		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/payments"
 	"github.com/example/payments/internal/webhooks"
 	"github.com/example/payments/tools/stacktest"
 )
@@ -132,11 +133,7 @@ func TestDeliveryWhileTheDatabaseIsAway(t *testing.T) {
 func TestOperationWhileTheDatabaseIsAway(t *testing.T) {
 	t.Parallel()
 	s := stacktest.New(t, stacktest.Options{MaxAttempts: 1})
-	res := s.Pay(acme, "away", pay("pm_card_visa"), "Prefer", "respond-async")
-	if res.Status != http.StatusAccepted {
-		t.Fatalf("pay: %d %s", res.Status, res.Body)
-	}
-	p := paymentOf(t, res.Body)
+	p := acceptedPayment(t, s, "away")
 	// The operation is read through the stack's pool, and its key's phases
 	// run through the proxy: the database goes away between the two.
 	pool, proxy := proxied(t, s)
@@ -144,9 +141,7 @@ func TestOperationWhileTheDatabaseIsAway(t *testing.T) {
 	keys.DB, keys.Reads = pool, nil
 	ops := *s.Ops
 	ops.Keys = &keys
-	w := &jobs.OperationWorker{Ops: &ops, Backoff: jobs.Backoff{Base: time.Second, Max: time.Second}}
-	job := &river.Job[jobs.OperationArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1},
-		Args: jobs.OperationArgs{ResourceType: "payment", ID: p.ID}}
+	w, job := firstAttempt(&ops, p.ID)
 
 	proxy.Cut()
 	err := w.Work(context.Background(), job)
@@ -171,11 +166,7 @@ func TestOperationWhileTheDatabaseIsAway(t *testing.T) {
 func TestOperationPastItsOwnDeadline(t *testing.T) {
 	t.Parallel()
 	s := stacktest.New(t, stacktest.Options{MaxAttempts: 1})
-	res := s.Pay(acme, "own-deadline", pay("pm_card_visa"), "Prefer", "respond-async")
-	if res.Status != http.StatusAccepted {
-		t.Fatalf("pay: %d %s", res.Status, res.Body)
-	}
-	p := paymentOf(t, res.Body)
+	p := acceptedPayment(t, s, "own-deadline")
 	// A stuck session holds the payment's key.
 	stuck, err := s.DB.Pool.Begin(t.Context())
 	if err != nil {
@@ -185,9 +176,7 @@ func TestOperationPastItsOwnDeadline(t *testing.T) {
 	if _, err := stuck.Exec(t.Context(), `SELECT 1 FROM idempotency_keys WHERE resource_id = $1 FOR UPDATE`, p.ID); err != nil {
 		t.Fatal(err)
 	}
-	w := &jobs.OperationWorker{Ops: s.Ops, Backoff: jobs.Backoff{Base: time.Second, Max: time.Second}}
-	job := &river.Job[jobs.OperationArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1},
-		Args: jobs.OperationArgs{ResourceType: "payment", ID: p.ID}}
+	w, job := firstAttempt(s.Ops, p.ID)
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	err = w.Work(ctx, job)
 	cancel()
@@ -198,4 +187,23 @@ func TestOperationPastItsOwnDeadline(t *testing.T) {
 	if !marked(s, p.ID) {
 		t.Fatalf("the budget's last attempt past its own deadline: %v, and not handed to the reconciler", err)
 	}
+}
+
+// acceptedPayment is a payment made under key on s without waiting, and
+// accepted (202): its operation is left to its job.
+func acceptedPayment(t *testing.T, s *stacktest.Stack, key string) payments.Payment {
+	t.Helper()
+	res := s.Pay(acme, key, pay("pm_card_visa"), "Prefer", "respond-async")
+	if res.Status != http.StatusAccepted {
+		t.Fatalf("pay: %d %s", res.Status, res.Body)
+	}
+	return paymentOf(t, res.Body)
+}
+
+// firstAttempt is a worker driving operations through ops, and the job of
+// the first attempt of the payment id's operation.
+func firstAttempt(ops *operation.Runner, id string) (*jobs.OperationWorker, *river.Job[jobs.OperationArgs]) {
+	return &jobs.OperationWorker{Ops: ops, Backoff: jobs.Backoff{Base: time.Second, Max: time.Second}},
+		&river.Job[jobs.OperationArgs]{JobRow: &rivertype.JobRow{ID: 1, Attempt: 1},
+			Args: jobs.OperationArgs{ResourceType: "payment", ID: id}}
 }

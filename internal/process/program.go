@@ -43,6 +43,20 @@ func Configure(args []string, stdout io.Writer, usage, summary string, cfg any) 
 	return Load(cfg)
 }
 
+// Command is the run a binary gives Main: it reads the binary's
+// configuration, a C, as Configure does (usage and summary for -h), and
+// runs body with it and the arguments.
+func Command[C any](usage, summary string,
+	body func(ctx context.Context, cfg C, args []string, stdout io.Writer) error) func(context.Context, []string, io.Writer) error {
+	return func(ctx context.Context, args []string, stdout io.Writer) error {
+		var cfg C
+		if err := Configure(args, stdout, usage, summary, &cfg); err != nil {
+			return err
+		}
+		return body(ctx, cfg, args, stdout)
+	}
+}
+
 // Usage writes the environment variables cfg reads, with their defaults and
 // descriptions, for a binary's -h: with a processor's, every processor's own
 // under its name.

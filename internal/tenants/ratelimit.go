@@ -36,19 +36,14 @@ RETURNING count, extract(epoch FROM window_start + $2::interval - now())::float8
 // limit; when not, how long until the window ends. It costs one round trip:
 // the BEGIN, the count and the COMMIT go together.
 func (l *Limiter) Allow(ctx context.Context, tenantID string) (bool, time.Duration, error) {
-	tx, err := database.Begin(ctx, l.DB)
-	if err != nil {
-		return false, 0, fmt.Errorf("count request: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
 	var (
 		count int
 		left  float64
 	)
-	b := &pgx.Batch{}
-	b.Queue(database.AsyncCommit)
-	b.Queue(countRequest, tenantID, l.Window).QueryRow(func(row pgx.Row) error { return row.Scan(&count, &left) })
-	if err := tx.CommitWith(ctx, b); err != nil {
+	err := database.CommitAsync(ctx, l.DB, func(b *pgx.Batch) {
+		b.Queue(countRequest, tenantID, l.Window).QueryRow(func(row pgx.Row) error { return row.Scan(&count, &left) })
+	})
+	if err != nil {
 		return false, 0, fmt.Errorf("count request: %w", err)
 	}
 	if count <= l.Requests {

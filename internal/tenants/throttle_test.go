@@ -2,7 +2,6 @@ package tenants_test
 
 import (
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,43 +17,28 @@ func client(n int) netip.Prefix {
 	return netip.PrefixFrom(a, 32)
 }
 
-// clock is a clock a test moves by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// start is when the throttle tests' clocks start.
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestThrottle: past Failures in a window a client is blocked until the
 // window ends, another client is not; the zero value blocks no one.
 func TestThrottle(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	th := &tenants.Throttle{Failures: 2, Window: time.Minute, Now: c.Now}
+	now := start // moved by hand; the throttle reads it on the test's goroutine
+	th := &tenants.Throttle{Failures: 2, Window: time.Minute, Now: func() time.Time { return now }}
 	th.Failed(client(1))
 	if blocked, _ := th.Blocked(client(1)); blocked {
 		t.Fatal("blocked after one failure of two")
 	}
 	th.Failed(client(1))
-	c.Add(20 * time.Second)
+	now = now.Add(20 * time.Second)
 	if blocked, left := th.Blocked(client(1)); !blocked || left != 40*time.Second {
 		t.Fatalf("after two failures: blocked %v for %s, want true for 40s", blocked, left)
 	}
 	if blocked, _ := th.Blocked(client(2)); blocked {
 		t.Fatal("another client is blocked")
 	}
-	c.Add(40 * time.Second)
+	now = now.Add(40 * time.Second)
 	if blocked, _ := th.Blocked(client(1)); blocked {
 		t.Fatal("still blocked in the next window")
 	}
@@ -72,8 +56,7 @@ func TestThrottle(t *testing.T) {
 // blocked client that keeps trying stays blocked.
 func TestThrottleFull(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	th := &tenants.Throttle{Failures: 3, Window: time.Hour, Capacity: 100, Now: c.Now}
+	th := &tenants.Throttle{Failures: 3, Window: time.Hour, Capacity: 100, Now: func() time.Time { return start }}
 	// A client that keeps failing, one failure short of the limit.
 	persistent := client(0)
 	th.Failed(persistent)

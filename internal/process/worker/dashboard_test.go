@@ -18,6 +18,7 @@ import (
 	"github.com/example/payments/internal/process"
 	"github.com/example/payments/tools/testdb"
 	"github.com/example/payments/tools/testio"
+	"github.com/example/payments/tools/testwait"
 )
 
 // dashboardPassword is distinctive, so that finding it in the logs is
@@ -178,6 +179,34 @@ func TestDashboardUserValidate(t *testing.T) {
 		cfg.RiverUIPassword = ""
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("user %q without a password: %v", user, err)
+		}
+	}
+}
+
+// TestDashboardNotFramed: every answer of River's dashboard, the page, its
+// API and the 401 before them, forbids being shown in a frame of another
+// site (clickjacking its buttons).
+func TestDashboardNotFramed(t *testing.T) {
+	t.Parallel()
+	w, _, _ := runWorker(t, func(c *Config) { c.RiverUIPassword = dashboardPassword })
+	base := "http://" + w.MetricsAddr()
+	testwait.For(t, "the dashboard to serve", func() bool {
+		resp, _ := get(t, base+"/riverui/", "admin", dashboardPassword)
+		return resp.StatusCode == http.StatusOK
+	})
+	for _, tt := range []struct {
+		path, user, password string
+		status               int
+	}{
+		{"/riverui/", "admin", dashboardPassword, http.StatusOK},
+		{"/riverui/api/jobs?limit=1", "admin", dashboardPassword, http.StatusOK},
+		{"/riverui/", "", "", http.StatusUnauthorized},
+	} {
+		resp, _ := get(t, base+tt.path, tt.user, tt.password)
+		if resp.StatusCode != tt.status || resp.Header.Get("X-Frame-Options") != "DENY" ||
+			resp.Header.Get("Content-Security-Policy") != "frame-ancestors 'none'" {
+			t.Errorf("GET %s (user %q): %d, X-Frame-Options %q, Content-Security-Policy %q; want %d, DENY and frame-ancestors 'none'",
+				tt.path, tt.user, resp.StatusCode, resp.Header.Get("X-Frame-Options"), resp.Header.Get("Content-Security-Policy"), tt.status)
 		}
 	}
 }
