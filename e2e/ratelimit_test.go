@@ -116,8 +116,13 @@ func TestProcessorRateLimitAcrossWorkers(t *testing.T) {
 	avg := float64(len(times)-1) / span
 	t.Logf("two workers at PROCESSOR_RATE_LIMIT=%d: %d charges, %d in the busiest second, %.1f a second on average over %.1f s",
 		limit, len(times), most, avg, span)
-	if most > limit*11/10 || avg < limit*0.9 {
+	// A charge's time is the stand-in's, stamped once the request has
+	// crossed the network and waited for its transaction: on a loaded
+	// machine that jitter bunches turns taken a little apart, so the
+	// busiest second may hold a fifth more than the limit. Two workers
+	// pacing apart would send twice the limit.
+	if most > limit*6/5 || avg < limit*0.9 {
 		t.Errorf("%d charges in the busiest second and %.1f a second on average, want at most %d and at least %d",
-			most, avg, limit*11/10, limit*9/10)
+			most, avg, limit*6/5, limit*9/10)
 	}
 }

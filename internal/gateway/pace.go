@@ -62,27 +62,22 @@ RETURNING extract(epoch FROM next_turn - $2::interval - clock_timestamp())::floa
 func (p *Pace) Wait(ctx context.Context) error {
 	every := time.Duration(float64(time.Second) / p.Rate)
 	longest := p.longest(ctx)
-	tx, err := database.Begin(ctx, p.DB)
-	if err != nil {
-		return operation.NotSent(fmt.Errorf("take a turn of the processor's rate limit: %w", err), 0)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op once committed
 	var (
 		away float64
 		got  bool
 	)
-	b := &pgx.Batch{}
-	b.Queue(database.AsyncCommit)
-	b.Queue(takeTurn, p.Processor, every, longest).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			got = true
-			if err := rows.Scan(&away); err != nil {
-				return err
+	err := database.CommitAsync(ctx, p.DB, func(b *pgx.Batch) {
+		b.Queue(takeTurn, p.Processor, every, longest).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				got = true
+				if err := rows.Scan(&away); err != nil {
+					return err
+				}
 			}
-		}
-		return rows.Err()
+			return rows.Err()
+		})
 	})
-	if err := tx.CommitWith(ctx, b); err != nil {
+	if err != nil {
 		return operation.NotSent(fmt.Errorf("take a turn of the processor's rate limit: %w", err), 0)
 	}
 	if !got {
