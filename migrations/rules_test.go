@@ -28,7 +28,7 @@ VALUES ('re_rules', 'ten_rules', 'pay_rules', 500, 'processing', now(), now());`
 
 // TestRowRules: every rule of the rows an operation writes refuses what
 // breaks it, with the SQLSTATE and the constraint's name a CHECK constraint
-// gives (migration 00023), and admits what keeps it. The tables carry no
+// gives, and admits what keeps it. The tables carry no
 // CHECK constraint, which Postgres would parse in each statement.
 func TestRowRules(t *testing.T) {
 	t.Parallel()
