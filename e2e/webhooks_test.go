@@ -246,7 +246,7 @@ func TestDeadWorkersWebhookPlaceFreed(t *testing.T) {
 		until  time.Time
 		holder *int32
 	)
-	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id, until, worker FROM webhook_sending`).Scan(&dead, &until, &holder); err != nil || holder == nil {
+	if err := db.Pool.QueryRow(ctx, `SELECT delivery_id, until, worker FROM webhook_places`).Scan(&dead, &until, &holder); err != nil || holder == nil {
 		t.Fatalf("the attempt's place: worker %v, %v", holder, err)
 	}
 	_ = s.worker.cmd.Process.Signal(syscall.SIGKILL)

@@ -26,15 +26,34 @@ VALUES ('pay_rules', 'ten_rules', 1000, 'USD', 'pm_card_visa', 'processing', now
 INSERT INTO refunds (id, tenant_id, payment_id, amount, status, created_at, updated_at)
 VALUES ('re_rules', 'ten_rules', 'pay_rules', 500, 'processing', now(), now());`
 
+// newKind is the table of a kind the migrations do not know, with only the
+// generic rules, as a new kind's migration makes it, and a row of it that
+// keeps them.
+const newKind = `
+CREATE TABLE payouts (
+    id         text PRIMARY KEY,
+    tenant_id  text NOT NULL,
+    amount     bigint NOT NULL,
+    currency   text NOT NULL,
+    status     text NOT NULL,
+    settled_by text
+);
+CREATE TRIGGER rules BEFORE INSERT OR UPDATE OF amount, currency, status, settled_by
+    ON payouts FOR EACH ROW EXECUTE FUNCTION operation_row_rules('processing', 'paid', 'failed');
+INSERT INTO payouts (id, tenant_id, amount, currency, status) VALUES ('po_rules', 'ten_rules', 1000, 'USD', 'processing');
+INSERT INTO reconciliations (resource_type, resource_id) VALUES ('payment', 'pay_rules');`
+
 // TestRowRules: every rule of the rows an operation writes refuses what
 // breaks it, with the SQLSTATE and the constraint's name a CHECK constraint
-// gives (migration 00023), and admits what keeps it. The tables carry no
-// CHECK constraint, which Postgres would parse in each statement.
+// gives, and admits what keeps it: a payment's, a refund's, and those of a
+// kind the migrations do not know, whose key, reconciliation and table need
+// no migration but its table's. The tables carry no CHECK constraint, which
+// Postgres would parse in each statement.
 func TestRowRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testdb.New(t)
-	if _, err := db.Pool.Exec(ctx, rows); err != nil {
+	if _, err := db.Pool.Exec(ctx, rows+newKind); err != nil {
 		t.Fatal(err)
 	}
 	var checks int
@@ -94,6 +113,23 @@ VALUES ('pay_zero', 'ten_rules', 0, 'USD', 'pm_card_visa', 'processing', now(), 
 		{"a pending refund", `UPDATE refunds SET status = 'pending'`, ""},
 		{"a payment may not wait", `UPDATE payments SET status = 'pending'`, "payments_status_check"},
 		{"a refund settled by someone unknown", `UPDATE refunds SET settled_by = 'operator'`, "refunds_settled_by_check"},
+
+		{"a new kind's recovery point", `UPDATE idempotency_keys SET recovery_point = 'bank_payout_created' WHERE id = 1`, ""},
+		{"a created point in capitals", `UPDATE idempotency_keys SET recovery_point = 'Payout_created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
+		{"a created point of no object", `UPDATE idempotency_keys SET recovery_point = 'created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
+		{"a created point of an empty word", `UPDATE idempotency_keys SET recovery_point = 'payout__created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
+		{"a new kind reconciled", `INSERT INTO reconciliations (resource_type, resource_id) VALUES ('bank_payout', 'po_rules')`, ""},
+		{"a reconciled type in capitals", `UPDATE reconciliations SET resource_type = 'Payout'`, "reconciliations_resource_type_check"},
+		{"a reconciled type with a dash", `UPDATE reconciliations SET resource_type = 'bank-payout'`, "reconciliations_resource_type_check"},
+
+		{"a new kind's status", `UPDATE payouts SET status = 'paid', settled_by = 'webhook'`, ""},
+		{"another kind's status", `UPDATE payouts SET status = 'succeeded'`, "payouts_status_check"},
+		{"a new kind's amount of 0", `UPDATE payouts SET amount = 0`, "payouts_amount_check"},
+		{"a new kind's amount of 100,000,000", `UPDATE payouts SET amount = 100000000`, "payouts_amount_check"},
+		{"a new kind's lowercase currency", `UPDATE payouts SET currency = 'usd'`, "payouts_currency_check"},
+		{"a new kind settled by someone unknown", `UPDATE payouts SET settled_by = 'operator'`, "payouts_settled_by_check"},
+		{"a new kind's row of 0", `
+INSERT INTO payouts (id, tenant_id, amount, currency, status) VALUES ('po_zero', 'ten_rules', 0, 'USD', 'processing')`, "payouts_amount_check"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := db.Pool.Begin(ctx)

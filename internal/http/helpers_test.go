@@ -289,9 +289,9 @@ func waitAllDelivered(t *testing.T, s *stacktest.Stack, first int) {
 	t.Helper()
 	stacktest.WaitFor(t, "every delivery delivered, none in line", func() bool {
 		n := s.Count(`SELECT count(*) FROM webhook_deliveries`)
-		return n > first && deliveries(s, "delivered") == n && s.Count(`SELECT count(*) FROM webhook_waiting`) == 0
+		return n > first && deliveries(s, "delivered") == n && s.Count(`SELECT count(*) FROM webhook_line`) == 0
 	})
-	if n := s.Count(`SELECT count(*) FROM webhook_sending`); n != 0 {
+	if n := s.Count(`SELECT count(*) FROM webhook_places`); n != 0 {
 		t.Fatalf("%d places left held", n)
 	}
 }

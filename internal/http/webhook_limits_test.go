@@ -243,7 +243,7 @@ func TestWebhookFairness(t *testing.T) {
 	if took := time.Since(start); took > hold {
 		t.Fatalf("the healthy tenant's events took %s behind the tarpit, longer than one tarpit attempt (%s)", took, hold)
 	}
-	if n := s.Count(`SELECT count(*) FROM webhook_sending WHERE tenant_id = $1`, stacktest.GlobexID); n > 4 {
+	if n := s.Count(`SELECT count(*) FROM webhook_places WHERE tenant_id = $1`, stacktest.GlobexID); n > 4 {
 		t.Fatalf("%d tarpit attempts in flight, over the tenant's share of 4", n)
 	}
 }
@@ -291,7 +291,7 @@ func TestWebhookPlacesSplitEvenly(t *testing.T) {
 	}
 	// At least 32 slow deliveries, four at a time, 3 s each: 24 s of line.
 	stacktest.WaitFor(t, "long lines at the slow endpoints", func() bool {
-		return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 16
+		return s.Count(`SELECT count(*) FROM webhook_line`) >= 16
 	})
 	h := newReceiver(t, 0)
 	e := registerWith(t, s, h)
@@ -306,10 +306,10 @@ func TestWebhookPlacesSplitEvenly(t *testing.T) {
 	if took := time.Since(start); took > 2*hold+2*time.Second {
 		t.Fatalf("the third endpoint's deliveries took %s behind its siblings' lines, more than two of their attempts and 2 s", took)
 	}
-	if w := s.Count(`SELECT count(*) FROM webhook_waiting`); w == 0 {
+	if w := s.Count(`SELECT count(*) FROM webhook_line`); w == 0 {
 		t.Fatal("the slow lines drained first: the test proves nothing")
 	}
-	if n := s.Count(`SELECT count(*) FROM webhook_sending WHERE tenant_id = $1`, stacktest.AcmeID); n > 4 {
+	if n := s.Count(`SELECT count(*) FROM webhook_places WHERE tenant_id = $1`, stacktest.AcmeID); n > 4 {
 		t.Fatalf("%d attempts in flight, over the tenant's share of 4", n)
 	}
 }
@@ -402,7 +402,7 @@ func TestWebhookWaitingLine(t *testing.T) {
 	if m := inFlight.most.Load(); m != 1 {
 		t.Fatalf("%d attempts at once to an endpoint whose share is 1", m)
 	}
-	if w := s.Count(`SELECT count(*) FROM webhook_waiting`); w != 0 {
+	if w := s.Count(`SELECT count(*) FROM webhook_line`); w != 0 {
 		t.Fatalf("%d deliveries still in the line", w)
 	}
 	if a := s.Count(`SELECT count(*) FROM webhook_delivery_attempts`); a != n {
@@ -428,10 +428,10 @@ func TestWebhookLineSwept(t *testing.T) {
 	stacktest.WaitFor(t, "the first delivery", func() bool { return deliveries(s, "delivered") >= 1 })
 	first := s.Count(`SELECT count(*) FROM webhook_deliveries`)
 	// A place a killed worker left, counting for two more seconds.
-	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+	s.Exec(`INSERT INTO webhook_places (delivery_id, endpoint_id, tenant_id, until)
 SELECT min(id), $1, $2, now() + interval '2 seconds' FROM webhook_deliveries`, e.ID, stacktest.AcmeID)
 	paidPayment(t, s, "swept-2")
-	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 1 })
+	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_line`) >= 1 })
 	waitAllDelivered(t, s, first) // the line swept
 }
 
@@ -461,17 +461,17 @@ func TestWebhookDeadWorkersPlaceFreed(t *testing.T) {
 	if _, err := alive.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, database.PresenceClass, other); err != nil {
 		t.Fatal(err)
 	}
-	s.Exec(`INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until, worker, instance)
+	s.Exec(`INSERT INTO webhook_places (delivery_id, endpoint_id, tenant_id, until, worker, instance)
 SELECT min(id), $1, $2, now() + interval '1 hour', $3, pg_postmaster_start_time() FROM webhook_deliveries`, e, stacktest.AcmeID, other)
 	paidPayment(t, s, "dead-2")
-	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) == 1 })
+	stacktest.WaitFor(t, "the next delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_line`) == 1 })
 	// Two sweeps since it joined the line: the place still counts.
 	for range 2 {
 		if _, err := s.Deliverer.SweepLine(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, w := s.Count(`SELECT count(*) FROM webhook_sending WHERE worker = $1`, other), s.Count(`SELECT count(*) FROM webhook_waiting`); n != 1 || w != 1 {
+	if n, w := s.Count(`SELECT count(*) FROM webhook_places WHERE worker = $1`, other), s.Count(`SELECT count(*) FROM webhook_line`); n != 1 || w != 1 {
 		t.Fatalf("with its worker alive: %d of its places held, %d deliveries in line; want 1 and 1", n, w)
 	}
 	// The worker dies: its session ends, and its lock with it.
@@ -506,8 +506,8 @@ func TestWebhookOneJobADelivery(t *testing.T) {
 	paidPayment(t, s, "first")
 	stacktest.WaitFor(t, "the first attempt in flight", func() bool { return h.hits.Load() == 1 })
 	paidPayment(t, s, "second")
-	stacktest.WaitFor(t, "a delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_waiting`) >= 1 })
-	next := int64(s.Count(`SELECT delivery_id FROM webhook_waiting ORDER BY since LIMIT 1`))
+	stacktest.WaitFor(t, "a delivery in line", func() bool { return s.Count(`SELECT count(*) FROM webhook_line`) >= 1 })
+	next := int64(s.Count(`SELECT delivery_id FROM webhook_line ORDER BY since LIMIT 1`))
 	// The job that put it in line: done, to River, only once rescued.
 	stale := int64(s.Count(`SELECT min(id) FROM river_job WHERE kind = 'deliver_webhook' AND (args->>'delivery_id')::bigint = $1`, next))
 	var event string
@@ -523,7 +523,7 @@ func TestWebhookOneJobADelivery(t *testing.T) {
 
 	gate <- struct{}{} // the first attempt fails, and hands its place on
 	stacktest.WaitFor(t, "the next delivery's attempt in flight", func() bool {
-		return posts() == 1 && s.Count(`SELECT count(*) FROM webhook_sending WHERE delivery_id = $1 AND worker IS NOT NULL`, next) == 1
+		return posts() == 1 && s.Count(`SELECT count(*) FROM webhook_places WHERE delivery_id = $1 AND worker IS NOT NULL`, next) == 1
 	})
 	if n := s.Count(`SELECT count(*) FROM river_job WHERE kind = 'deliver_webhook' AND (args->>'delivery_id')::bigint = $1`, next); n != 2 {
 		t.Fatalf("%d jobs for the delivery handed the place, want its first and the hand-on's", n)
@@ -554,7 +554,7 @@ func TestWebhookOneJobADelivery(t *testing.T) {
 		if n := posts(); n != 1 {
 			t.Fatalf("the old job, %s, made an attempt: %d POSTs of the delivery, want 1", when, n)
 		}
-		if n := s.Count(`SELECT count(*) FROM webhook_waiting WHERE delivery_id = $1`, next); n != 0 {
+		if n := s.Count(`SELECT count(*) FROM webhook_line WHERE delivery_id = $1`, next); n != 0 {
 			t.Fatalf("the old job, %s, put the delivery in line", when)
 		}
 	}
@@ -562,7 +562,7 @@ func TestWebhookOneJobADelivery(t *testing.T) {
 	close(gate) // that attempt fails: the next is due in an hour
 	stacktest.WaitFor(t, "the attempt recorded, its place given up", func() bool {
 		return s.Count(`SELECT count(*) FROM webhook_delivery_attempts WHERE delivery_id = $1`, next) == 1 &&
-			s.Count(`SELECT count(*) FROM webhook_sending WHERE delivery_id = $1`, next) == 0
+			s.Count(`SELECT count(*) FROM webhook_places WHERE delivery_id = $1`, next) == 0
 	})
 	rerun("once the new job's attempt failed")
 	if n := s.Count(`SELECT attempts FROM webhook_deliveries WHERE id = $1`, next); n != 1 {
@@ -583,6 +583,6 @@ func TestWorkerVacuumsQueueTables(t *testing.T) {
 	s.StartWorker()
 	stacktest.WaitFor(t, "the worker's vacuum of the queue tables", func() bool {
 		return s.Count(`SELECT count(*) FROM pg_stat_user_tables
-WHERE relname IN ('operation_outbox', 'webhook_sending', 'webhook_waiting') AND vacuum_count > 0`) == 3
+WHERE relname IN ('operation_outbox', 'webhook_places', 'webhook_line') AND vacuum_count > 0`) == 3
 	})
 }

@@ -31,7 +31,7 @@ RETURNING id, locked_at, created_at, finished_at, expires_at`
 // tenantWrites takes tenant $1's write lock, shared, for the transaction,
 // and refuses with SQLSTATE 23503 (tenant_gone) when the tenant is gone: a
 // delete of the tenant takes the lock alone before it looks for the
-// tenant's rows (migration 00029), so no first phase writes rows the
+// tenant's rows (tenants_in_use), so no first phase writes rows the
 // delete does not see, for a tenant re-created under the id to inherit.
 const tenantWrites = `SELECT tenant_writes($1)`
 

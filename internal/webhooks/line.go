@@ -26,13 +26,13 @@ import (
 const nextInLine = `heads AS (
 	SELECT h.delivery_id, h.endpoint_id, h.since, n.held FROM webhook_endpoints e
 	CROSS JOIN LATERAL (
-		SELECT count(*) AS held FROM webhook_sending s WHERE s.endpoint_id = e.id AND s.delivery_id <> $3) n
+		SELECT count(*) AS held FROM webhook_places s WHERE s.endpoint_id = e.id AND s.delivery_id <> $3) n
 	CROSS JOIN LATERAL (
-		SELECT w.delivery_id, w.endpoint_id, w.since FROM webhook_waiting w
+		SELECT w.delivery_id, w.endpoint_id, w.since FROM webhook_line w
 		WHERE w.endpoint_id = e.id ORDER BY w.since LIMIT 1) h
 	WHERE e.tenant_id = $1 AND n.held < $2),
 next AS (
-	SELECT w.delivery_id, w.endpoint_id FROM webhook_waiting w
+	SELECT w.delivery_id, w.endpoint_id FROM webhook_line w
 	WHERE w.delivery_id = (SELECT delivery_id FROM heads ORDER BY held, since LIMIT 1)
 	FOR UPDATE SKIP LOCKED)`
 
@@ -47,11 +47,11 @@ next AS (
 const handOn = `
 WITH ` + nextInLine + `,
 moved AS (
-	UPDATE webhook_sending s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id,
+	UPDATE webhook_places s SET delivery_id = next.delivery_id, endpoint_id = next.endpoint_id,
 		until = now() + $4::interval, worker = NULL
 	FROM next WHERE s.delivery_id = $3 AND s.worker IS NOT DISTINCT FROM nullif($5::integer, 0)
 	RETURNING s.delivery_id)
-DELETE FROM webhook_waiting w USING moved WHERE w.delivery_id = moved.delivery_id
+DELETE FROM webhook_line w USING moved WHERE w.delivery_id = moved.delivery_id
 RETURNING w.delivery_id`
 
 // handFree gives a free place of tenant $1, when it holds fewer than its
@@ -61,12 +61,12 @@ RETURNING w.delivery_id`
 const handFree = `
 WITH ` + nextInLine + `,
 taken AS (
-	INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+	INSERT INTO webhook_places (delivery_id, endpoint_id, tenant_id, until)
 	SELECT delivery_id, endpoint_id, $1, now() + $4::interval FROM next
-	WHERE (SELECT count(*) FROM webhook_sending WHERE tenant_id = $1) < $5
+	WHERE (SELECT count(*) FROM webhook_places WHERE tenant_id = $1) < $5
 	ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL
 	RETURNING delivery_id)
-DELETE FROM webhook_waiting w USING taken WHERE w.delivery_id = taken.delivery_id
+DELETE FROM webhook_line w USING taken WHERE w.delivery_id = taken.delivery_id
 RETURNING w.delivery_id`
 
 // SweepLineInterval is how often every worker sweeps the lines
@@ -123,9 +123,9 @@ func (d *Deliverer) SweepLines(ctx context.Context, interval time.Duration, logg
 // whose worker's presence ($1 its class) is gone: a dead worker's attempt
 // to revive (revivePlaces).
 const linesWaiting = `
-SELECT tenant_id FROM webhook_waiting
+SELECT tenant_id FROM webhook_line
 UNION
-SELECT tenant_id FROM webhook_sending WHERE worker IS NOT NULL AND pg_try_advisory_xact_lock($1, worker)`
+SELECT tenant_id FROM webhook_places WHERE worker IS NOT NULL AND pg_try_advisory_xact_lock($1, worker)`
 
 // SweepLine gives the places of dead workers' attempts back to their
 // deliveries with a new job each (revivePlaces), and hands the free places
@@ -179,7 +179,7 @@ func (d *Deliverer) SweepLine(ctx context.Context) (int, error) {
 // releaseSlot gives up the place of attempt $1, held by worker $2, among
 // those in flight, while it holds it (handOn).
 const releaseSlot = `
-DELETE FROM webhook_sending WHERE delivery_id = $1 AND worker IS NOT DISTINCT FROM nullif($2::integer, 0)`
+DELETE FROM webhook_places WHERE delivery_id = $1 AND worker IS NOT DISTINCT FROM nullif($2::integer, 0)`
 
 // passOn hands a's place, under its tenant's lock, to the next delivery in
 // line (handOn), whichever endpoint it is for, and inserts that delivery's

@@ -31,7 +31,7 @@ type orphanCursor struct {
 const pendingAfter = `
 SELECT d.id, d.job, d.created_at FROM webhook_deliveries d
 WHERE d.status = 'pending' AND d.created_at >= $1 AND (d.created_at, d.id) > ($1, $2) AND d.job IS NOT NULL
-	AND NOT EXISTS (SELECT 1 FROM webhook_waiting w WHERE w.delivery_id = d.id)
+	AND NOT EXISTS (SELECT 1 FROM webhook_line w WHERE w.delivery_id = d.id)
 ORDER BY d.created_at, d.id LIMIT $3`
 
 // stillOrphans locks the deliveries among ($1, $2) whose job is still the
@@ -39,7 +39,7 @@ ORDER BY d.created_at, d.id LIMIT $3`
 // since (handed a place, given back) has a job again.
 const stillOrphans = `
 SELECT d.id FROM webhook_deliveries d JOIN unnest($1::bigint[], $2::bigint[]) AS j (id, job) ON d.id = j.id AND d.job = j.job
-WHERE d.status = 'pending' AND NOT EXISTS (SELECT 1 FROM webhook_waiting w WHERE w.delivery_id = d.id)
+WHERE d.status = 'pending' AND NOT EXISTS (SELECT 1 FROM webhook_line w WHERE w.delivery_id = d.id)
 FOR UPDATE OF d SKIP LOCKED`
 
 // RejobOrphans gives a new job to each pending delivery, among a page after

@@ -29,10 +29,10 @@ const PlaceHeld = AttemptTimeout + 5*time.Second
 // without a write or the tenant's lock.
 const deliveryOf = `
 SELECT d.tenant_id, d.endpoint_id, d.job IS NULL OR d.job = $4,
-	EXISTS (SELECT 1 FROM webhook_sending s WHERE s.delivery_id = d.id AND s.until > now()),
-	(SELECT count(*) FROM webhook_sending s WHERE s.endpoint_id = d.endpoint_id AND s.until > now()) < $2
-		AND (SELECT count(*) FROM webhook_sending s WHERE s.tenant_id = d.tenant_id AND s.until > now()) < $3,
-	EXISTS (SELECT 1 FROM webhook_waiting w WHERE w.delivery_id = d.id)
+	EXISTS (SELECT 1 FROM webhook_places s WHERE s.delivery_id = d.id AND s.until > now()),
+	(SELECT count(*) FROM webhook_places s WHERE s.endpoint_id = d.endpoint_id AND s.until > now()) < $2
+		AND (SELECT count(*) FROM webhook_places s WHERE s.tenant_id = d.tenant_id AND s.until > now()) < $3,
+	EXISTS (SELECT 1 FROM webhook_line w WHERE w.delivery_id = d.id)
 FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 
 // takePlace takes a place among the attempts in flight: the delivery's own
@@ -60,19 +60,19 @@ FROM webhook_deliveries d WHERE d.id = $1 AND d.status = 'pending'`
 // while the database serves on is seen at once. No time read on one
 // server's clock is compared with another's.
 const (
-	lockTenantPlaces = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_sending:' || $1, 0))`
+	lockTenantPlaces = `SELECT pg_advisory_xact_lock(hashtextextended('webhook_places:' || $1, 0))`
 	purgePlaces      = `
-DELETE FROM webhook_sending s WHERE tenant_id = $1
+DELETE FROM webhook_places s WHERE tenant_id = $1
 	AND (until <= now() OR (worker IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.id = s.delivery_id AND d.status = 'pending')
 		AND instance = pg_postmaster_start_time()
 		AND pg_try_advisory_xact_lock($2, worker)))`
 	takePlace = `
-INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until)
+INSERT INTO webhook_places (delivery_id, endpoint_id, tenant_id, until)
 SELECT $1, $3, $2, now() + $6::interval
-WHERE EXISTS (SELECT 1 FROM webhook_sending WHERE delivery_id = $1)
-	OR ((SELECT count(*) FROM webhook_sending WHERE endpoint_id = $3) < $4
-		AND (SELECT count(*) FROM webhook_sending WHERE tenant_id = $2) < $5)
+WHERE EXISTS (SELECT 1 FROM webhook_places WHERE delivery_id = $1)
+	OR ((SELECT count(*) FROM webhook_places WHERE endpoint_id = $3) < $4
+		AND (SELECT count(*) FROM webhook_places WHERE tenant_id = $2) < $5)
 ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
 	// revivePlaces keeps the places of tenant $1 whose worker's presence
 	// ($2 its class) is gone, while their until runs and their delivery is
@@ -82,7 +82,7 @@ ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = NULL`
 	// for the dead job, which then finds the delivery another job's. It
 	// judges only the places claimed on this server, as purgePlaces does.
 	revivePlaces = `
-UPDATE webhook_sending s SET worker = NULL, until = now() + $3::interval
+UPDATE webhook_places s SET worker = NULL, until = now() + $3::interval
 FROM webhook_deliveries d
 WHERE s.tenant_id = $1 AND s.worker IS NOT NULL AND s.until > now()
 	AND d.id = s.delivery_id AND d.status = 'pending'
@@ -90,13 +90,13 @@ WHERE s.tenant_id = $1 AND s.worker IS NOT NULL AND s.until > now()
 	AND pg_try_advisory_xact_lock($2, s.worker)
 RETURNING s.delivery_id`
 	wait = `
-INSERT INTO webhook_waiting (delivery_id, endpoint_id, tenant_id)
+INSERT INTO webhook_line (delivery_id, endpoint_id, tenant_id)
 SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
 ON CONFLICT (delivery_id) DO NOTHING`
 	// dropPlace gives up a place handed to a delivery that is not pending
 	// any more, when job $2 is its job; SweepLine hands it on.
 	dropPlace = `
-DELETE FROM webhook_sending
+DELETE FROM webhook_places
 WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $2)`
 )
 
@@ -109,7 +109,7 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // its class) is lost (its session cut, as a failover cuts every one, and
 // not taken back yet) holds the place as nobody: others would take it for
 // dead, and the place counts until its until passes instead. Whether it
-// holds its presence, holds_presence says (migration 00028): a lock held by
+// holds its presence, holds_presence says: a lock held by
 // a presence's session ($6 its application_name), in this database
 // (another service's database on the server has workers of the same ids),
 // never another's transaction lock taken to test it (purgePlaces). The
@@ -122,12 +122,12 @@ WHERE delivery_id = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id
 // this one leaves alone.
 const claimAttempt = `
 WITH held AS (
-	UPDATE webhook_sending SET until = now() + $2::interval, instance = pg_postmaster_start_time(),
+	UPDATE webhook_places SET until = now() + $2::interval, instance = pg_postmaster_start_time(),
 		worker = CASE WHEN holds_presence($5, $3, $6) THEN $3::integer END
 	WHERE delivery_id = $1 AND until > now()
 		AND NOT EXISTS (SELECT 1 FROM webhook_deliveries WHERE id = $1 AND job <> $4)
 	RETURNING delivery_id, worker),
-left_line AS (DELETE FROM webhook_waiting WHERE delivery_id IN (SELECT delivery_id FROM held)),
+left_line AS (DELETE FROM webhook_line WHERE delivery_id IN (SELECT delivery_id FROM held)),
 d AS (
 	SELECT tenant_id, endpoint_id, event_id, chain, attempts + 1 AS attempt FROM webhook_deliveries
 	WHERE id = $1 AND status = 'pending' AND EXISTS (SELECT 1 FROM held))

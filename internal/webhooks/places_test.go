@@ -41,7 +41,7 @@ func TestSweepAfterFailover(t *testing.T) {
 	// Both claimed now by worker 111, whose presence nobody holds.
 	claim := func() {
 		t.Helper()
-		db.Exec(t, `INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until, worker, instance)
+		db.Exec(t, `INSERT INTO webhook_places (delivery_id, endpoint_id, tenant_id, until, worker, instance)
 			SELECT id, 'we_1', 'ten_acme', now() + $1::interval, 111, pg_postmaster_start_time() FROM webhook_deliveries
 			ON CONFLICT (delivery_id) DO UPDATE SET until = excluded.until, worker = excluded.worker, instance = excluded.instance`, PlaceHeld)
 	}
@@ -75,13 +75,13 @@ func TestSweepAfterFailover(t *testing.T) {
 	// a share of the endpoint's, and never revived.)
 	for _, skew := range []string{"1 hour", "0"} {
 		claim()
-		db.Exec(t, `UPDATE webhook_sending SET instance = instance - interval '1 day', until = until + $1::interval`, skew)
+		db.Exec(t, `UPDATE webhook_places SET instance = instance - interval '1 day', until = until + $1::interval`, skew)
 		if revived, purged := sweep(); len(revived) != 0 || purged != 0 {
 			t.Fatalf("claimed on another server, its clock off by %s: %v revived, %d purged; want neither", skew, revived, purged)
 		}
 	}
 	claim()
-	db.Exec(t, `UPDATE webhook_sending SET instance = instance - interval '1 day', until = until - interval '1 hour'`)
+	db.Exec(t, `UPDATE webhook_places SET instance = instance - interval '1 day', until = until - interval '1 hour'`)
 	if revived, _ := sweep(); len(revived) != 0 {
 		t.Fatalf("claimed on another server, its clock an hour behind: %v revived, want none", revived)
 	}
@@ -109,7 +109,7 @@ func TestClaimWithoutPresenceHoldsAsNobody(t *testing.T) {
 		VALUES ('ten_acme', 'we_1', 'evt_1', 'pending') RETURNING id`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	db.Exec(t, `INSERT INTO webhook_sending (delivery_id, endpoint_id, tenant_id, until) VALUES ($1, 'we_1', 'ten_acme', now() + interval '1 minute')`, id)
+	db.Exec(t, `INSERT INTO webhook_places (delivery_id, endpoint_id, tenant_id, until) VALUES ($1, 'we_1', 'ten_acme', now() + interval '1 minute')`, id)
 	me, err := database.HoldPresence(ctx, db.URL, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestClaimWithoutPresenceHoldsAsNobody(t *testing.T) {
 			&a.tenantID, &a.endpoint, &a.eventID, &a.chain, &a.number, &a.url, &a.status, &a.version, &a.sealed, &a.worker); err != nil {
 			t.Fatal(err)
 		}
-		stored := int32(db.Count(t, `SELECT coalesce(worker, 0) FROM webhook_sending WHERE delivery_id = $1`, id))
+		stored := int32(db.Count(t, `SELECT coalesce(worker, 0) FROM webhook_places WHERE delivery_id = $1`, id))
 		if a.worker != c.want || stored != c.want {
 			t.Errorf("worker %d claimed as %d (stored %d), want %d", c.worker, a.worker, stored, c.want)
 		}

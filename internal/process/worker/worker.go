@@ -218,7 +218,7 @@ const announceCooldown = 1 * time.Millisecond
 // entry in their indexes, thousands after a minute (autovacuum's pace,
 // where it runs) and more without autovacuum, while every line behind it
 // waits.
-var queueTables = []string{"operation_outbox", "webhook_sending", "webhook_waiting"}
+var queueTables = []string{"operation_outbox", "webhook_places", "webhook_line"}
 
 const vacuumInterval = 10 * time.Second
 
