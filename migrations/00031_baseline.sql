@@ -271,6 +271,13 @@ END $$;
 CREATE TRIGGER rules BEFORE INSERT OR UPDATE OF key, recovery_point, response_status, response_body, finished_at, expires_at
     ON idempotency_keys FOR EACH ROW EXECUTE FUNCTION idempotency_keys_rules();
 
+-- An operation's table holds the columns every operation has, which the
+-- machinery names, writes and reads (package operation, rows.go): id,
+-- tenant_id, idempotency_key_id, amount, currency, status,
+-- processor_<object>_id, failure_code, failure_message, settled_by,
+-- created_at and updated_at; then the kind's own columns, which only the
+-- kind writes.
+
 -- A payment (package payments). Its row outlives its key. Its rules are
 -- every operation's (operation_rules, currency_rules) and its own: no more
 -- refunded than paid (payments_check).
@@ -315,16 +322,18 @@ CREATE TRIGGER rules BEFORE INSERT OR UPDATE OF amount, currency, status, amount
 -- A refund of a payment (package refunds), in the payment's currency. A
 -- refund may wait: pending is a refund that a processor took and settles
 -- only later, by its webhook. Its rules are every operation's
--- (operation_rules) and its reason's.
+-- (operation_rules, currency_rules) and its reason's.
 CREATE TABLE refunds (
     id                  text PRIMARY KEY,
     tenant_id           text NOT NULL,
     payment_id          text NOT NULL REFERENCES payments (id),
     idempotency_key_id  bigint UNIQUE REFERENCES idempotency_keys (id) ON DELETE SET NULL,
     amount              bigint NOT NULL,
+    currency            text NOT NULL,
     reason              text,
     status              text NOT NULL,
     failure_code        text,
+    failure_message     text,
     processor_refund_id text,
     settled_by          text,
     created_at          timestamptz NOT NULL,
@@ -339,6 +348,7 @@ CREATE INDEX refunds_payment ON refunds (payment_id);
 CREATE FUNCTION refunds_rules() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM operation_rules(TG_TABLE_NAME, NEW.amount, NEW.status, TG_ARGV, NEW.settled_by);
+    PERFORM currency_rules(TG_TABLE_NAME, NEW.currency);
     IF NOT (NEW.reason IN ('duplicate', 'fraudulent', 'requested_by_customer')) THEN
         PERFORM check_violation(TG_TABLE_NAME, 'refunds_reason_check');
     END IF;
@@ -346,8 +356,28 @@ BEGIN
 END $$;
 -- +goose StatementEnd
 
-CREATE TRIGGER rules BEFORE INSERT OR UPDATE OF amount, reason, status, settled_by
+CREATE TRIGGER rules BEFORE INSERT OR UPDATE OF amount, currency, reason, status, settled_by
     ON refunds FOR EACH ROW EXECUTE FUNCTION refunds_rules('processing', 'succeeded', 'failed', 'pending');
+
+-- A refund's success is counted on its payment (amount_refunded) as its
+-- status is recorded, in the same statement: a success adds its amount, and
+-- a failure after a success (the processor's later word) takes it back. The
+-- machinery's write of the outcome is the same for every kind; this is the
+-- refund's own.
+-- +goose StatementBegin
+CREATE FUNCTION refunds_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE payments
+    SET amount_refunded = amount_refunded + CASE WHEN NEW.status = 'succeeded' THEN NEW.amount ELSE -NEW.amount END,
+        updated_at = now()
+    WHERE id = NEW.payment_id;
+    RETURN NULL;
+END $$;
+-- +goose StatementEnd
+
+CREATE TRIGGER counted AFTER UPDATE OF status ON refunds FOR EACH ROW
+    WHEN ((OLD.status = 'succeeded') <> (NEW.status = 'succeeded'))
+    EXECUTE FUNCTION refunds_count();
 
 -- The jobs first phases staged and the relay has not yet put in River's
 -- queue: the service's own outbox. A first phase writes its row in the batch
@@ -689,6 +719,7 @@ DROP FUNCTION refuse_tenant_in_use();
 DROP FUNCTION tenant_writes(text);
 DROP FUNCTION holds_presence(integer, integer, text);
 DROP FUNCTION random_id(text);
+DROP FUNCTION refunds_count();
 DROP FUNCTION refunds_rules();
 DROP FUNCTION payments_rules();
 DROP FUNCTION idempotency_keys_rules();

@@ -23,8 +23,8 @@ OVERRIDING SYSTEM VALUE VALUES
 	(3, 'ten_rules', 'expired', 'POST', '/v1/payments', '\x00', 'expired', NULL, NULL, now(), now(), now(), now() + interval '30 days');
 INSERT INTO payments (id, tenant_id, amount, currency, payment_method, status, created_at, updated_at)
 VALUES ('pay_rules', 'ten_rules', 1000, 'USD', 'pm_card_visa', 'processing', now(), now());
-INSERT INTO refunds (id, tenant_id, payment_id, amount, status, created_at, updated_at)
-VALUES ('re_rules', 'ten_rules', 'pay_rules', 500, 'processing', now(), now());`
+INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, status, created_at, updated_at)
+VALUES ('re_rules', 'ten_rules', 'pay_rules', 500, 'USD', 'processing', now(), now());`
 
 // newKind is the table of a kind the migrations do not know, with only the
 // generic rules, as a new kind's migration makes it, and a row of it that
@@ -42,6 +42,29 @@ CREATE TRIGGER rules BEFORE INSERT OR UPDATE OF amount, currency, status, settle
     ON payouts FOR EACH ROW EXECUTE FUNCTION operation_row_rules('processing', 'paid', 'failed');
 INSERT INTO payouts (id, tenant_id, amount, currency, status) VALUES ('po_rules', 'ten_rules', 1000, 'USD', 'processing');
 INSERT INTO reconciliations (resource_type, resource_id) VALUES ('payment', 'pay_rules');`
+
+// TestRefundCounted: a refund's success is counted on its payment as its
+// status is recorded, once, and a failure after it takes it back; a pending
+// refund counts nothing yet.
+func TestRefundCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.New(t)
+	if _, err := db.Pool.Exec(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		status   string
+		refunded int
+	}{{"pending", 0}, {"succeeded", 500}, {"succeeded", 500}, {"failed", 0}, {"failed", 0}, {"succeeded", 500}} {
+		if _, err := db.Pool.Exec(ctx, `UPDATE refunds SET status = $1`, step.status); err != nil {
+			t.Fatal(err)
+		}
+		if got := db.Count(t, `SELECT amount_refunded FROM payments WHERE id = 'pay_rules'`); got != step.refunded {
+			t.Fatalf("refund %s: the payment has %d refunded, want %d", step.status, got, step.refunded)
+		}
+	}
+}
 
 // TestRowRules: every rule of the rows an operation writes refuses what
 // breaks it, with the SQLSTATE and the constraint's name a CHECK constraint
@@ -113,6 +136,8 @@ VALUES ('pay_zero', 'ten_rules', 0, 'USD', 'pm_card_visa', 'processing', now(), 
 		{"a pending refund", `UPDATE refunds SET status = 'pending'`, ""},
 		{"a payment may not wait", `UPDATE payments SET status = 'pending'`, "payments_status_check"},
 		{"a refund settled by someone unknown", `UPDATE refunds SET settled_by = 'operator'`, "refunds_settled_by_check"},
+		{"a refund's lowercase currency", `UPDATE refunds SET currency = 'usd'`, "refunds_currency_check"},
+		{"a refund of more than is left", `UPDATE payments SET amount_refunded = 600; UPDATE refunds SET status = 'succeeded'`, "payments_check"},
 
 		{"a new kind's recovery point", `UPDATE idempotency_keys SET recovery_point = 'bank_payout_created' WHERE id = 1`, ""},
 		{"a created point in capitals", `UPDATE idempotency_keys SET recovery_point = 'Payout_created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
