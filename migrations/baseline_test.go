@@ -137,8 +137,9 @@ func TestBaselineRefusesOldDatabases(t *testing.T) {
 		if err := pool.QueryRow(ctx, `SELECT string_agg(version_id::text, ',' ORDER BY id) FROM goose_db_version`).Scan(&versions); err != nil {
 			t.Fatal(err)
 		}
-		if versions != "0,31" {
-			t.Errorf("goose versions %s, want 0,31", versions)
+		// The baseline first, once, then whatever a fork adds after it.
+		if !strings.HasPrefix(versions+",", "0,31,") || strings.Count(versions, ",31") > 1 {
+			t.Errorf("goose versions %s, want 0,31 and the migrations after it, each once", versions)
 		}
 		var missing []string
 		if err := pool.QueryRow(ctx, `SELECT coalesce(array_agg(t), '{}') FROM unnest($1::text[]) AS t WHERE to_regclass(t) IS NULL`,

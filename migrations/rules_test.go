@@ -30,7 +30,7 @@ VALUES ('re_rules', 'ten_rules', 'pay_rules', 500, 'USD', 'processing', now(), n
 // generic rules, as a new kind's migration makes it, and a row of it that
 // keeps them.
 const newKind = `
-CREATE TABLE payouts (
+CREATE TABLE widgets (
     id         text PRIMARY KEY,
     tenant_id  text NOT NULL,
     amount     bigint NOT NULL,
@@ -39,8 +39,8 @@ CREATE TABLE payouts (
     settled_by text
 );
 CREATE TRIGGER rules BEFORE INSERT OR UPDATE OF amount, currency, status, settled_by
-    ON payouts FOR EACH ROW EXECUTE FUNCTION operation_row_rules('processing', 'paid', 'failed');
-INSERT INTO payouts (id, tenant_id, amount, currency, status) VALUES ('po_rules', 'ten_rules', 1000, 'USD', 'processing');
+    ON widgets FOR EACH ROW EXECUTE FUNCTION operation_row_rules('processing', 'made', 'failed');
+INSERT INTO widgets (id, tenant_id, amount, currency, status) VALUES ('wid_rules', 'ten_rules', 1000, 'USD', 'processing');
 INSERT INTO reconciliations (resource_type, resource_id) VALUES ('payment', 'pay_rules');`
 
 // TestRefundCounted: a refund's success is counted on its payment as its
@@ -143,18 +143,18 @@ VALUES ('pay_zero', 'ten_rules', 0, 'USD', 'pm_card_visa', 'processing', now(), 
 		{"a created point in capitals", `UPDATE idempotency_keys SET recovery_point = 'Payout_created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
 		{"a created point of no object", `UPDATE idempotency_keys SET recovery_point = 'created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
 		{"a created point of an empty word", `UPDATE idempotency_keys SET recovery_point = 'payout__created' WHERE id = 1`, "idempotency_keys_recovery_point_check"},
-		{"a new kind reconciled", `INSERT INTO reconciliations (resource_type, resource_id) VALUES ('bank_payout', 'po_rules')`, ""},
+		{"a new kind reconciled", `INSERT INTO reconciliations (resource_type, resource_id) VALUES ('bank_payout', 'wid_rules')`, ""},
 		{"a reconciled type in capitals", `UPDATE reconciliations SET resource_type = 'Payout'`, "reconciliations_resource_type_check"},
 		{"a reconciled type with a dash", `UPDATE reconciliations SET resource_type = 'bank-payout'`, "reconciliations_resource_type_check"},
 
-		{"a new kind's status", `UPDATE payouts SET status = 'paid', settled_by = 'webhook'`, ""},
-		{"another kind's status", `UPDATE payouts SET status = 'succeeded'`, "payouts_status_check"},
-		{"a new kind's amount of 0", `UPDATE payouts SET amount = 0`, "payouts_amount_check"},
-		{"a new kind's amount of 100,000,000", `UPDATE payouts SET amount = 100000000`, "payouts_amount_check"},
-		{"a new kind's lowercase currency", `UPDATE payouts SET currency = 'usd'`, "payouts_currency_check"},
-		{"a new kind settled by someone unknown", `UPDATE payouts SET settled_by = 'operator'`, "payouts_settled_by_check"},
+		{"a new kind's status", `UPDATE widgets SET status = 'made', settled_by = 'webhook'`, ""},
+		{"another kind's status", `UPDATE widgets SET status = 'succeeded'`, "widgets_status_check"},
+		{"a new kind's amount of 0", `UPDATE widgets SET amount = 0`, "widgets_amount_check"},
+		{"a new kind's amount of 100,000,000", `UPDATE widgets SET amount = 100000000`, "widgets_amount_check"},
+		{"a new kind's lowercase currency", `UPDATE widgets SET currency = 'usd'`, "widgets_currency_check"},
+		{"a new kind settled by someone unknown", `UPDATE widgets SET settled_by = 'operator'`, "widgets_settled_by_check"},
 		{"a new kind's row of 0", `
-INSERT INTO payouts (id, tenant_id, amount, currency, status) VALUES ('po_zero', 'ten_rules', 0, 'USD', 'processing')`, "payouts_amount_check"},
+INSERT INTO widgets (id, tenant_id, amount, currency, status) VALUES ('wid_zero', 'ten_rules', 0, 'USD', 'processing')`, "widgets_amount_check"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tx, err := db.Pool.Begin(ctx)
