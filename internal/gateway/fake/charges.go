@@ -15,7 +15,7 @@ import (
 
 // Charges are the calls the client makes for charges: all four.
 func (c *Client) Charges() operation.Calls[payments.ChargeRequest] {
-	return operation.Calls[payments.ChargeRequest]{Make: c.Charge, Find: c.FindCharge, Close: c.CloseCharge, Ledger: c.LedgerCharges}
+	return callsOf(c, chargeObjects, c.Charge, func(req payments.ChargeRequest) string { return req.IdempotencyKey })
 }
 
 // chargeObjects are the processor's charges.
@@ -43,6 +43,13 @@ type ChargeObject struct {
 
 // Succeeded reports whether the charge went through.
 func (c ChargeObject) Succeeded() bool { return c.Status == "succeeded" }
+
+// entry is the charge as an entry of the processor's ledger: its Reference
+// is the payment the charge names.
+func (c ChargeObject) entry() operation.LedgerEntry {
+	return operation.LedgerEntry{ID: c.ID, IdempotencyKey: c.IdempotencyKey, Reference: c.PaymentID,
+		Succeeded: c.Succeeded(), Amount: c.Amount, Currency: c.Currency, CreatedAt: c.CreatedAt}
+}
 
 // outcome is the charge as an operation's outcome.
 func (c ChargeObject) outcome() operation.Outcome {
@@ -84,24 +91,6 @@ func declined(resp []byte) (operation.Outcome, error) {
 	return operation.Outcome{ID: apiErr.Charge, FailureCode: apiErr.Code, FailureMessage: apiErr.Message}, nil
 }
 
-// FindCharge asks the processor for the charge made under key; the newest
-// one, should the key have expired and been used again. found is false only
-// on a definite answer that no charge was made under key.
-func (c *Client) FindCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	return chargeObjects.find(ctx, c, key)
-}
-
-// CloseCharge closes key for good at the processor, waiting for a charge in
-// flight under it, and returns the charge made under it, if any. Any
-// failure to get the processor's definite answer wraps
-// operation.ErrProcessorUnknown: the key may or may not be closed yet, and
-// the close is asked again later.
-func (c *Client) CloseCharge(ctx context.Context, req payments.ChargeRequest) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	return chargeObjects.close(ctx, c, key)
-}
-
 // ChargesByIdempotencyKey lists the charges the processor made under key,
 // oldest first: none when it never executed a request with that key.
 func (c *Client) ChargesByIdempotencyKey(ctx context.Context, key string) ([]ChargeObject, error) {
@@ -134,14 +123,4 @@ func (c *Client) GetCharge(ctx context.Context, id string) (ChargeObject, error)
 		return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, ErrNotFound)
 	}
 	return ChargeObject{}, fmt.Errorf("get charge %s: %w", id, classify(status, resp))
-}
-
-// LedgerCharges lists one page of the processor's charges created after
-// since (payments.Processor); each entry's Reference is the payment the
-// charge names.
-func (c *Client) LedgerCharges(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return chargeObjects.ledger(ctx, c, since, cursor, func(ch ChargeObject) operation.LedgerEntry {
-		return operation.LedgerEntry{ID: ch.ID, IdempotencyKey: ch.IdempotencyKey, Reference: ch.PaymentID,
-			Succeeded: ch.Succeeded(), Amount: ch.Amount, Currency: ch.Currency, CreatedAt: ch.CreatedAt}
-	})
 }

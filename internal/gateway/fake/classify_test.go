@@ -160,7 +160,7 @@ func TestClassifyTimeout(t *testing.T) {
 	if !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Errorf("refund: %v", err)
 	}
-	if _, _, err := client.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) {
+	if _, _, err := client.Charges().Close(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) {
 		t.Errorf("close charge: %v", err)
 	}
 }
@@ -190,22 +190,22 @@ func TestLookupClassify(t *testing.T) {
 			client := fake.New(fakeProcessor(t, tt.status, tt.body, ""), 5*time.Second)
 			ctx := context.Background()
 
-			if _, found, err := client.FindCharge(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || found {
+			if _, found, err := client.Charges().Find(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || found {
 				t.Errorf("FindCharge: %v, %v", found, err)
 			}
-			if _, found, err := client.FindRefund(ctx, refunds.Request{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || found {
+			if _, found, err := client.Refunds().Find(ctx, refunds.Request{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || found {
 				t.Errorf("FindRefund: %v, %v", found, err)
 			}
-			if _, made, err := client.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
+			if _, made, err := client.Charges().Close(ctx, payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 				t.Errorf("CloseCharge: %v, %v", made, err)
 			}
-			if _, made, err := client.CloseRefund(ctx, refunds.Request{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
+			if _, made, err := client.Refunds().Close(ctx, refunds.Request{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 				t.Errorf("CloseRefund: %v, %v", made, err)
 			}
-			if _, _, err := client.LedgerCharges(ctx, time.Now(), ""); !errors.Is(err, operation.ErrProcessorUnknown) {
+			if _, _, err := client.Charges().Ledger(ctx, time.Now(), ""); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Errorf("LedgerCharges: %v", err)
 			}
-			if _, _, err := client.LedgerRefunds(ctx, time.Now(), "re_1"); !errors.Is(err, operation.ErrProcessorUnknown) {
+			if _, _, err := client.Refunds().Ledger(ctx, time.Now(), "re_1"); !errors.Is(err, operation.ErrProcessorUnknown) {
 				t.Errorf("LedgerRefunds: %v", err)
 			}
 			if tt.status == http.StatusBadRequest {
@@ -227,7 +227,7 @@ func TestLookupClassify(t *testing.T) {
 		t.Parallel()
 		srv := fakeProcessor(t, http.StatusOK, `{"object":"key_closure","idempotency_key":"k"}`, "")
 		// A closure that does not say "null" has not said nothing was made.
-		if _, made, err := fake.New(srv, 5*time.Second).CloseCharge(context.Background(), payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
+		if _, made, err := fake.New(srv, 5*time.Second).Charges().Close(context.Background(), payments.ChargeRequest{IdempotencyKey: "k"}); !errors.Is(err, operation.ErrProcessorUnknown) || made {
 			t.Errorf("CloseCharge: %v, %v", made, err)
 		}
 	})

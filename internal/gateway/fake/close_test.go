@@ -16,23 +16,23 @@ func TestFind(t *testing.T) {
 	client := newClient(t)
 	ctx := context.Background()
 
-	if _, found, err := client.FindCharge(ctx, payments.ChargeRequest{IdempotencyKey: "find-none"}); err != nil || found {
+	if _, found, err := client.Charges().Find(ctx, payments.ChargeRequest{IdempotencyKey: "find-none"}); err != nil || found {
 		t.Errorf("FindCharge of an unused key: %v, %v", found, err)
 	}
-	if _, found, err := client.FindRefund(ctx, refunds.Request{IdempotencyKey: "find-none"}); err != nil || found {
+	if _, found, err := client.Refunds().Find(ctx, refunds.Request{IdempotencyKey: "find-none"}); err != nil || found {
 		t.Errorf("FindRefund of an unused key: %v, %v", found, err)
 	}
 
 	declined := mustCharge(t, client, "find-declined", "pm_card_declined")
-	if got, found, err := client.FindCharge(ctx, payments.ChargeRequest{IdempotencyKey: "find-declined"}); err != nil || !found || got != declined {
+	if got, found, err := client.Charges().Find(ctx, payments.ChargeRequest{IdempotencyKey: "find-declined"}); err != nil || !found || got != declined {
 		t.Errorf("FindCharge = %+v, %v, %v; want %+v", got, found, err, declined)
 	}
 	refund := mustRefund(t, client, "find-refund", mustCharge(t, client, "find-charge", "pm_card_visa").ID, 10)
-	if got, found, err := client.FindRefund(ctx, refunds.Request{IdempotencyKey: "find-refund"}); err != nil || !found || got != refund {
+	if got, found, err := client.Refunds().Find(ctx, refunds.Request{IdempotencyKey: "find-refund"}); err != nil || !found || got != refund {
 		t.Errorf("FindRefund = %+v, %v, %v; want %+v", got, found, err, refund)
 	}
 	// Keys are per operation kind: a charge's key finds no refund.
-	if _, found, err := client.FindRefund(ctx, refunds.Request{IdempotencyKey: "find-charge"}); err != nil || found {
+	if _, found, err := client.Refunds().Find(ctx, refunds.Request{IdempotencyKey: "find-charge"}); err != nil || found {
 		t.Errorf("FindRefund of a charge's key: %v, %v", found, err)
 	}
 }
@@ -44,7 +44,7 @@ func TestClose(t *testing.T) {
 
 	t.Run("ChargeNone", func(t *testing.T) {
 		t.Parallel()
-		if got, made, err := client.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: "close-none"}); err != nil || made || got != (operation.Outcome{}) {
+		if got, made, err := client.Charges().Close(ctx, payments.ChargeRequest{IdempotencyKey: "close-none"}); err != nil || made || got != (operation.Outcome{}) {
 			t.Fatalf("close = %+v, %v, %v; want nothing made", got, made, err)
 		}
 		got, err := client.Charge(ctx, chargeReq("close-none", "pm_card_visa"))
@@ -55,7 +55,7 @@ func TestClose(t *testing.T) {
 			t.Errorf("charges under key = %+v, %v", list, err)
 		}
 		// Closing again answers the same.
-		if _, made, err := client.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: "close-none"}); err != nil || made {
+		if _, made, err := client.Charges().Close(ctx, payments.ChargeRequest{IdempotencyKey: "close-none"}); err != nil || made {
 			t.Errorf("second close = %v, %v", made, err)
 		}
 	})
@@ -64,7 +64,7 @@ func TestClose(t *testing.T) {
 		for _, method := range []string{"pm_card_visa", "pm_card_declined"} {
 			key := "close-" + method
 			charge := mustCharge(t, client, key, method)
-			if got, made, err := client.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: key}); err != nil || !made || got != charge {
+			if got, made, err := client.Charges().Close(ctx, payments.ChargeRequest{IdempotencyKey: key}); err != nil || !made || got != charge {
 				t.Errorf("close = %+v, %v, %v; want %+v", got, made, err, charge)
 			}
 			// The charge's own retry still replays it.
@@ -77,10 +77,10 @@ func TestClose(t *testing.T) {
 		t.Parallel()
 		charge := mustCharge(t, client, "close-refund-target", "pm_card_visa")
 		refund := mustRefund(t, client, "close-refund-made", charge.ID, 5)
-		if got, made, err := client.CloseRefund(ctx, refunds.Request{IdempotencyKey: "close-refund-made"}); err != nil || !made || got != refund {
+		if got, made, err := client.Refunds().Close(ctx, refunds.Request{IdempotencyKey: "close-refund-made"}); err != nil || !made || got != refund {
 			t.Errorf("close = %+v, %v, %v; want %+v", got, made, err, refund)
 		}
-		if _, made, err := client.CloseRefund(ctx, refunds.Request{IdempotencyKey: "close-refund-none"}); err != nil || made {
+		if _, made, err := client.Refunds().Close(ctx, refunds.Request{IdempotencyKey: "close-refund-none"}); err != nil || made {
 			t.Fatalf("close = %v, %v; want nothing made", made, err)
 		}
 		_, err := client.Refund(ctx, refunds.Request{IdempotencyKey: "close-refund-none", ChargeID: charge.ID, Amount: 5})
@@ -94,11 +94,11 @@ func TestClose(t *testing.T) {
 	t.Run("ErrChaos", func(t *testing.T) {
 		t.Parallel()
 		failing := chaosClient(t, fakeprocessor.Chaos{FailRate: 1})
-		if _, _, err := failing.CloseCharge(ctx, payments.ChargeRequest{IdempotencyKey: "close-chaos"}); !errors.Is(err, operation.ErrProcessorUnknown) {
+		if _, _, err := failing.Charges().Close(ctx, payments.ChargeRequest{IdempotencyKey: "close-chaos"}); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}
 		dropping := chaosClient(t, fakeprocessor.Chaos{DropRate: 1})
-		if _, _, err := dropping.CloseRefund(ctx, refunds.Request{IdempotencyKey: "close-chaos"}); !errors.Is(err, operation.ErrProcessorUnknown) {
+		if _, _, err := dropping.Refunds().Close(ctx, refunds.Request{IdempotencyKey: "close-chaos"}); !errors.Is(err, operation.ErrProcessorUnknown) {
 			t.Errorf("close: %v; want ErrProcessorUnknown", err)
 		}
 	})

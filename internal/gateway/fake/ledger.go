@@ -60,7 +60,7 @@ func getFullList[T any](ctx context.Context, c *Client, path string, query url.V
 // cursor names ("" for the first page), each object made an entry. next is
 // the id of the page's last object when another page follows, else "". Any
 // failure wraps operation.ErrProcessorUnknown.
-func (o objects[T]) ledger(ctx context.Context, c *Client, since time.Time, cursor string, entry func(T) operation.LedgerEntry) ([]operation.LedgerEntry, string, error) {
+func (o objects[T]) ledger(ctx context.Context, c *Client, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
 	path := o.path()
 	l, err := getList[T](ctx, c, path, c.pageQuery(since, cursor))
 	if err != nil {
@@ -68,7 +68,7 @@ func (o objects[T]) ledger(ctx context.Context, c *Client, since time.Time, curs
 	}
 	page := make([]operation.LedgerEntry, len(l.Data))
 	for i, o := range l.Data {
-		page[i] = entry(o)
+		page[i] = o.entry()
 	}
 	next, err := nextCursor(page, l.HasMore)
 	if err != nil {

@@ -57,19 +57,19 @@ func TestLedger(t *testing.T) {
 
 	t.Run("Charges", func(t *testing.T) {
 		t.Parallel()
-		ids, pages := walk(t, client.LedgerCharges)
+		ids, pages := walk(t, client.Charges().Ledger)
 		if pages != 3 || !slices.Equal(ids, charges) {
 			t.Fatalf("%d pages of %v, want 3 of %v", pages, ids, charges)
 		}
-		entries, _, err := client.LedgerCharges(ctx, since, "")
+		entries, _, err := client.Charges().Ledger(ctx, since, "")
 		if err != nil || entries[0].Reference != "pay_ledger-a" || entries[0].Amount != 1500 || entries[0].Currency != "USD" {
 			t.Errorf("first entry = %+v, %v; want its payment id, amount and currency", entries, err)
 		}
 	})
 	t.Run("Refunds", func(t *testing.T) {
 		t.Parallel()
-		ids, pages := walk(t, client.LedgerRefunds)
-		entries, _, err := client.LedgerRefunds(ctx, since, "")
+		ids, pages := walk(t, client.Refunds().Ledger)
+		entries, _, err := client.Refunds().Ledger(ctx, since, "")
 		if err != nil || entries[0].Reference != "" {
 			t.Errorf("first entry = %+v, %v; want no reference: its key is no refund's of ours", entries, err)
 		}
@@ -79,7 +79,7 @@ func TestLedger(t *testing.T) {
 	})
 	t.Run("Empty", func(t *testing.T) {
 		t.Parallel()
-		entries, next, err := client.LedgerCharges(ctx, time.Now().Add(time.Hour), "")
+		entries, next, err := client.Charges().Ledger(ctx, time.Now().Add(time.Hour), "")
 		if err != nil || len(entries) != 0 || next != "" {
 			t.Errorf("ledger after now = %+v, %q, %v", entries, next, err)
 		}

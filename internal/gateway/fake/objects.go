@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/example/payments/internal/gateway"
 	"github.com/example/payments/internal/operation"
 )
 
 // object is what the processor makes under a key, for any kind: a
-// ChargeObject, say.
+// ChargeObject, say, as an operation's outcome and as an entry of the
+// processor's ledger.
 type object interface {
 	outcome() operation.Outcome
+	entry() operation.LedgerEntry
 }
 
 // objects are a kind's objects at the processor, each read as a T: made and
@@ -23,6 +26,20 @@ type object interface {
 // are its objects' methods, timed under the kind's own names.
 type objects[T object] struct {
 	name, member string
+}
+
+// callsOf are a kind's calls at the processor, its objects o: make, and
+// the lookup, the fence and the ledger every object has, each given what
+// make sends, of which key reads the downstream key.
+func callsOf[T object, R any](c *Client, o objects[T], make func(context.Context, R) (operation.Outcome, error), key func(R) string) operation.Calls[R] {
+	return operation.Calls[R]{
+		Make:  make,
+		Find:  func(ctx context.Context, req R) (operation.Outcome, bool, error) { return o.find(ctx, c, key(req)) },
+		Close: func(ctx context.Context, req R) (operation.Outcome, bool, error) { return o.close(ctx, c, key(req)) },
+		Ledger: func(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
+			return o.ledger(ctx, c, since, cursor)
+		},
+	}
 }
 
 // path is where the objects are made and listed.

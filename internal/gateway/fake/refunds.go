@@ -11,7 +11,7 @@ import (
 
 // Refunds are the calls the client makes for refunds: all four.
 func (c *Client) Refunds() operation.Calls[refunds.Request] {
-	return operation.Calls[refunds.Request]{Make: c.Refund, Find: c.FindRefund, Close: c.CloseRefund, Ledger: c.LedgerRefunds}
+	return callsOf(c, refundObjects, c.Refund, func(req refunds.Request) string { return req.IdempotencyKey })
 }
 
 // refundObjects are the processor's refunds.
@@ -34,6 +34,19 @@ type RefundObject struct {
 // Succeeded reports whether the refund went through.
 func (r RefundObject) Succeeded() bool { return r.Status == "succeeded" }
 
+// entry is the refund as an entry of the processor's ledger. The
+// processor's refund names no currency and no refund of ours: its
+// Reference is its downstream key's refund, none for a refund made under a
+// key of no refund of ours.
+func (r RefundObject) entry() operation.LedgerEntry {
+	ours, ok := strings.CutPrefix(r.IdempotencyKey, refunds.Names.DownstreamKey(""))
+	if !ok {
+		ours = ""
+	}
+	return operation.LedgerEntry{ID: r.ID, IdempotencyKey: r.IdempotencyKey, Reference: ours,
+		Succeeded: r.Succeeded(), Amount: r.Amount, CreatedAt: r.CreatedAt}
+}
+
 // outcome is the refund as an operation's outcome.
 func (r RefundObject) outcome() operation.Outcome {
 	return operation.Outcome{ID: r.ID, Succeeded: r.Succeeded(), FailureCode: r.FailureCode}
@@ -55,37 +68,8 @@ func (c *Client) Refund(ctx context.Context, req refunds.Request) (operation.Out
 	return refundObjects.create(ctx, c, req.IdempotencyKey, refundRequest{Charge: req.ChargeID, Amount: req.Amount}, nil)
 }
 
-// FindRefund asks the processor for the refund made under key; the newest
-// one, should the key have expired and been used again. found is false only
-// on a definite answer that no refund was made under key.
-func (c *Client) FindRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	return refundObjects.find(ctx, c, key)
-}
-
-// CloseRefund is CloseCharge for refunds.
-func (c *Client) CloseRefund(ctx context.Context, req refunds.Request) (operation.Outcome, bool, error) {
-	key := req.IdempotencyKey
-	return refundObjects.close(ctx, c, key)
-}
-
 // RefundsByIdempotencyKey lists the refunds the processor made under key,
 // oldest first: none when it never made one with that key.
 func (c *Client) RefundsByIdempotencyKey(ctx context.Context, key string) ([]RefundObject, error) {
 	return refundObjects.byKey(ctx, c, key)
-}
-
-// LedgerRefunds lists one page of the processor's refunds created after
-// since (refunds.Processor). The processor's refund names no currency and
-// no refund of ours: each entry's Reference is its downstream key's refund.
-func (c *Client) LedgerRefunds(ctx context.Context, since time.Time, cursor string) ([]operation.LedgerEntry, string, error) {
-	return refundObjects.ledger(ctx, c, since, cursor, func(r RefundObject) operation.LedgerEntry {
-		// A refund made under a key of no refund of ours names none.
-		ours, ok := strings.CutPrefix(r.IdempotencyKey, refunds.Names.DownstreamKey(""))
-		if !ok {
-			ours = ""
-		}
-		return operation.LedgerEntry{ID: r.ID, IdempotencyKey: r.IdempotencyKey, Reference: ours,
-			Succeeded: r.Succeeded(), Amount: r.Amount, CreatedAt: r.CreatedAt}
-	})
 }
