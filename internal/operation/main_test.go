@@ -508,6 +508,15 @@ func (h *harness) unknownRefund() (payments.Payment, refunds.Refund, string) {
 }
 
 // mark hands the operation id of kind to the reconciler.
+// heldPayment is a new payment marked for the reconciler, whose charge the
+// processor makes and answers only once release closes.
+func (h *harness) heldPayment(release chan struct{}) payments.Payment {
+	p := h.pay("pm_card_visa")
+	h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
+	h.mark(payments.Names.Type, p.ID)
+	return p
+}
+
 // settleAsync runs a pass of the reconciler, whose report the channel
 // returned gives once it ends.
 func (h *harness) settleAsync(t *testing.T) chan operation.Report {

@@ -55,10 +55,7 @@ func TestReconcilerSettlesInParallel(t *testing.T) {
 	release := make(chan struct{})
 	var held []string
 	for range 4 {
-		p := h.pay("pm_card_visa")
-		held = append(held, p.ID)
-		h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
-		h.mark(payments.Names.Type, p.ID)
+		held = append(held, h.heldPayment(release).ID)
 	}
 	free := h.pay("pm_card_visa")
 	h.mark(payments.Names.Type, free.ID)
@@ -332,10 +329,7 @@ func TestReconcilerLease(t *testing.T) {
 	release := make(chan struct{})
 	var held []string
 	for range 2 {
-		p := h.pay("pm_card_visa")
-		held = append(held, p.ID)
-		h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
-		h.mark(payments.Names.Type, p.ID)
+		held = append(held, h.heldPayment(release).ID)
 	}
 	first := h.settleAsync(t)
 	testwait.For(t, "the first run's two calls in flight", func() bool { return h.proc.holding.Load() == 2 })
@@ -420,10 +414,8 @@ func TestReconcilerClaimsAfterFailover(t *testing.T) {
 
 	// This worker's presence is not back yet: it claims as nobody's.
 	h.rec.Worker = 9
-	p := h.pay("pm_card_visa")
-	h.mark(payments.Names.Type, p.ID)
 	release := make(chan struct{})
-	h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
+	p := h.heldPayment(release)
 	done := h.settleAsync(t)
 	testwait.For(t, "the claim's call in flight", func() bool { return h.proc.holding.Load() == 1 })
 	if by := h.count(`SELECT count(*) FROM reconciliations WHERE resource_id = $1 AND claimed_by IS NULL AND claimed_until > now()`, p.ID); by != 1 {
@@ -442,10 +434,8 @@ func TestReconcilerClaimsAfterFailover(t *testing.T) {
 	}
 	defer presence.Close()
 	h.rec.Worker = presence.ID
-	q := h.pay("pm_card_visa")
-	h.mark(payments.Names.Type, q.ID)
 	hold := make(chan struct{})
-	h.proc.hold(payments.Names.DownstreamKey(q.ID), hold)
+	q := h.heldPayment(hold)
 	done = h.settleAsync(t)
 	testwait.For(t, "the second claim's call in flight", func() bool { return h.proc.holding.Load() == 1 })
 	if by := h.count(`SELECT count(*) FROM reconciliations WHERE resource_id = $1 AND claimed_by = $2`, q.ID, presence.ID); by != 1 {
@@ -465,9 +455,7 @@ func TestReconcilerPassOutOfTime(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	for range 3 {
-		p := h.pay("pm_card_visa")
-		h.proc.hold(payments.Names.DownstreamKey(p.ID), release)
-		h.mark(payments.Names.Type, p.ID)
+		h.heldPayment(release)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
