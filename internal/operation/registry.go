@@ -17,10 +17,10 @@ type Registry struct {
 }
 
 // NewRegistry checks kinds and lists them: names the machinery can derive
-// from, and no type, id prefix, processor object or path used twice.
+// from, and no type, id prefix, processor object, path or table used twice.
 func NewRegistry(kinds ...Kind) (*Registry, error) {
 	r := &Registry{byType: map[string]Kind{}, byObject: map[string]Kind{}}
-	prefixes, paths := map[string]string{}, map[string]string{}
+	prefixes, paths, tables := map[string]string{}, map[string]string{}, map[string]string{}
 	for _, k := range kinds {
 		n := k.Names()
 		if err := n.check(); err != nil {
@@ -35,6 +35,8 @@ func NewRegistry(kinds ...Kind) (*Registry, error) {
 			return nil, fmt.Errorf("%s: id prefix %q is %s's too", n.Type, n.Prefix, prefixes[n.Prefix])
 		case paths[n.Path] != "":
 			return nil, fmt.Errorf("%s: path %q is %s's too", n.Type, n.Path, paths[n.Path])
+		case tables[n.Table] != "":
+			return nil, fmt.Errorf("%s: table %q is %s's too", n.Type, n.Table, tables[n.Table])
 		case k.Object() == nil || k.Request() == nil:
 			return nil, fmt.Errorf("%s: Object or Request is nil", n.Type)
 		}
@@ -48,7 +50,7 @@ func NewRegistry(kinds ...Kind) (*Registry, error) {
 		}
 		r.kinds = append(r.kinds, k)
 		r.byType[n.Type], r.byObject[n.Object] = k, k
-		prefixes[n.Prefix], paths[n.Path] = n.Type, n.Type
+		prefixes[n.Prefix], paths[n.Path], tables[n.Table] = n.Type, n.Type, n.Type
 	}
 	for _, k := range r.kinds {
 		for _, typ := range parentEventTypes(k) {

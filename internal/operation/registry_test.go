@@ -38,10 +38,14 @@ func TestRegistryRefuses(t *testing.T) {
 	}
 	names := testkind.Names
 	names.Prefix = payments.Names.Prefix
+	table, noTable := testkind.Names, testkind.Names
+	table.Table, noTable.Table = payments.Names.Table, ""
 	for name, kinds := range map[string][]operation.Kind{
 		"Undeclared":   {payments.Kind{}},
 		"Twice":        {payments.New(nil), payments.New(nil)},
 		"PrefixTwice":  {payments.New(nil), widget(operation.Declare(names, testkind.Widget{}, struct{}{}))},
+		"TableTwice":   {payments.New(nil), widget(operation.Declare(table, testkind.Widget{}, struct{}{}))},
+		"NoTable":      {widget(operation.Declare(noTable, testkind.Widget{}, struct{}{}))},
 		"NilObject":    {widget(operation.Declare(testkind.Names, nil, struct{}{}))},
 		"NilRequest":   {widget(operation.Declare(testkind.Names, testkind.Widget{}, nil))},
 		"RuleNoStatus": {widget(operation.Declare(testkind.Names, testkind.Widget{}, struct{}{}, operation.ErrorRule{Err: testkind.ErrTooHeavy, Code: "widget_too_heavy", Title: "Too heavy"}))},

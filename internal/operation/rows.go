@@ -34,7 +34,7 @@ import (
 // The kind's own columns follow them in its table: the kind names them in
 // its first phase (Row.Columns), and reads its rows as it likes.
 
-// Row is a new operation's row, as its first phase plans it (Plan.Row):
+// Row is a new operation's row, as its first phase plans it (Plan.Operation):
 // what every operation has, and the kind's own columns.
 type Row struct {
 	Amount   int64
