@@ -1,6 +1,7 @@
 package fakeprocessor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,22 +56,17 @@ func validateWebhooks(w *Webhooks) error {
 	case w.Secrets.Empty():
 		// An unsigned webhook could not be told from a forged one.
 		return errors.New("webhook URL set without a secret")
-	case w.RetryHorizon < 0:
-		return errors.New("webhook retry horizon is negative")
-	case w.PollInterval < 0:
-		return errors.New("webhook poll interval is negative")
-	case w.RetryBackoff < 0:
-		return errors.New("webhook retry backoff is negative")
 	}
-	if w.RetryHorizon == 0 {
-		w.RetryHorizon = DefaultRetryHorizon
+	if err := outOfRange(
+		notNegative("webhook retry horizon", w.RetryHorizon),
+		notNegative("webhook poll interval", w.PollInterval),
+		notNegative("webhook retry backoff", w.RetryBackoff),
+	); err != nil {
+		return err
 	}
-	if w.PollInterval == 0 {
-		w.PollInterval = DefaultPollInterval
-	}
-	if w.RetryBackoff == 0 {
-		w.RetryBackoff = DefaultRetryBackoff
-	}
+	w.RetryHorizon = cmp.Or(w.RetryHorizon, DefaultRetryHorizon)
+	w.PollInterval = cmp.Or(w.PollInterval, DefaultPollInterval)
+	w.RetryBackoff = cmp.Or(w.RetryBackoff, DefaultRetryBackoff)
 	return nil
 }
 
