@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 )
 
 // execTimeout bounds the transaction of one POST. The transaction does not
@@ -213,14 +214,10 @@ func (s *Server) execLatency(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("exec latency: %w", ctx.Err())
+	if err := timer.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("exec latency: %w", err)
 	}
+	return nil
 }
 
 // hang waits until the caller gives up, the hang limit passes or the server

@@ -34,6 +34,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/example/payments/internal/signing"
+	"github.com/example/payments/internal/timer"
 	"github.com/example/payments/internal/tracing"
 )
 
@@ -309,12 +310,8 @@ func (s *Server) latency(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
+		if timer.Sleep(r.Context(), d) == nil {
 			next.ServeHTTP(w, r)
-		case <-r.Context().Done():
 		}
 	})
 }
