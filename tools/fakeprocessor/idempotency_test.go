@@ -41,7 +41,7 @@ func TestKeyReused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakeprocessor.Config{})
 	first := e.postOK(t, "/v1/charges", "reused", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
-	chargeID := decode[chargeJSON](t, first).ID
+	chargeID := decode[fakeprocessor.Charge](t, first).ID
 
 	tests := []struct{ name, path, body string }{
 		{"OtherAmount", "/v1/charges", `{"amount":101,"currency":"USD","payment_method":"pm_card_visa"}`},
@@ -130,7 +130,7 @@ func TestKeyExpiry(t *testing.T) {
 	c.Advance(time.Hour)
 	fresh := e.post("/v1/charges", "expiring", `{"amount":200,"currency":"USD","payment_method":"pm_card_visa"}`)
 	wantFresh(t, fresh)
-	if got := decode[chargeJSON](t, fresh).Amount; got != 200 {
+	if got := decode[fakeprocessor.Charge](t, fresh).Amount; got != 200 {
 		t.Errorf("amount = %d, want 200", got)
 	}
 	e.wantChargesUnder(t, "expiring", 2)

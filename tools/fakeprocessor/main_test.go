@@ -173,23 +173,6 @@ func (e *env) keyRows(key string) int {
 	return e.count(`SELECT count(*) FROM processor.idempotency_keys WHERE key = $1`, key)
 }
 
-// chargeJSON is the charge object as tests read it.
-type chargeJSON struct {
-	ID             string  `json:"id"`
-	Object         string  `json:"object"`
-	Amount         int64   `json:"amount"`
-	Currency       string  `json:"currency"`
-	PaymentMethod  string  `json:"payment_method"`
-	PaymentID      *string `json:"payment_id"`
-	Description    *string `json:"description"`
-	Status         string  `json:"status"`
-	FailureCode    *string `json:"failure_code"`
-	FailureMessage *string `json:"failure_message"`
-	AmountRefunded int64   `json:"amount_refunded"`
-	IdempotencyKey string  `json:"idempotency_key"`
-	CreatedAt      string  `json:"created_at"`
-}
-
 // errorJSON is the error member of an error answer.
 type errorJSON struct {
 	Type    string `json:"type"`
