@@ -139,7 +139,7 @@ func TestCloseCharge(t *testing.T) {
 // expired key is taken over by the next POST, a closed one never is.
 func TestCloseNeverExpires(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := &clock{start: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
 	e := newEnv(t, fakeprocessor.Config{KeyRetention: time.Hour, Now: c.Now})
 
 	e.close("/v1/charges/close", "ne-fence")

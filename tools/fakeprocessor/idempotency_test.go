@@ -114,7 +114,7 @@ func TestProcessingError(t *testing.T) {
 
 func TestKeyExpiry(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := &clock{start: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
 	e := newEnv(t, fakeprocessor.Config{KeyRetention: 24 * time.Hour, Now: c.Now})
 
 	e.postOK(t, "/v1/charges", "expiring", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
