@@ -1,8 +1,12 @@
 package fakeprocessor
 
-// Charge and Refund are the API's charge and refund objects, for the tests
-// to read answers with the type the processor writes them from.
+import "encoding/json"
+
+// Charge and Refund are the API's charge and refund objects, and EventBody
+// a webhook's body with its object left raw, for the tests to read answers
+// with the types the processor writes them from.
 type (
-	Charge = charge
-	Refund = refund
+	Charge    = charge
+	Refund    = refund
+	EventBody = eventJSON[json.RawMessage]
 )

@@ -30,17 +30,14 @@ type event struct {
 	object any
 }
 
-// eventJSON is the body of a webhook, as Stripe shapes it.
-type eventJSON struct {
-	ID      string    `json:"id"`
-	Type    string    `json:"type"`
-	Created int64     `json:"created"`
-	Data    eventData `json:"data"`
-}
-
-// eventData holds the object an event is about.
-type eventData struct {
-	Object any `json:"object"`
+// eventJSON is the body of a webhook, as Stripe shapes it, its object a T.
+type eventJSON[T any] struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Created int64  `json:"created"`
+	Data    struct {
+		Object T `json:"object"`
+	} `json:"data"`
 }
 
 // validateWebhooks fills in the defaults of w and rejects settings out of
@@ -82,7 +79,9 @@ func (s *Server) webhooksOn() bool { return s.cfg.Webhooks.URL != "" }
 func (s *Server) recordEvent(ctx context.Context, b *pgx.Batch, ev event) {
 	now := s.now()
 	id := newID("evt_")
-	body := marshal(eventJSON{ID: id, Type: ev.typ, Created: now.Unix(), Data: eventData{Object: ev.object}})
+	payload := eventJSON[any]{ID: id, Type: ev.typ, Created: now.Unix()}
+	payload.Data.Object = ev.object
+	body := marshal(payload)
 	state, due := eventPending, &now
 	c := s.cfg.Chaos
 	switch {
