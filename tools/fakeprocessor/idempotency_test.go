@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,3 +138,14 @@ func TestKeyExpiry(t *testing.T) {
 	// The new request is replayed in turn.
 	wantReplayOf(t, e.post("/v1/charges", "expiring", `{"amount":200,"currency":"USD","payment_method":"pm_card_visa"}`), fresh)
 }
+
+// clock is a settable clock for expiry tests: start, plus what Advance
+// added.
+type clock struct {
+	start    time.Time
+	advanced atomic.Int64
+}
+
+func (c *clock) Now() time.Time { return c.start.Add(time.Duration(c.advanced.Load())) }
+
+func (c *clock) Advance(d time.Duration) { c.advanced.Add(int64(d)) }

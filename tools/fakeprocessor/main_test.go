@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
@@ -290,14 +288,3 @@ func (e *env) postUnanswered(ctx context.Context, path, key, body string) {
 		e.t.Fatalf("POST %s: got an answer, want none: %d %s", path, resp.status, resp.body)
 	}
 }
-
-// clock is a settable clock for expiry tests: start, plus what Advance
-// added.
-type clock struct {
-	start    time.Time
-	advanced atomic.Int64
-}
-
-func (c *clock) Now() time.Time { return c.start.Add(time.Duration(c.advanced.Load())) }
-
-func (c *clock) Advance(d time.Duration) { c.advanced.Add(int64(d)) }
