@@ -67,12 +67,11 @@ func checkRetention(ctx context.Context, p *probe) verdict {
 
 // sleepUntil waits until t, or returns the context's error.
 func sleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
+	// An unstopped timer is collected once unreachable (Go 1.23).
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-timer.C:
+	case <-time.After(time.Until(t)):
 		return nil
 	}
 }

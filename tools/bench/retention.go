@@ -19,6 +19,7 @@ import (
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/jobs"
 	"github.com/example/payments/internal/operation"
+	"github.com/example/payments/internal/timer"
 	"github.com/example/payments/internal/webhooks"
 )
 
@@ -264,7 +265,7 @@ func measureSliced(ctx context.Context, pool *pgxpool.Pool, clients int, d, slic
 				}
 			})
 		}
-		sleepCtx(ctx, settle)
+		_ = timer.Sleep(ctx, settle)
 		wal0, cp0 := walWritten(ctx, pool)
 		counted := time.Now()
 		what := "off"
@@ -396,16 +397,6 @@ func untilSliceEnds(ctx context.Context, end time.Time, progress func()) {
 		case <-tick.C:
 			progress()
 		}
-	}
-}
-
-// sleepCtx waits for d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 
@@ -541,7 +532,7 @@ func (r *reaper) slice(ctx context.Context) bool {
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
-			sleepCtx(ctx, 100*time.Millisecond)
+			_ = timer.Sleep(ctx, 100*time.Millisecond)
 		case reaped == 0:
 			return true
 		case time.Until(deadline) < time.Second:

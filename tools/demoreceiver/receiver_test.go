@@ -147,6 +147,22 @@ func (e *env) recorded() string {
 	return string(data)
 }
 
+// wantProcessed delivers the event id, and fails unless it is accepted,
+// printed in the documented format as the only line on stdout, and the
+// dedupe file then reads recorded.
+func (e *env) wantProcessed(id, recorded string) {
+	e.t.Helper()
+	if status, answer := e.deliver(id); status != http.StatusOK || answer != accepted {
+		e.t.Fatalf("delivery of %s: %d %s", id, status, answer)
+	}
+	if got, want := e.out.String(), "event "+id+" payment.succeeded pay_"+id+" succeeded\n"; got != want {
+		e.t.Fatalf("stdout = %q, want %q", got, want)
+	}
+	if got := e.recorded(); got != recorded {
+		e.t.Fatalf("dedupe file = %q, want %q", got, recorded)
+	}
+}
+
 const (
 	accepted  = `{"received":true}`
 	duplicate = `{"received":true,"duplicate":true}`
@@ -158,15 +174,7 @@ const (
 func TestAcceptOnce(t *testing.T) {
 	t.Parallel()
 	e := start(t, testConfig(t, signing.NewSecret()))
-	if status, answer := e.deliver("evt_1"); status != http.StatusOK || answer != accepted {
-		t.Fatalf("first delivery: %d %s", status, answer)
-	}
-	if got, want := e.out.String(), "event evt_1 payment.succeeded pay_evt_1 succeeded\n"; got != want {
-		t.Fatalf("stdout = %q, want %q", got, want)
-	}
-	if got := e.recorded(); got != "evt_1\n" {
-		t.Fatalf("dedupe file = %q", got)
-	}
+	e.wantProcessed("evt_1", "evt_1\n")
 	if status, answer := e.deliver("evt_1"); status != http.StatusOK || answer != duplicate {
 		t.Fatalf("second delivery: %d %s", status, answer)
 	}

@@ -26,7 +26,7 @@ func TestTimeoutToken(t *testing.T) {
 
 		retry := e.post("/v1/charges", "timeout", body)
 		wantReplayed(t, retry)
-		if c := decode[chargeJSON](t, retry); c.Status != "succeeded" || c.IdempotencyKey != "timeout" {
+		if c := decode[fakeprocessor.Charge](t, retry); c.Status != "succeeded" || c.IdempotencyKey != "timeout" {
 			t.Errorf("charge = %s", retry.body)
 		}
 		e.wantChargesUnder(t, "timeout", 1)
@@ -99,7 +99,7 @@ func TestChaosDropThenRetry(t *testing.T) {
 	// Only fresh results are dropped, so the retry replays the charge.
 	retry := e.post("/v1/charges", "dropped", visaBody)
 	wantReplayed(t, retry)
-	got := e.get("/v1/charges/" + decode[chargeJSON](t, retry).ID)
+	got := e.get("/v1/charges/" + decode[fakeprocessor.Charge](t, retry).ID)
 	if !bytes.Equal(got.body, retry.body) {
 		t.Errorf("GET = %s, replay = %s", got.body, retry.body)
 	}

@@ -43,7 +43,7 @@ func TestCreateCharge(t *testing.T) {
 
 			var id string
 			if tt.wantStatus == http.StatusOK {
-				c := decode[chargeJSON](t, resp)
+				c := decode[fakeprocessor.Charge](t, resp)
 				if c.Object != "charge" || c.Status != "succeeded" || c.Amount != 1234 || c.Currency != "USD" ||
 					c.PaymentMethod != tt.method || c.IdempotencyKey != key || c.FailureCode != nil ||
 					c.PaymentID == nil || *c.PaymentID != "pay_"+tt.name || c.Description == nil || *c.Description != "order 7" {
@@ -121,7 +121,7 @@ func TestGetCharge(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
 		created := e.post("/v1/charges", "get-ok", `{"amount":500,"currency":"EUR","payment_method":"pm_card_visa"}`)
-		id := decode[chargeJSON](t, created).ID
+		id := decode[fakeprocessor.Charge](t, created).ID
 		got := e.get("/v1/charges/" + id)
 		if got.status != http.StatusOK {
 			t.Fatalf("status = %d: %s", got.status, got.body)
@@ -161,7 +161,7 @@ func TestListCharges(t *testing.T) {
 			if resp.status != http.StatusOK {
 				t.Fatalf("status = %d: %s", resp.status, resp.body)
 			}
-			list := decode[listJSON[chargeJSON]](t, resp)
+			list := decode[listJSON[fakeprocessor.Charge]](t, resp)
 			// Only the ledger pages; the other filters answer in full.
 			if list.Object != "list" || list.Data == nil || list.HasMore == nil || *list.HasMore {
 				t.Fatalf("list = %s", resp.body)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/example/payments/internal/database"
 )
@@ -126,7 +127,7 @@ func (s *Server) closeKey(ctx context.Context, kind closeKind, key string) ([]by
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
 	now := s.now()
-	fenced, err := claimKey(ctx, tx, fenceKeySQL, key, kind.path, fingerprint(kind.path, closeParams{key}), now)
+	fenced, err := claimKey(ctx, tx, key, kind.path, fingerprint(kind.path, closeParams{key}), now, never, &now)
 	if err != nil {
 		return nil, false, fmt.Errorf("fence key: %w", err)
 	}
@@ -149,23 +150,8 @@ func (s *Server) closeKey(ctx context.Context, kind closeKind, key string) ([]by
 	return marshal(answer), made, nil
 }
 
-// fenceKeySQL inserts a fence row, with no response and an infinite expiry,
-// or turns an expired key into one. A live key is left alone (the WHERE
-// fails) but stays locked by this transaction; the conflicting row of an
-// uncommitted insert makes it wait, as reserveKeySQL does.
-const fenceKeySQL = `
-INSERT INTO processor.idempotency_keys (key, request_path, request_fingerprint, created_at, expires_at, closed_at)
-VALUES ($1, $2, $3, $4, 'infinity', $4)
-ON CONFLICT (key) DO UPDATE
-SET request_path        = excluded.request_path,
-    request_fingerprint = excluded.request_fingerprint,
-    response_status     = NULL,
-    response_body       = NULL,
-    created_at          = excluded.created_at,
-    expires_at          = excluded.expires_at,
-    closed_at           = excluded.closed_at
-WHERE processor.idempotency_keys.expires_at <= excluded.created_at
-RETURNING key`
+// never is the expiry of a closed key.
+var never = pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
 
 // pinKeySQL closes a live key without touching its stored answer. A key
 // closed before keeps the time it was first closed.

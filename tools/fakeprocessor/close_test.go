@@ -14,10 +14,10 @@ import (
 
 // closureJSON is the answer of a close as tests read it.
 type closureJSON struct {
-	Object         string      `json:"object"`
-	IdempotencyKey string      `json:"idempotency_key"`
-	Charge         *chargeJSON `json:"charge"`
-	Refund         *refundJSON `json:"refund"`
+	Object         string                `json:"object"`
+	IdempotencyKey string                `json:"idempotency_key"`
+	Charge         *fakeprocessor.Charge `json:"charge"`
+	Refund         *fakeprocessor.Refund `json:"refund"`
 }
 
 // close closes key at path ("/v1/charges/close" or "/v1/refunds/close") and
@@ -83,7 +83,7 @@ func TestCloseCharge(t *testing.T) {
 	t.Run("AfterCharge", func(t *testing.T) {
 		t.Parallel()
 		charged := e.post("/v1/charges", "cc-after", visaBody)
-		want := decode[chargeJSON](t, charged)
+		want := decode[fakeprocessor.Charge](t, charged)
 		cl, _ := e.close("/v1/charges/close", "cc-after")
 		if cl.Charge == nil || cl.Charge.ID != want.ID || cl.Charge.Status != "succeeded" || cl.Charge.IdempotencyKey != "cc-after" {
 			t.Fatalf("closure charge = %+v, want %s", cl.Charge, want.ID)
@@ -139,7 +139,7 @@ func TestCloseCharge(t *testing.T) {
 // expired key is taken over by the next POST, a closed one never is.
 func TestCloseNeverExpires(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := &clock{start: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
 	e := newEnv(t, fakeprocessor.Config{KeyRetention: time.Hour, Now: c.Now})
 
 	e.close("/v1/charges/close", "ne-fence")
@@ -223,7 +223,7 @@ func TestCloseRefund(t *testing.T) {
 		t.Parallel()
 		ch := e.charge("cr-made-charge", "pm_card_visa")
 		refunded := e.post("/v1/refunds", "cr-made", `{"charge":"`+ch+`","amount":250}`)
-		want := decode[refundJSON](t, refunded)
+		want := decode[fakeprocessor.Refund](t, refunded)
 		cl := e.closeTwice(t, "/v1/refunds/close", "cr-made")
 		if r := cl.Refund; r == nil || r.ID != want.ID || r.Amount != 250 || r.Status != "succeeded" || r.IdempotencyKey != "cr-made" {
 			t.Fatalf("closure refund = %+v, want %s", cl.Refund, want.ID)

@@ -11,8 +11,10 @@ import (
 
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/example/payments/internal/database"
+	"github.com/example/payments/internal/timer"
 )
 
 // execTimeout bounds the transaction of one POST. The transaction does not
@@ -150,7 +152,7 @@ func (s *Server) runOnce(ctx context.Context, key, path string, fp []byte, exec 
 	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 
 	now := s.now()
-	reserved, err := claimKey(ctx, tx, reserveKeySQL, key, path, fp, now, now.Add(s.cfg.KeyRetention))
+	reserved, err := claimKey(ctx, tx, key, path, fp, now, pgtype.Timestamptz{Time: now.Add(s.cfg.KeyRetention), Valid: true}, nil)
 	if err != nil {
 		return outcome{}, false, fmt.Errorf("reserve key: %w", err)
 	}
@@ -213,14 +215,10 @@ func (s *Server) execLatency(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("exec latency: %w", ctx.Err())
+	if err := timer.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("exec latency: %w", err)
 	}
+	return nil
 }
 
 // hang waits until the caller gives up, the hang limit passes or the server
@@ -248,28 +246,34 @@ func fingerprint(path string, params any) []byte {
 	return h.Sum(nil)
 }
 
-// reserveKeySQL inserts a key, or takes over one that has expired. The
-// conflicting row of a concurrent, uncommitted insert makes it wait.
-const reserveKeySQL = `
-INSERT INTO processor.idempotency_keys (key, request_path, request_fingerprint, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5)
+// claimKeySQL inserts a key row made at $4, expiring at $5 and closed at $6
+// (NULL while open), or takes over one that has expired. A live key is left
+// alone (the WHERE fails) but stays locked by this transaction; the
+// conflicting row of a concurrent, uncommitted insert makes it wait. A
+// closed key never expires, so it is never taken over.
+const claimKeySQL = `
+INSERT INTO processor.idempotency_keys (key, request_path, request_fingerprint, created_at, expires_at, closed_at)
+VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (key) DO UPDATE
 SET request_path        = excluded.request_path,
     request_fingerprint = excluded.request_fingerprint,
     response_status     = NULL,
     response_body       = NULL,
     created_at          = excluded.created_at,
-    expires_at          = excluded.expires_at
+    expires_at          = excluded.expires_at,
+    closed_at           = excluded.closed_at
 WHERE processor.idempotency_keys.expires_at <= excluded.created_at
 RETURNING key`
 
-// claimKey runs query, the insert of a key row that takes over an expired
-// one (reserveKeySQL, fenceKeySQL), and reports whether this transaction now
-// owns the key: it inserted it, or replaced an expired row. false means a
-// live key row, now locked, holds it.
-func claimKey(ctx context.Context, db database.DBTX, query string, args ...any) (bool, error) {
+// claimKey inserts the row of key, for a request to path with fingerprint
+// fp at now, or takes over an expired one (claimKeySQL): a reservation open
+// until expires, or a fence, closed at *closedAt and expiring never. It
+// reports whether this transaction now owns the key: it inserted it, or
+// replaced an expired row. false means a live key row, now locked, holds it.
+func claimKey(ctx context.Context, db database.DBTX, key, path string, fp []byte, now time.Time,
+	expires pgtype.Timestamptz, closedAt *time.Time) (bool, error) {
 	var k string
-	err := db.QueryRow(ctx, query, args...).Scan(&k)
+	err := db.QueryRow(ctx, claimKeySQL, key, path, fp, now, expires, closedAt).Scan(&k)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil

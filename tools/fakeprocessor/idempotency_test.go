@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestKeyReused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakeprocessor.Config{})
 	first := e.postOK(t, "/v1/charges", "reused", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
-	chargeID := decode[chargeJSON](t, first).ID
+	chargeID := decode[fakeprocessor.Charge](t, first).ID
 
 	tests := []struct{ name, path, body string }{
 		{"OtherAmount", "/v1/charges", `{"amount":101,"currency":"USD","payment_method":"pm_card_visa"}`},
@@ -114,7 +115,7 @@ func TestProcessingError(t *testing.T) {
 
 func TestKeyExpiry(t *testing.T) {
 	t.Parallel()
-	c := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	c := &clock{start: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
 	e := newEnv(t, fakeprocessor.Config{KeyRetention: 24 * time.Hour, Now: c.Now})
 
 	e.postOK(t, "/v1/charges", "expiring", `{"amount":100,"currency":"USD","payment_method":"pm_card_visa"}`)
@@ -130,10 +131,21 @@ func TestKeyExpiry(t *testing.T) {
 	c.Advance(time.Hour)
 	fresh := e.post("/v1/charges", "expiring", `{"amount":200,"currency":"USD","payment_method":"pm_card_visa"}`)
 	wantFresh(t, fresh)
-	if got := decode[chargeJSON](t, fresh).Amount; got != 200 {
+	if got := decode[fakeprocessor.Charge](t, fresh).Amount; got != 200 {
 		t.Errorf("amount = %d, want 200", got)
 	}
 	e.wantChargesUnder(t, "expiring", 2)
 	// The new request is replayed in turn.
 	wantReplayOf(t, e.post("/v1/charges", "expiring", `{"amount":200,"currency":"USD","payment_method":"pm_card_visa"}`), fresh)
 }
+
+// clock is a settable clock for expiry tests: start, plus what Advance
+// added.
+type clock struct {
+	start    time.Time
+	advanced atomic.Int64
+}
+
+func (c *clock) Now() time.Time { return c.start.Add(time.Duration(c.advanced.Load())) }
+
+func (c *clock) Advance(d time.Duration) { c.advanced.Add(int64(d)) }

@@ -45,17 +45,17 @@ func TestListRefundsByKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, fakeprocessor.Config{})
 	ch := e.charge("lr-charge", "pm_card_visa")
-	first := decode[refundJSON](t, e.post("/v1/refunds", "lr-1", `{"charge":"`+ch+`","amount":100}`))
+	first := decode[fakeprocessor.Refund](t, e.post("/v1/refunds", "lr-1", `{"charge":"`+ch+`","amount":100}`))
 	e.post("/v1/refunds", "lr-2", `{"charge":"`+ch+`","amount":200}`)
 
-	l := getList[refundJSON](e, "/v1/refunds?idempotency_key=lr-1")
+	l := getList[fakeprocessor.Refund](e, "/v1/refunds?idempotency_key=lr-1")
 	if len(l.Data) != 1 || *l.HasMore {
 		t.Fatalf("list = %+v", l)
 	}
 	if r := l.Data[0]; r != first || r.IdempotencyKey != "lr-1" || r.Charge != ch || r.Amount != 100 {
 		t.Errorf("refund = %+v, want %+v", r, first)
 	}
-	if l := getList[refundJSON](e, "/v1/refunds?idempotency_key=never-used"); len(l.Data) != 0 || *l.HasMore {
+	if l := getList[fakeprocessor.Refund](e, "/v1/refunds?idempotency_key=never-used"); len(l.Data) != 0 || *l.HasMore {
 		t.Errorf("unused key: %+v", l)
 	}
 }
@@ -170,11 +170,11 @@ func TestLedgerPaging(t *testing.T) {
 
 			// The default limit is 100; a page ending exactly at the last
 			// row says no more follow.
-			if l := getList[chargeJSON](e, "/v1/"+table+"?created_after="+url.QueryEscape(since.Format(time.RFC3339Nano))); len(l.Data) != 100 || !*l.HasMore {
+			if l := getList[fakeprocessor.Charge](e, "/v1/"+table+"?created_after="+url.QueryEscape(since.Format(time.RFC3339Nano))); len(l.Data) != 100 || !*l.HasMore {
 				t.Errorf("default page: %d rows, has_more %v", len(l.Data), *l.HasMore)
 			}
 			q := url.Values{"created_after": {since.Format(time.RFC3339Nano)}, "limit": {"50"}, "starting_after": {want[199]}}
-			if l := getList[chargeJSON](e, "/v1/"+table+"?"+q.Encode()); len(l.Data) != 50 || *l.HasMore || l.Data[49].ID != want[249] {
+			if l := getList[fakeprocessor.Charge](e, "/v1/"+table+"?"+q.Encode()); len(l.Data) != 50 || *l.HasMore || l.Data[49].ID != want[249] {
 				t.Errorf("last page: %d rows, has_more %v", len(l.Data), *l.HasMore)
 			}
 		})
@@ -216,7 +216,7 @@ func TestListInvalid(t *testing.T) {
 	if resp := e.get("/v1/refunds?payment_id=pay_1"); resp.status != http.StatusBadRequest {
 		t.Errorf("refunds by payment: %d %s", resp.status, resp.body)
 	}
-	if l := getList[chargeJSON](e, "/v1/charges?"+after+"&limit=1000"); len(l.Data) != 1 || *l.HasMore {
+	if l := getList[fakeprocessor.Charge](e, "/v1/charges?"+after+"&limit=1000"); len(l.Data) != 1 || *l.HasMore {
 		t.Errorf("limit 1000: %+v", l)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
@@ -173,23 +172,6 @@ func (e *env) keyRows(key string) int {
 	return e.count(`SELECT count(*) FROM processor.idempotency_keys WHERE key = $1`, key)
 }
 
-// chargeJSON is the charge object as tests read it.
-type chargeJSON struct {
-	ID             string  `json:"id"`
-	Object         string  `json:"object"`
-	Amount         int64   `json:"amount"`
-	Currency       string  `json:"currency"`
-	PaymentMethod  string  `json:"payment_method"`
-	PaymentID      *string `json:"payment_id"`
-	Description    *string `json:"description"`
-	Status         string  `json:"status"`
-	FailureCode    *string `json:"failure_code"`
-	FailureMessage *string `json:"failure_message"`
-	AmountRefunded int64   `json:"amount_refunded"`
-	IdempotencyKey string  `json:"idempotency_key"`
-	CreatedAt      string  `json:"created_at"`
-}
-
 // errorJSON is the error member of an error answer.
 type errorJSON struct {
 	Type    string `json:"type"`
@@ -305,22 +287,4 @@ func (e *env) postUnanswered(ctx context.Context, path, key, body string) {
 	if resp, err := e.postCtx(ctx, path, key, body); err == nil {
 		e.t.Fatalf("POST %s: got an answer, want none: %d %s", path, resp.status, resp.body)
 	}
-}
-
-// clock is a settable clock for expiry tests.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }

@@ -18,7 +18,7 @@
 package fakeprocessor
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -34,6 +34,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/example/payments/internal/signing"
+	"github.com/example/payments/internal/timer"
 	"github.com/example/payments/internal/tracing"
 )
 
@@ -197,30 +198,24 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, cfg Config) (*Server, error) {
 // validate fills in defaults and rejects settings out of range.
 func validate(cfg *Config) error {
 	c := &cfg.Chaos
-	switch {
-	case c.FailRate < 0 || c.FailRate > 1:
-		return fmt.Errorf("chaos fail rate %v is not between 0 and 1", c.FailRate)
-	case c.DropRate < 0 || c.DropRate > 1:
-		return fmt.Errorf("chaos drop rate %v is not between 0 and 1", c.DropRate)
-	case c.Latency < 0:
-		return errors.New("chaos latency is negative")
-	case c.RateLimit < 0:
-		return errors.New("chaos rate limit is negative")
-	case c.ExecLatency < 0:
-		return errors.New("chaos exec latency is negative")
-	case c.ExecLatency >= execTimeout:
+	err := outOfRange(
+		probability("chaos fail rate", c.FailRate),
+		probability("chaos drop rate", c.DropRate),
+		notNegative("chaos latency", c.Latency),
+		notNegative("chaos rate limit", c.RateLimit),
+		notNegative("chaos exec latency", c.ExecLatency),
+		notNegative("timeout hang", cfg.TimeoutHang),
+		notNegative("key retention", cfg.KeyRetention),
+		probability("chaos webhook drop rate", c.WebhookDropRate),
+		probability("chaos webhook duplicate rate", c.WebhookDuplicateRate),
+		notNegative("chaos webhook delay", c.WebhookDelay),
+	)
+	if err != nil {
+		return err
+	}
+	if c.ExecLatency >= execTimeout {
 		// Every operation would time out and roll back.
 		return fmt.Errorf("chaos exec latency %v is not shorter than the %v an operation may take", c.ExecLatency, execTimeout)
-	case cfg.TimeoutHang < 0:
-		return errors.New("timeout hang is negative")
-	case cfg.KeyRetention < 0:
-		return errors.New("key retention is negative")
-	case c.WebhookDropRate < 0 || c.WebhookDropRate > 1:
-		return fmt.Errorf("chaos webhook drop rate %v is not between 0 and 1", c.WebhookDropRate)
-	case c.WebhookDuplicateRate < 0 || c.WebhookDuplicateRate > 1:
-		return fmt.Errorf("chaos webhook duplicate rate %v is not between 0 and 1", c.WebhookDuplicateRate)
-	case c.WebhookDelay < 0:
-		return errors.New("chaos webhook delay is negative")
 	}
 	if err := validateWebhooks(&cfg.Webhooks); err != nil {
 		return err
@@ -228,14 +223,37 @@ func validate(cfg *Config) error {
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
-	if cfg.TimeoutHang == 0 {
-		cfg.TimeoutHang = DefaultTimeoutHang
-	}
-	if cfg.KeyRetention == 0 {
-		cfg.KeyRetention = DefaultKeyRetention
-	}
+	cfg.TimeoutHang = cmp.Or(cfg.TimeoutHang, DefaultTimeoutHang)
+	cfg.KeyRetention = cmp.Or(cfg.KeyRetention, DefaultKeyRetention)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	return nil
+}
+
+// outOfRange is the first of the settings' errors, nil when every one is
+// in range.
+func outOfRange(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// probability is the error of a rate not between 0 and 1.
+func probability(name string, v float64) error {
+	if v < 0 || v > 1 {
+		return fmt.Errorf("%s %v is not between 0 and 1", name, v)
+	}
+	return nil
+}
+
+// notNegative is the error of a negative setting.
+func notNegative[T time.Duration | float64](name string, v T) error {
+	if v < 0 {
+		return fmt.Errorf("%s is negative", name)
 	}
 	return nil
 }
@@ -292,12 +310,8 @@ func (s *Server) latency(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
+		if timer.Sleep(r.Context(), d) == nil {
 			next.ServeHTTP(w, r)
-		case <-r.Context().Done():
 		}
 	})
 }

@@ -201,19 +201,9 @@ func waitDelivered(t *testing.T, e *env, r *receiver, key string) (string, []del
 	return id, r.byID(id)
 }
 
-// eventBody is a webhook's body as tests read it.
-type eventBody struct {
-	ID      string `json:"id"`
-	Type    string `json:"type"`
-	Created int64  `json:"created"`
-	Data    struct {
-		Object json.RawMessage `json:"object"`
-	} `json:"data"`
-}
-
 // checkDelivery checks that d is a genuine, well-formed delivery of an event
 // of type typ, and returns its body.
-func checkDelivery(t *testing.T, d delivery, typ string) eventBody {
+func checkDelivery(t *testing.T, d delivery, typ string) fakeprocessor.EventBody {
 	t.Helper()
 	if d.err != nil {
 		t.Fatalf("delivery not verified: %v", d.err)
@@ -231,7 +221,7 @@ func checkDelivery(t *testing.T, d delivery, typ string) eventBody {
 		shape["id"] == nil || shape["type"] == nil || shape["created"] == nil {
 		t.Errorf("body shape: %s", d.body)
 	}
-	var b eventBody
+	var b fakeprocessor.EventBody
 	if err := json.Unmarshal(d.body, &b); err != nil {
 		t.Fatalf("body %s: %v", d.body, err)
 	}
@@ -255,12 +245,12 @@ func sameJSON(t *testing.T, object json.RawMessage, answer []byte) {
 
 // checkDeliveries checks that ds are n deliveries, each genuine and
 // well-formed, of an event of type typ, and returns their bodies.
-func checkDeliveries(t *testing.T, ds []delivery, typ string, n int) []eventBody {
+func checkDeliveries(t *testing.T, ds []delivery, typ string, n int) []fakeprocessor.EventBody {
 	t.Helper()
 	if len(ds) != n {
 		t.Fatalf("%d deliveries, want %d", len(ds), n)
 	}
-	bodies := make([]eventBody, len(ds))
+	bodies := make([]fakeprocessor.EventBody, len(ds))
 	for i, d := range ds {
 		bodies[i] = checkDelivery(t, d, typ)
 	}
@@ -269,7 +259,7 @@ func checkDeliveries(t *testing.T, ds []delivery, typ string, n int) []eventBody
 
 // onlyDelivery waits for the one event under key, checks that it was
 // delivered once, as typ, and returns its body.
-func onlyDelivery(t *testing.T, e *env, r *receiver, key, typ string) eventBody {
+func onlyDelivery(t *testing.T, e *env, r *receiver, key, typ string) fakeprocessor.EventBody {
 	t.Helper()
 	_, ds := waitDelivered(t, e, r, key)
 	return checkDeliveries(t, ds, typ, 1)[0]

@@ -7,24 +7,13 @@ import (
 	"github.com/example/payments/tools/fakeprocessor"
 )
 
-// refundJSON is the refund object as tests read it.
-type refundJSON struct {
-	ID             string `json:"id"`
-	Object         string `json:"object"`
-	Charge         string `json:"charge"`
-	Amount         int64  `json:"amount"`
-	Status         string `json:"status"`
-	IdempotencyKey string `json:"idempotency_key"`
-	CreatedAt      string `json:"created_at"`
-}
-
 // charge creates a charge of 1000 and returns its id.
 func (e *env) charge(key, method string) string {
 	e.t.Helper()
 	resp := e.post("/v1/charges", key, `{"amount":1000,"currency":"USD","payment_method":"`+method+`"}`)
 	switch resp.status {
 	case http.StatusOK:
-		return decode[chargeJSON](e.t, resp).ID
+		return decode[fakeprocessor.Charge](e.t, resp).ID
 	case http.StatusPaymentRequired:
 		return decodeError(e.t, resp).Charge
 	}
@@ -36,7 +25,7 @@ func (e *env) charge(key, method string) string {
 // amount.
 func (e *env) wantRefunded(t *testing.T, chargeID string, amount int64) {
 	t.Helper()
-	if got := decode[chargeJSON](t, e.get("/v1/charges/"+chargeID)).AmountRefunded; got != amount {
+	if got := decode[fakeprocessor.Charge](t, e.get("/v1/charges/"+chargeID)).AmountRefunded; got != amount {
 		t.Errorf("amount_refunded = %d, want %d", got, amount)
 	}
 }
@@ -49,13 +38,13 @@ func TestRefund(t *testing.T) {
 		t.Parallel()
 		ch := e.charge("rf-partial", "pm_card_visa")
 		first := e.postOK(t, "/v1/refunds", "rf-partial-1", `{"charge":"`+ch+`","amount":300}`)
-		r := decode[refundJSON](t, first)
+		r := decode[fakeprocessor.Refund](t, first)
 		if r.Object != "refund" || r.Charge != ch || r.Amount != 300 || r.Status != "succeeded" || r.IdempotencyKey != "rf-partial-1" ||
-			len(r.ID) < 4 || r.ID[:3] != "re_" || r.CreatedAt == "" {
+			len(r.ID) < 4 || r.ID[:3] != "re_" || r.CreatedAt.IsZero() {
 			t.Errorf("refund = %s", first.body)
 		}
 		rest := e.post("/v1/refunds", "rf-partial-2", `{"charge":"`+ch+`"}`)
-		if got := decode[refundJSON](t, rest).Amount; rest.status != http.StatusOK || got != 700 {
+		if got := decode[fakeprocessor.Refund](t, rest).Amount; rest.status != http.StatusOK || got != 700 {
 			t.Fatalf("rest: %d %s", rest.status, rest.body)
 		}
 		e.wantRefunded(t, ch, 1000)

@@ -66,7 +66,7 @@ func TestRoundTrips(t *testing.T) {
 	// prepared on the way, in round trips of their own.
 	for i := range 2 {
 		charge := trips("/v1/charges", fmt.Sprintf("rt-charge-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, 2)
-		ch := decode[chargeJSON](t, charge).ID
+		ch := decode[fakeprocessor.Charge](t, charge).ID
 		trips("/v1/refunds", fmt.Sprintf("rt-refund-%d", i), `{"charge":"`+ch+`","amount":100}`, 3)
 		trips("/v1/charges", fmt.Sprintf("rt-charge-%d", i), `{"amount":1000,"currency":"USD","payment_method":"pm_card_visa"}`, 3)
 	}

@@ -1,6 +1,7 @@
 package fakeprocessor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,17 +30,14 @@ type event struct {
 	object any
 }
 
-// eventJSON is the body of a webhook, as Stripe shapes it.
-type eventJSON struct {
-	ID      string    `json:"id"`
-	Type    string    `json:"type"`
-	Created int64     `json:"created"`
-	Data    eventData `json:"data"`
-}
-
-// eventData holds the object an event is about.
-type eventData struct {
-	Object any `json:"object"`
+// eventJSON is the body of a webhook, as Stripe shapes it, its object a T.
+type eventJSON[T any] struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Created int64  `json:"created"`
+	Data    struct {
+		Object T `json:"object"`
+	} `json:"data"`
 }
 
 // validateWebhooks fills in the defaults of w and rejects settings out of
@@ -55,22 +53,17 @@ func validateWebhooks(w *Webhooks) error {
 	case w.Secrets.Empty():
 		// An unsigned webhook could not be told from a forged one.
 		return errors.New("webhook URL set without a secret")
-	case w.RetryHorizon < 0:
-		return errors.New("webhook retry horizon is negative")
-	case w.PollInterval < 0:
-		return errors.New("webhook poll interval is negative")
-	case w.RetryBackoff < 0:
-		return errors.New("webhook retry backoff is negative")
 	}
-	if w.RetryHorizon == 0 {
-		w.RetryHorizon = DefaultRetryHorizon
+	if err := outOfRange(
+		notNegative("webhook retry horizon", w.RetryHorizon),
+		notNegative("webhook poll interval", w.PollInterval),
+		notNegative("webhook retry backoff", w.RetryBackoff),
+	); err != nil {
+		return err
 	}
-	if w.PollInterval == 0 {
-		w.PollInterval = DefaultPollInterval
-	}
-	if w.RetryBackoff == 0 {
-		w.RetryBackoff = DefaultRetryBackoff
-	}
+	w.RetryHorizon = cmp.Or(w.RetryHorizon, DefaultRetryHorizon)
+	w.PollInterval = cmp.Or(w.PollInterval, DefaultPollInterval)
+	w.RetryBackoff = cmp.Or(w.RetryBackoff, DefaultRetryBackoff)
 	return nil
 }
 
@@ -86,7 +79,9 @@ func (s *Server) webhooksOn() bool { return s.cfg.Webhooks.URL != "" }
 func (s *Server) recordEvent(ctx context.Context, b *pgx.Batch, ev event) {
 	now := s.now()
 	id := newID("evt_")
-	body := marshal(eventJSON{ID: id, Type: ev.typ, Created: now.Unix(), Data: eventData{Object: ev.object}})
+	payload := eventJSON[any]{ID: id, Type: ev.typ, Created: now.Unix()}
+	payload.Data.Object = ev.object
+	body := marshal(payload)
 	state, due := eventPending, &now
 	c := s.cfg.Chaos
 	switch {

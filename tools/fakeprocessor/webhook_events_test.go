@@ -18,7 +18,7 @@ func TestWebhookEvents(t *testing.T) {
 		t.Parallel()
 		resp := e.postOK(t, "/v1/charges", "wh-visa", `{"amount":1234,"currency":"usd","payment_method":"pm_card_visa","payment_id":"pay_1","description":"order 7"}`)
 		ev := onlyDelivery(t, e, r, "wh-visa", "charge.succeeded")
-		sameJSON(t, ev.Data.Object, e.get("/v1/charges/"+decode[chargeJSON](t, resp).ID).body)
+		sameJSON(t, ev.Data.Object, e.get("/v1/charges/"+decode[fakeprocessor.Charge](t, resp).ID).body)
 		sameJSON(t, ev.Data.Object, resp.body)
 	})
 	t.Run("ChargeFailed", func(t *testing.T) {

@@ -49,6 +49,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/example/payments/internal/timer"
 )
 
 // Nodes are the names of the cluster's Patroni nodes, in port order.
@@ -237,7 +239,7 @@ func (c *Cluster) until(ctx context.Context, what string, try func(context.Conte
 			return name, nil
 		}
 		last = err
-		if err := pause(ctx, 100*time.Millisecond); err != nil {
+		if err := timer.Sleep(ctx, 100*time.Millisecond); err != nil {
 			c.logf("hapg: %s; the daemons' logs:\n%s", what, c.Tails(25))
 			return "", fmt.Errorf("hapg: %s: %w (last: %v)", what, err, last)
 		}
@@ -551,15 +553,4 @@ func allFree(ports ...int) bool {
 		ln.Close()
 	}
 	return true
-}
-
-func pause(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }

@@ -66,15 +66,7 @@ func (s *Server) createCustomer(c *call) (any, *apiError) {
 
 // retrieveCustomer is GET /v1/customers/{id}.
 func (s *Server) retrieveCustomer(c *call) (any, *apiError) {
-	if f := c.params("expand[]"); f.err != nil {
-		return nil, f.err
-	}
-	id := c.r.PathValue("id")
-	cu, ok := s.customerByID[id]
-	if !ok {
-		return nil, noSuch(http.StatusNotFound, "customer", id, "id")
-	}
-	return customerWire(cu), nil
+	return retrieve(c, s.customerByID, customerWire, "customer", "id", "expand[]")
 }
 
 // deleteCustomer is DELETE /v1/customers/{id}.

@@ -257,16 +257,7 @@ func (s *Server) declined(c *call, p *paymentIntentRecord, e PaymentError) *apiE
 
 // retrievePaymentIntent is GET /v1/payment_intents/{id}.
 func (s *Server) retrievePaymentIntent(c *call) (any, *apiError) {
-	f := c.params("expand[]", "client_secret")
-	if f.err != nil {
-		return nil, f.err
-	}
-	id := c.r.PathValue("id")
-	p, ok := s.paymentByID[id]
-	if !ok {
-		return nil, noSuch(http.StatusNotFound, "payment_intent", id, "intent")
-	}
-	return p.wire(), nil
+	return retrieve(c, s.paymentByID, (*paymentIntentRecord).wire, "payment_intent", "intent", "expand[]", "client_secret")
 }
 
 // cancelable are the statuses a PaymentIntent can be canceled from. A
@@ -281,10 +272,9 @@ func (s *Server) cancelPaymentIntent(c *call) (any, *apiError) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	id := c.r.PathValue("id")
-	p, ok := s.paymentByID[id]
-	if !ok {
-		return nil, noSuch(http.StatusNotFound, "payment_intent", id, "intent")
+	p, err := pathObject(c, s.paymentByID, "payment_intent", "intent")
+	if err != nil {
+		return nil, err
 	}
 	if !slices.Contains(cancelable, p.Status) {
 		err := badRequest("", "payment_intent_unexpected_state", "You cannot cancel this PaymentIntent because it has a "+

@@ -213,15 +213,7 @@ func (s *Server) failRefund(r *refundRecord, ch *charge, reason string) {
 
 // retrieveRefund is GET /v1/refunds/{id}.
 func (s *Server) retrieveRefund(c *call) (any, *apiError) {
-	if f := c.params("expand[]"); f.err != nil {
-		return nil, f.err
-	}
-	id := c.r.PathValue("id")
-	r, ok := s.refundByID[id]
-	if !ok {
-		return nil, noSuch(http.StatusNotFound, "refund", id, "refund")
-	}
-	return r.wire(), nil
+	return retrieve(c, s.refundByID, (*refundRecord).wire, "refund", "refund", "expand[]")
 }
 
 // listRefunds is GET /v1/refunds: newest first, paged, of one

@@ -272,6 +272,31 @@ func noSuch(status int, kind, id, param string) *apiError {
 		Message: fmt.Sprintf("No such %s: '%s'", kind, id)}}
 }
 
+// pathObject is the object the request's path names, looked up in byID, or
+// Stripe's 404 for a missing object of kind, param naming what was asked.
+func pathObject[T any](c *call, byID map[string]T, kind, param string) (T, *apiError) {
+	id := c.r.PathValue("id")
+	o, ok := byID[id]
+	if !ok {
+		return o, noSuch(http.StatusNotFound, kind, id, param)
+	}
+	return o, nil
+}
+
+// retrieve answers a GET of the object the path names: the parameters
+// checked against allowed, the object found as pathObject finds it, and
+// its wire form.
+func retrieve[T, W any](c *call, byID map[string]T, wire func(T) W, kind, param string, allowed ...string) (any, *apiError) {
+	if f := c.params(allowed...); f.err != nil {
+		return nil, f.err
+	}
+	o, err := pathObject(c, byID, kind, param)
+	if err != nil {
+		return nil, err
+	}
+	return wire(o), nil
+}
+
 // rateLimited is Stripe's 429.
 func rateLimited() *apiError {
 	return &apiError{status: http.StatusTooManyRequests, body: errorJSON{Type: typeInvalidRequest, Code: "rate_limit",

@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -153,18 +154,10 @@ func New(opts Options) (*Server, error) {
 	if err := opts.check(); err != nil {
 		return nil, fmt.Errorf("stripesim: %w", err)
 	}
-	if opts.ProcessingFor == 0 {
-		opts.ProcessingFor = defaultProcessingFor
-	}
-	if opts.RefundPendingFor == 0 {
-		opts.RefundPendingFor = defaultRefundPendingFor
-	}
-	if opts.KeyRetention == 0 {
-		opts.KeyRetention = defaultKeyRetention
-	}
-	if opts.Latency == 0 {
-		opts.Latency = defaultLatency
-	}
+	opts.ProcessingFor = cmp.Or(opts.ProcessingFor, defaultProcessingFor)
+	opts.RefundPendingFor = cmp.Or(opts.RefundPendingFor, defaultRefundPendingFor)
+	opts.KeyRetention = cmp.Or(opts.KeyRetention, defaultKeyRetention)
+	opts.Latency = cmp.Or(opts.Latency, defaultLatency)
 	if opts.Start.IsZero() {
 		opts.Start = time.Now()
 	}
@@ -333,24 +326,19 @@ func (s *Server) newID(prefix string, n int) string {
 
 // PaymentIntents are copies of every PaymentIntent, oldest first, as they
 // stand now.
-func (s *Server) PaymentIntents() []PaymentIntent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle(s.clock.now())
-	out := make([]PaymentIntent, len(s.paymentIntents))
-	for i, p := range s.paymentIntents {
-		out[i] = p.copy()
-	}
-	return out
-}
+func (s *Server) PaymentIntents() []PaymentIntent { return settledCopies(s, &s.paymentIntents) }
 
 // Refunds are copies of every refund, oldest first, as they stand now.
-func (s *Server) Refunds() []Refund {
+func (s *Server) Refunds() []Refund { return settledCopies(s, &s.refunds) }
+
+// settledCopies are copies of the records s holds at *records, once what
+// has fallen due is settled.
+func settledCopies[R interface{ copy() T }, T any](s *Server, records *[]R) []T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settle(s.clock.now())
-	out := make([]Refund, len(s.refunds))
-	for i, r := range s.refunds {
+	out := make([]T, len(*records))
+	for i, r := range *records {
 		out[i] = r.copy()
 	}
 	return out

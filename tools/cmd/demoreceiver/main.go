@@ -130,35 +130,29 @@ type setting struct {
 	set func(c *demoreceiver.Config, value string) error
 }
 
+// text is the set of a setting stored as it is read, in the field of the
+// configuration that field points to.
+func text(field func(c *demoreceiver.Config) *string) func(c *demoreceiver.Config, value string) error {
+	return func(c *demoreceiver.Config, v string) error {
+		*field(c) = v
+		return nil
+	}
+}
+
 // settings are the environment variables the program reads, as -h lists
 // them.
 var settings = []setting{
-	{"LOG_FORMAT", "json", "json or text", false, func(c *demoreceiver.Config, v string) error {
-		c.LogFormat = v
-		return nil
-	}},
-	{"LOG_LEVEL", "info", "the least severe records written: debug, info, warn or error", false, func(c *demoreceiver.Config, v string) error {
-		c.LogLevel = v
-		return nil
-	}},
-	{"RECEIVER_ADDR", ":9092", "address to listen on", false, func(c *demoreceiver.Config, v string) error {
-		c.Addr = v
-		return nil
-	}},
-	{"RECEIVER_PATH", "/webhooks", "the path webhooks are POSTed to", false, func(c *demoreceiver.Config, v string) error {
-		c.Path = v
-		return nil
-	}},
+	{"LOG_FORMAT", "json", "json or text", false, text(func(c *demoreceiver.Config) *string { return &c.LogFormat })},
+	{"LOG_LEVEL", "info", "the least severe records written: debug, info, warn or error", false, text(func(c *demoreceiver.Config) *string { return &c.LogLevel })},
+	{"RECEIVER_ADDR", ":9092", "address to listen on", false, text(func(c *demoreceiver.Config) *string { return &c.Addr })},
+	{"RECEIVER_PATH", "/webhooks", "the path webhooks are POSTed to", false, text(func(c *demoreceiver.Config) *string { return &c.Path })},
 	{"RECEIVER_SECRET", "", "required: whsec_ secrets, comma-separated; a delivery signed with any of them is genuine (list the old and the new while rotating)", true,
 		func(c *demoreceiver.Config, v string) error {
 			s, err := demoreceiver.ParseSecrets(v)
 			c.Secret = s
 			return err
 		}},
-	{"RECEIVER_DEDUPE_FILE", "receiver-seen.log", "file of the event ids already processed, one a line; keep it across restarts", false, func(c *demoreceiver.Config, v string) error {
-		c.DedupeFile = v
-		return nil
-	}},
+	{"RECEIVER_DEDUPE_FILE", "receiver-seen.log", "file of the event ids already processed, one a line; keep it across restarts", false, text(func(c *demoreceiver.Config) *string { return &c.DedupeFile })},
 	{"RECEIVER_FAIL_FIRST", "0", "chaos: answer 500 to the first N deliveries of each event id, to exercise the sender's retries (counted in RECEIVER_DEDUPE_FILE.failfirst, across restarts)", false,
 		func(c *demoreceiver.Config, v string) (err error) {
 			c.FailFirst, err = strconv.Atoi(v)

@@ -11,23 +11,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
-	"text/tabwriter"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/example/payments/internal/process"
 	"github.com/example/payments/tools/stripesim"
 )
 
@@ -49,32 +43,17 @@ type Config struct {
 // shutdownTimeout bounds how long requests under way are waited for.
 const shutdownTimeout = 5 * time.Second
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "stripesim:", err)
-		os.Exit(1)
-	}
-}
+func main() { process.Main("stripesim", run) }
 
 // run reads the environment and serves until ctx ends. The first line it
 // writes to stdout names the address it listens on.
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var cfg Config
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprint(stdout, "Usage: stripesim\n\nA stateful simulator of Stripe's v1 API.\n\n")
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		_ = envconfig.Usagef("", &cfg, tw, envconfig.DefaultTableFormat)
-		_ = tw.Flush()
-		return flag.ErrHelp
+	if err := process.Configure(args, stdout, "stripesim", "A stateful simulator of Stripe's v1 API.", &cfg); err != nil {
+		return err
 	}
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments: %v", args)
-	}
-	if err := envconfig.Process("", &cfg); err != nil {
-		return err
 	}
 	rates, err := parseFaults(cfg.Faults)
 	if err != nil {
@@ -87,26 +66,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer sim.Close()
-	ln, err := net.Listen("tcp", cfg.Addr)
+	// Only the server's errors are logged, to stderr, as net/http's own
+	// logger would: stdout is the address line's.
+	errorLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv, err := process.Listen(cfg.Addr, handler(sim), errorLog, time.Minute, shutdownTimeout)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "stripesim listening on http://%s\n", ln.Addr())
-	srv := &http.Server{Handler: handler(sim), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	fmt.Fprintf(stdout, "stripesim listening on http://%s\n", srv.Addr())
+	return srv.Run(ctx)
 }
 
 // parseFaults reads name=rate pairs, comma-separated.
