@@ -6,9 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
@@ -125,6 +128,23 @@ func TestAKindNoListNames(t *testing.T) {
 		}
 		if n := h.count(`SELECT count(*) FROM widgets`); n != 1 {
 			t.Fatalf("widgets = %d, want 1", n)
+		}
+	})
+
+	// A kind names only its own columns: one the machinery writes, or a
+	// name that is no column's, is refused before anything is sent.
+	onWidgets(t, "OnlyItsOwnColumns", func(t *testing.T, h *harness, _ *testkind.Processor, _ *notified) {
+		for _, column := range []string{"status", "tenant_id", "processor_gadget_id", "colour; DROP TABLE widgets"} {
+			_, err := h.svc.Start(t.Context(), h.request(testkind.Names.Path), operation.Steps{Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
+				return operation.Plan{Resource: idempotency.ResourceRef{Type: testkind.Names.Type, ID: operation.NewID(testkind.Names.Prefix)},
+					Operation: &operation.Row{Amount: 100, Currency: "USD", Columns: []operation.Column{{Name: column, Value: "x"}}}}, nil
+			}})
+			if err == nil || !strings.Contains(err.Error(), "is not one of its own") {
+				t.Errorf("a widget writing column %q: %v, want it refused", column, err)
+			}
+		}
+		if n := h.count(`SELECT (SELECT count(*) FROM widgets) + (SELECT count(*) FROM idempotency_keys)`); n != 0 {
+			t.Fatalf("%d rows written by refused first phases", n)
 		}
 	})
 
