@@ -64,9 +64,9 @@ func TestTenantLimitAcrossReplicas(t *testing.T) {
 
 // TestProcessorRateLimitAcrossWorkers: two worker processes under a backlog
 // of payments keep PROCESSOR_RATE_LIMIT in all, not twice it: the processor
-// saw at most the limit and a tenth in any second, counted by the creation
-// times of its charges, and at least nine tenths of it on average, every
-// payment charged once.
+// saw at most the limit and a tenth in any four seconds, counted by the
+// creation times of its charges, and at least nine tenths of it on average,
+// every payment charged once.
 func TestProcessorRateLimitAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	const limit, payments = 50, 400
@@ -105,24 +105,30 @@ func TestProcessorRateLimitAcrossWorkers(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	most := 0
-	for i, j := 0, 0; i < len(times); i++ {
-		for j < len(times) && times[j].Sub(times[i]) < time.Second {
-			j++
+	// busiest is the most charges whose times fall within w of each other.
+	busiest := func(w time.Duration) int {
+		most := 0
+		for i, j := 0, 0; i < len(times); i++ {
+			for j < len(times) && times[j].Sub(times[i]) < w {
+				j++
+			}
+			most = max(most, j-i)
 		}
-		most = max(most, j-i)
+		return most
 	}
+	second, fourSeconds := busiest(time.Second), busiest(4*time.Second)
 	span := times[len(times)-1].Sub(times[0]).Seconds()
 	avg := float64(len(times)-1) / span
-	t.Logf("two workers at PROCESSOR_RATE_LIMIT=%d: %d charges, %d in the busiest second, %.1f a second on average over %.1f s",
-		limit, len(times), most, avg, span)
+	t.Logf("two workers at PROCESSOR_RATE_LIMIT=%d: %d charges, %d in the busiest second and %d in the busiest four, %.1f a second on average over %.1f s",
+		limit, len(times), second, fourSeconds, avg, span)
 	// A charge's time is the stand-in's, stamped once the request has
 	// crossed the network and waited for its transaction: on a loaded
-	// machine that jitter bunches turns taken a little apart, so the
-	// busiest second may hold a fifth more than the limit. Two workers
-	// pacing apart would send twice the limit.
-	if most > limit*6/5 || avg < limit*0.9 {
-		t.Errorf("%d charges in the busiest second and %.1f a second on average, want at most %d and at least %d",
-			most, avg, limit*6/5, limit*9/10)
+	// machine that jitter bunches turns taken a little apart, by a few
+	// hundred milliseconds' worth at most, which weighs on one second and
+	// little on four. Two workers pacing apart would send twice the limit
+	// over both.
+	if second > limit*3/2 || fourSeconds > 4*limit*11/10 || avg < limit*0.9 {
+		t.Errorf("%d charges in the busiest second, %d in the busiest four and %.1f a second on average: want at most %d, at most %d and at least %d",
+			second, fourSeconds, avg, limit*3/2, 4*limit*11/10, limit*9/10)
 	}
 }
