@@ -1,4 +1,4 @@
-// Package webhook signs and verifies webhooks as Standard Webhooks
+// Package signing signs and verifies webhooks as Standard Webhooks
 // specifies (https://www.standardwebhooks.com), with its maintained Go
 // library: the headers webhook-id, webhook-timestamp and webhook-signature,
 // the last holding one "v1,<base64 HMAC-SHA256>" per secret, over
