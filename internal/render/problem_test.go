@@ -59,11 +59,11 @@ func TestResourceOf(t *testing.T) {
 // kind is a kind with names and nothing else, for the renderer's table.
 type kind struct{ names operation.Names }
 
-func (k kind) Names() operation.Names            { return k.names }
-func (kind) Object() any                         { return struct{}{} }
-func (kind) Request() any                        { return struct{}{} }
-func (kind) Errors() []operation.ErrorRule       { return nil }
-func (k kind) States() []operation.State         { return operation.DefaultStates(k.names) }
+func (k kind) Names() operation.Names                         { return k.names }
+func (kind) Object() any                                      { return struct{}{} }
+func (kind) Request() any                                     { return struct{}{} }
+func (kind) Errors() []operation.ErrorRule                    { return nil }
+func (k kind) States() []operation.State                      { return operation.DefaultStates(k.names) }
 func (kind) Call(*pgx.Batch, string) func(*operation.Pending) { return func(*operation.Pending) {} }
 func (kind) Final(context.Context, pgx.Tx, string) (operation.Final, error) {
 	return operation.Final{}, nil
