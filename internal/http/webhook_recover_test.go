@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/example/payments/tools/freeport"
 	"github.com/example/payments/tools/stacktest"
 )
 
@@ -225,14 +226,21 @@ func TestWebhookEventsAndRecovery(t *testing.T) {
 
 	t.Run("LogHidesNetworkErrors", func(t *testing.T) {
 		t.Parallel()
-		s, h, e := startDelivering(t, stacktest.Options{}, nil)
+		s, _, e := startDelivering(t, stacktest.Options{}, nil)
 		// The receiver goes away: the connection is refused, on loopback.
-		h.srv.Close()
+		// A closed server's port could be taken again by then.
+		addr, free, err := freeport.Refusing()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { free() })
+		s.Exec(`UPDATE webhook_endpoints SET url = $1`, "http://"+addr+"/hooks")
 		paidPayment(t, s, "pay-1")
 		waitDeliveries(t, s, "failed", 1)
 		for _, l := range deliveryLog(t, s, e) {
 			if l.Error == nil || *l.Error != "the receiver refused the connection" {
-				t.Fatalf("logged error %v", l.Error)
+				got, _ := json.Marshal(l.Error)
+				t.Fatalf("logged error %s", got)
 			}
 		}
 		// A host that no longer resolves names no resolver.

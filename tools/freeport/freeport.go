@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // The ports handed out lie below Linux's default range of ephemeral ports
@@ -52,4 +53,26 @@ func Addr() (string, error) {
 		return addr, nil
 	}
 	return "", errors.New("no free loopback port from 20000 to 32000")
+}
+
+// Refusing returns a loopback address that refuses every connection, and a
+// func that frees it. Its port is bound and never listened on: no listener
+// can take it, nor the kernel as the local port of an outgoing connection,
+// as either could a port whose server was closed.
+func Refusing() (string, func() error, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	closeFD := func() error { return syscall.Close(fd) }
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		closeFD()
+		return "", nil, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		closeFD()
+		return "", nil, err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)), closeFD, nil
 }
