@@ -28,9 +28,10 @@ type Payment struct {
 	FailureCode       *string           `json:"failure_code"`
 	FailureMessage    *string           `json:"failure_message"`
 	ProcessorChargeID *string           `json:"processor_charge_id"`
-	AmountRefunded    int64             `json:"amount_refunded"`
-	CreatedAt         time.Time         `json:"created_at"`
-	UpdatedAt         time.Time         `json:"updated_at"`
+	// AmountRefunded is what the payment's refunds have taken back from it.
+	AmountRefunded int64     `json:"amount_refunded"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // CreatePaymentParams is the body of a new payment. Amount is in minor units

@@ -436,12 +436,12 @@ func checkEnum(t *testing.T, what string, got, want []any) {
 	}
 }
 
-// jsonNames returns the sorted JSON names of t's fields, and those of them
-// that are always encoded.
+// jsonNames returns the sorted JSON names of t's fields, those of an
+// embedded struct among them, and those of them that are always encoded.
 func jsonNames(t reflect.Type) (all, always []string) {
-	for i := range t.NumField() {
-		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" {
+	for _, f := range reflect.VisibleFields(t) {
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || !f.IsExported() || name == "" || name == "-" {
 			continue
 		}
 		all = append(all, name)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/payments/client"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
@@ -25,9 +26,9 @@ func Create(ctx context.Context, s *operation.Service, req idempotency.Request, 
 	}
 	var p Payment
 	lease, err := s.Start(ctx, req, operation.Steps{Plan: func(context.Context, pgx.Tx) (operation.Plan, error) {
-		p = Payment{ID: operation.NewID(Names.Prefix), Object: Names.Type, TenantID: req.TenantID, Amount: *np.Amount,
+		p = Payment{Payment: client.Payment{ID: operation.NewID(Names.Prefix), Object: Names.Type, Amount: *np.Amount,
 			Currency: strings.ToUpper(np.Currency), PaymentMethod: np.PaymentMethod, Description: np.Description,
-			Metadata: np.metadata(), Status: operation.StatusProcessing}
+			Metadata: np.metadata(), Status: operation.StatusProcessing}, TenantID: req.TenantID}
 		return operation.Plan{
 			Resource: idempotency.ResourceRef{Type: Names.Type, ID: p.ID},
 			Operation: &operation.Row{Amount: p.Amount, Currency: p.Currency, Columns: []operation.Column{

@@ -10,9 +10,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
+	"github.com/example/payments/client"
 	"github.com/example/payments/internal/operation"
 )
 
@@ -35,24 +35,10 @@ const (
 // ErrNotFound reports a payment that does not exist for the tenant.
 var ErrNotFound = operation.NotFound("payment")
 
-// Payment is a payment as the API shows it.
+// Payment is a payment: what the API shows of it (the client's type, so that
+// the two cannot drift apart), and whose it is.
 type Payment struct {
-	ID                string            `json:"id"`
-	Object            string            `json:"object"`
-	Amount            int64             `json:"amount"`
-	Currency          string            `json:"currency"`
-	PaymentMethod     string            `json:"payment_method"`
-	Description       *string           `json:"description"`
-	Metadata          map[string]string `json:"metadata"`
-	Status            string            `json:"status"`
-	FailureCode       *string           `json:"failure_code"`
-	FailureMessage    *string           `json:"failure_message"`
-	ProcessorChargeID *string           `json:"processor_charge_id"`
-	// AmountRefunded is what the payment's refunds (package refunds) have
-	// taken back from it.
-	AmountRefunded int64     `json:"amount_refunded"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	client.Payment
 
 	TenantID string `json:"-"`
 	// KeyID is the idempotency key that created the payment; nil once reaped.

@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/example/payments/client"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/payments"
 )
@@ -41,21 +41,14 @@ var rules = []operation.ErrorRule{
 	{Err: ErrExceedsPayment, Status: http.StatusBadRequest, Code: "refund_exceeds_payment", Title: "Refund exceeds payment"},
 }
 
-// Refund is a refund as the API shows it.
+// Refund is a refund: what the API shows of it (the client's type, so that
+// the two cannot drift apart), and whose it is.
 type Refund struct {
-	ID                string    `json:"id"`
-	Object            string    `json:"object"`
-	PaymentID         string    `json:"payment_id"`
-	Amount            int64     `json:"amount"`
-	Reason            *string   `json:"reason"`
-	Status            string    `json:"status"`
-	FailureCode       *string   `json:"failure_code"`
-	ProcessorRefundID *string   `json:"processor_refund_id"`
-	CreatedAt         time.Time `json:"created_at"`
-	UpdatedAt         time.Time `json:"updated_at"`
+	client.Refund
 
 	TenantID string `json:"-"`
-	KeyID    *int64 `json:"-"`
+	// KeyID is the idempotency key that created the refund; nil once reaped.
+	KeyID *int64 `json:"-"`
 }
 
 // NewRefund is the request to refund a payment.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/payments/client"
 	"github.com/example/payments/internal/database"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
@@ -18,41 +19,22 @@ import (
 // Delivery statuses: pending until a 2xx (delivered), or until the schedule
 // is spent, the receiver answered 410 or the endpoint was disabled (failed).
 const (
-	DeliveryPending   = "pending"
-	DeliveryDelivered = "delivered"
-	DeliveryFailed    = "failed"
+	DeliveryPending   = client.DeliveryPending
+	DeliveryDelivered = client.DeliveryDelivered
+	DeliveryFailed    = client.DeliveryFailed
 )
 
-// Delivery is one event's delivery to one endpoint.
-type Delivery struct {
-	ID          string     `json:"id"`
-	Object      string     `json:"object"`
-	Endpoint    string     `json:"endpoint"`
-	Event       string     `json:"event"`
-	Status      string     `json:"status"`
-	Attempts    int        `json:"attempts"`
-	CreatedAt   time.Time  `json:"created_at"`
-	DeliveredAt *time.Time `json:"delivered_at"`
-}
+// Delivery is one event's delivery to one endpoint, as the API shows it:
+// the client's type, so that the two cannot drift apart.
+type Delivery = client.WebhookDelivery
 
-// stored is the delivery with status.
-func (d Delivery) stored(status int) idempotency.Response {
+// storedDelivery is the delivery d with status.
+func storedDelivery(d Delivery, status int) idempotency.Response {
 	return render.Stored(status, "application/json", Resource.Path+"/"+d.Endpoint+"/deliveries", render.Encode(d))
 }
 
-// Attempt is one line of an endpoint's delivery log.
-type Attempt struct {
-	ID          string     `json:"id"`
-	Object      string     `json:"object"`
-	Delivery    string     `json:"delivery"`
-	Event       string     `json:"event"`
-	Attempt     int        `json:"attempt"`
-	StatusCode  *int       `json:"status_code"`
-	DurationMS  int        `json:"duration_ms"`
-	Error       *string    `json:"error"`
-	NextRetryAt *time.Time `json:"next_retry_at"`
-	CreatedAt   time.Time  `json:"created_at"`
-}
+// Attempt is one line of an endpoint's delivery log, as the API shows it.
+type Attempt = client.WebhookDeliveryAttempt
 
 // fanOut writes a delivery of the event to every enabled endpoint of the
 // tenant that wants its type, in the transaction that stages the event.
@@ -142,7 +124,7 @@ func (s *Service) Resend(ctx context.Context, req idempotency.Request, id string
 			return operation.Plan{}, err
 		}
 		return operation.Plan{Resource: idempotency.ResourceRef{Type: Resource.Type, ID: e.ID},
-			Response: func() idempotency.Response { return d.stored(202) }}, nil
+			Response: func() idempotency.Response { return storedDelivery(d, 202) }}, nil
 	}})
 }
 

@@ -1,4 +1,4 @@
-// Package endpoints is the tenants' webhook endpoints: registering,
+// Package webhooks is the tenants' webhook endpoints: registering,
 // changing and removing them, their signing secrets (encrypted at rest,
 // rotated with a grace period), and delivering every event to each enabled
 // endpoint that wants it through the outbox: a delivery is written, with its
@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/payments/client"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/render"
@@ -30,8 +31,8 @@ var ResourceType = Resource.Type
 
 // Endpoint statuses.
 const (
-	StatusEnabled  = "enabled"
-	StatusDisabled = "disabled"
+	StatusEnabled  = client.EndpointEnabled
+	StatusDisabled = client.EndpointDisabled
 )
 
 // Limits of an endpoint's fields.
@@ -71,22 +72,12 @@ var Rules = []operation.ErrorRule{
 		Detail: "The account has as many webhook endpoints as it may (WEBHOOK_MAX_ENDPOINTS): delete one first."},
 }
 
-// Endpoint is a tenant's webhook endpoint.
+// Endpoint is a tenant's webhook endpoint: what the API shows of it (the
+// client's type, so that the two cannot drift apart), and whose it is.
+// Secret is set only in the answer that made it (create, rotate): it is
+// never stored in the clear, never replayed.
 type Endpoint struct {
-	ID            string   `json:"id"`
-	Object        string   `json:"object"`
-	URL           string   `json:"url"`
-	EnabledEvents []string `json:"enabled_events"`
-	Description   *string  `json:"description"`
-	Status        string   `json:"status"`
-	// DisabledReason is by_tenant; gone when the receiver answered 410;
-	// failing when every attempt failed for WEBHOOK_DISABLE_AFTER.
-	DisabledReason *string   `json:"disabled_reason"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	// Secret is shown once: in the answer that made it (create, rotate),
-	// never stored in the clear, never replayed.
-	Secret string `json:"secret,omitempty"`
+	client.WebhookEndpoint
 
 	TenantID string `json:"-"`
 }

@@ -18,7 +18,8 @@ const getEndpoint = `SELECT ` + endpointColumns + ` FROM webhook_endpoints WHERE
 const lockEndpoint = getEndpoint + ` FOR UPDATE`
 
 func scanEndpoint(row pgx.Row) (Endpoint, error) {
-	e := Endpoint{Object: Resource.Type}
+	var e Endpoint
+	e.Object = Resource.Type
 	err := row.Scan(&e.ID, &e.TenantID, &e.URL, &e.EnabledEvents, &e.Description, &e.Status, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Endpoint{}, ErrNotFound

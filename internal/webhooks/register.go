@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/example/payments/client"
 	"github.com/example/payments/internal/idempotency"
 	"github.com/example/payments/internal/operation"
 	"github.com/example/payments/internal/signing"
@@ -91,8 +92,9 @@ func (s *Service) Create(ctx context.Context, req idempotency.Request, ne NewEnd
 		return idempotency.Lease{}, nil, err
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	e := Endpoint{ID: operation.NewID(Resource.Prefix), Object: Resource.Type, EnabledEvents: ne.EnabledEvents,
-		Description: ne.Description, Status: StatusEnabled, CreatedAt: now, UpdatedAt: now, TenantID: req.TenantID}
+	e := Endpoint{WebhookEndpoint: client.WebhookEndpoint{ID: operation.NewID(Resource.Prefix), Object: Resource.Type,
+		EnabledEvents: ne.EnabledEvents, Description: ne.Description, Status: StatusEnabled, CreatedAt: now, UpdatedAt: now},
+		TenantID: req.TenantID}
 	secret := signing.NewSecret()
 	lease, err := s.Ops.Start(ctx, req, operation.Steps{Before: s.checkingURL(&ne.URL),
 		Plan: func(ctx context.Context, tx pgx.Tx) (operation.Plan, error) {
