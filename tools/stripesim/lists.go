@@ -78,27 +78,45 @@ type listJSON struct {
 	URL     string `json:"url"`
 }
 
-// listed is an object a list pages over.
-type listed interface{ created() time.Time }
+// listed is an object a list pages over: when it was made, and its
+// position, its index among the objects of its kind.
+type listed interface {
+	created() time.Time
+	position() int
+}
+
+// list answers a GET of the list at url: the page p asks for, as listPage
+// pages it, each object in its wire form.
+func list[T listed, W any](all []T, byID map[string]T, p paging, kind, url string, keep func(T) bool, wire func(T) W) (any, *apiError) {
+	page, more, err := listPage(all, byID, p, kind, keep)
+	if err != nil {
+		return nil, err
+	}
+	data := make([]W, len(page))
+	for i, v := range page {
+		data[i] = wire(v)
+	}
+	return listJSON{Object: "list", Data: data, HasMore: more, URL: url}, nil
+}
 
 // listPage is the page p asks for of all, objects kept oldest first, as
 // Stripe pages a list: newest first, the objects keep takes in p's created
 // range, and whether more follow in the direction p pages. From the newest
 // (no cursor) or older than starting_after, it is the limit next older;
 // with ending_before, the limit just newer than the cursor, newest first
-// too, and more means newer ones still. find is a cursor's position in all,
-// an object of kind.
-func listPage[T listed](all []T, p paging, kind string, find func(id string) (int, bool), keep func(T) bool) ([]T, bool, *apiError) {
+// too, and more means newer ones still. byID finds a cursor, an object of
+// kind.
+func listPage[T listed](all []T, byID map[string]T, p paging, kind string, keep func(T) bool) ([]T, bool, *apiError) {
 	match := func(v T) bool {
 		t := v.created().Unix()
 		return t >= p.from && t <= p.to && (keep == nil || keep(v))
 	}
 	cursor := func(param, id string) (int, *apiError) {
-		i, ok := find(id)
+		v, ok := byID[id]
 		if !ok {
 			return 0, noSuch(http.StatusBadRequest, kind, id, param)
 		}
-		return i, nil
+		return v.position(), nil
 	}
 	var (
 		out  []T

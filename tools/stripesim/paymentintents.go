@@ -297,25 +297,11 @@ func (s *Server) listPaymentIntents(c *call) (any, *apiError) {
 		return nil, f.err
 	}
 	keep := func(p *paymentIntentRecord) bool { return customer == "" || p.Customer == customer }
-	page, more, err := listPage(s.paymentIntents, lp, "payment_intent", s.findPaymentIntent, keep)
-	if err != nil {
-		return nil, err
-	}
-	data := make([]*paymentIntentJSON, len(page))
-	for i, p := range page {
-		data[i] = p.wire()
-	}
-	return listJSON{Object: "list", Data: data, HasMore: more, URL: "/v1/payment_intents"}, nil
-}
-
-// findPaymentIntent is the position of PaymentIntent id, a list's cursor.
-func (s *Server) findPaymentIntent(id string) (int, bool) {
-	p, ok := s.paymentByID[id]
-	if !ok {
-		return 0, false
-	}
-	return p.pos, true
+	return list(s.paymentIntents, s.paymentByID, lp, "payment_intent", "/v1/payment_intents", keep, (*paymentIntentRecord).wire)
 }
 
 // created is when p was made, for lists.
 func (p *paymentIntentRecord) created() time.Time { return p.Created }
+
+// position is p's index among the PaymentIntents, for lists.
+func (p *paymentIntentRecord) position() int { return p.pos }

@@ -45,6 +45,9 @@ func (r *refundRecord) copy() Refund {
 // created is when r was made, for lists.
 func (r *refundRecord) created() time.Time { return r.Created }
 
+// position is r's index among the refunds, for lists.
+func (r *refundRecord) position() int { return r.pos }
+
 // refundJSON is a refund on the wire.
 type refundJSON struct {
 	ID            string            `json:"id"`
@@ -228,20 +231,5 @@ func (s *Server) listRefunds(c *call) (any, *apiError) {
 	keep := func(r *refundRecord) bool {
 		return (piID == "" || r.PaymentIntent == piID) && (chargeID == "" || r.Charge == chargeID)
 	}
-	find := func(id string) (int, bool) {
-		r, ok := s.refundByID[id]
-		if !ok {
-			return 0, false
-		}
-		return r.pos, true
-	}
-	page, more, err := listPage(s.refunds, lp, "refund", find, keep)
-	if err != nil {
-		return nil, err
-	}
-	data := make([]*refundJSON, len(page))
-	for i, r := range page {
-		data[i] = r.wire()
-	}
-	return listJSON{Object: "list", Data: data, HasMore: more, URL: "/v1/refunds"}, nil
+	return list(s.refunds, s.refundByID, lp, "refund", "/v1/refunds", keep, (*refundRecord).wire)
 }

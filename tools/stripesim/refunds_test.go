@@ -170,17 +170,26 @@ func TestRefunds(t *testing.T) {
 			}
 			e.sim.Advance(time.Second)
 		}
+		list := func(params *stripego.RefundListParams) ([]string, bool) {
+			t.Helper()
+			var page stripego.RefundList
+			if err := e.get(t, "/v1/refunds", params, &page); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range page.Data {
+				got = append(got, r.ID)
+			}
+			return got, page.HasMore
+		}
 		params := &stripego.RefundListParams{PaymentIntent: stripego.String(a.ID)}
-		var page stripego.RefundList
-		if err := e.get(t, "/v1/refunds", params, &page); err != nil {
-			t.Fatal(err)
+		if got, more := list(params); !slices.Equal(got, want) || more {
+			t.Errorf("refunds of %s: %v, has_more %v; want %v", a.ID, got, more, want)
 		}
-		var got []string
-		for _, r := range page.Data {
-			got = append(got, r.ID)
-		}
-		if !slices.Equal(got, want) || page.HasMore {
-			t.Errorf("refunds of %s: %v, has_more %v; want %v", a.ID, got, page.HasMore, want)
+		// A refund is a cursor: after the newest, the older one.
+		params.StartingAfter = stripego.String(want[0])
+		if got, more := list(params); !slices.Equal(got, want[1:]) || more {
+			t.Errorf("refunds of %s after %s: %v, has_more %v; want %v", a.ID, want[0], got, more, want[1:])
 		}
 	})
 }
