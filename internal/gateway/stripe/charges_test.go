@@ -53,8 +53,7 @@ func TestCharge(t *testing.T) {
 			outcome: operation.Outcome{ID: "pi_1", FailureCode: "authentication_required", FailureMessage: "Your card was declined."}},
 		{name: "DeclinedNoDeclineCode", routes: map[string][]reply{create: {declined("expired_card", "")}},
 			outcome: operation.Outcome{ID: "pi_1", FailureCode: "expired_card", FailureMessage: "Your card was declined."}},
-		{name: "DeclineReplayed", routes: map[string][]reply{create: {{status: http.StatusPaymentRequired,
-			body: declined("card_declined", "insufficient_funds").body, header: map[string]string{"Idempotent-Replayed": "true"}}}},
+		{name: "DeclineReplayed", routes: map[string][]reply{create: {declined("card_declined", "insufficient_funds").replay()}},
 			outcome: operation.Outcome{ID: "pi_1", FailureCode: "insufficient_funds", FailureMessage: "Your card was declined."}},
 		{name: "RequiresPaymentMethod", routes: map[string][]reply{create: {ok(paymentIntent("pi_1", "requires_payment_method", chargeKey,
 			map[string]any{"last_payment_error": lastPaymentError("card_declined", "do_not_honor", "Declined.")}))}},
@@ -62,11 +61,11 @@ func TestCharge(t *testing.T) {
 		{name: "Canceled", routes: map[string][]reply{create: {ok(paymentIntent("pi_1", "canceled", chargeKey, nil))}},
 			outcome: operation.Outcome{ID: "pi_1", FailureCode: "canceled"}},
 		{name: "ProcessingThenSucceeded", routes: map[string][]reply{
-			create:   {replayed(paymentIntent("pi_1", "processing", chargeKey, nil))},
+			create:   {ok(paymentIntent("pi_1", "processing", chargeKey, nil)).replay()},
 			retrieve: {ok(paymentIntent("pi_1", "succeeded", chargeKey, nil))}},
 			outcome: operation.Outcome{ID: "pi_1", Succeeded: true}},
 		{name: "StillProcessing", want: unknown, routes: map[string][]reply{
-			create:   {replayed(paymentIntent("pi_1", "processing", chargeKey, nil))},
+			create:   {ok(paymentIntent("pi_1", "processing", chargeKey, nil)).replay()},
 			retrieve: {ok(paymentIntent("pi_1", "processing", chargeKey, nil))}}},
 		{name: "RequiresAction", want: unknown, routes: map[string][]reply{
 			create:   {ok(paymentIntent("pi_1", "requires_action", chargeKey, map[string]any{"next_action": map[string]any{"type": "use_stripe_sdk"}}))},
@@ -82,8 +81,7 @@ func TestCharge(t *testing.T) {
 		{name: "KeyInUse", want: unknown, routes: map[string][]reply{create: {failure(http.StatusConflict, "idempotency_error", "idempotency_key_in_use", nil)}}},
 		{name: "LockTimeout", want: unknown, routes: map[string][]reply{create: {failure(http.StatusConflict, "invalid_request_error", "lock_timeout", nil)}}},
 		{name: "RateLimited", want: notSent, routes: map[string][]reply{create: {failure(http.StatusTooManyRequests, "invalid_request_error", "rate_limit", nil)}}},
-		{name: "ServerError", want: unknown, routes: map[string][]reply{create: {{status: http.StatusInternalServerError,
-			body: errorBody(http.StatusInternalServerError, "api_error", "", nil), header: map[string]string{"Idempotent-Replayed": "true"}}}}},
+		{name: "ServerError", want: unknown, routes: map[string][]reply{create: {savedServerError()}}},
 		{name: "BadGateway", want: unknown, routes: map[string][]reply{create: {{status: http.StatusBadGateway, body: "<html>Bad Gateway</html>"}}}},
 		{name: "Unauthorized", want: unknown, routes: map[string][]reply{create: {failure(http.StatusUnauthorized, "invalid_request_error", "", nil)}}},
 		{name: "Forbidden", want: unknown, routes: map[string][]reply{create: {failure(http.StatusForbidden, "invalid_request_error", "secret_key_required", nil)}}},
@@ -302,11 +300,7 @@ func TestSavedFailure(t *testing.T) {
 	}{
 		{"Replayed", savedServerError(), true},
 		{"Fresh", failure(http.StatusInternalServerError, "api_error", "", nil), false},
-		{"ReplayedRefusal", func() reply {
-			r := failure(http.StatusBadRequest, "invalid_request_error", "amount_too_small", nil)
-			r.header = map[string]string{"Idempotent-Replayed": "true"}
-			return r
-		}(), false},
+		{"ReplayedRefusal", failure(http.StatusBadRequest, "invalid_request_error", "amount_too_small", nil).replay(), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -35,7 +35,7 @@ func TestRefund(t *testing.T) {
 		{name: "Canceled", routes: map[string][]reply{create: {ok(refund("re_1", "canceled", refundKey, nil))}},
 			outcome: operation.Outcome{ID: "re_1", FailureCode: "canceled"}},
 		{name: "PendingThenSucceeded", routes: map[string][]reply{
-			create:   {replayed(refund("re_1", "pending", refundKey, nil))},
+			create:   {ok(refund("re_1", "pending", refundKey, nil)).replay()},
 			retrieve: {ok(refund("re_1", "succeeded", refundKey, nil))}},
 			outcome: operation.Outcome{ID: "re_1", Succeeded: true}},
 		{name: "StillPending", want: unknown, routes: map[string][]reply{
