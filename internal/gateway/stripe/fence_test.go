@@ -30,9 +30,7 @@ var (
 	}
 	// savedServerError is a 500 Stripe saved for the key, replayed.
 	savedServerError = func() reply {
-		r := failure(http.StatusInternalServerError, "api_error", "", nil)
-		r.header = map[string]string{"Idempotent-Replayed": "true"}
-		return r
+		return failure(http.StatusInternalServerError, "api_error", "", nil).replay()
 	}
 )
 
@@ -58,7 +56,7 @@ func TestCloseCharge(t *testing.T) {
 		outcome operation.Outcome
 	}{
 		{name: "NotMade", routes: map[string][]reply{fence: {ok(fenceCustomer(chargeKey))}, search: {none}, listed: {nothing}}},
-		{name: "NotMadeClosedBefore", routes: map[string][]reply{fence: {replayed(fenceCustomer(chargeKey))}, search: {none}, listed: {nothing}}},
+		{name: "NotMadeClosedBefore", routes: map[string][]reply{fence: {ok(fenceCustomer(chargeKey)).replay()}, search: {none}, listed: {nothing}}},
 		// A 500 Stripe saved for the fence's own request holds the key: it
 		// replays only a request with the same endpoint and parameters.
 		{name: "FenceSavedServerError", routes: map[string][]reply{fence: {savedServerError()}, search: {none}, listed: {nothing}}},

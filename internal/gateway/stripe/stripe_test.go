@@ -141,7 +141,12 @@ func (s *server) client(t *testing.T, timeout time.Duration, pageSize int) *stri
 func object(base, over map[string]any) string {
 	m := maps.Clone(base)
 	maps.Copy(m, over)
-	b, err := json.Marshal(m)
+	return marshal(m)
+}
+
+// marshal is v as JSON; every answer a test writes marshals.
+func marshal(v any) string {
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
 	}
@@ -182,50 +187,41 @@ func errorBody(status int, typ, code string, over map[string]any) string {
 		e["doc_url"] = "https://stripe.com/docs/error-codes/" + code
 	}
 	maps.Copy(e, over)
-	b, err := json.Marshal(map[string]any{"error": e})
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
+	return marshal(map[string]any{"error": e})
 }
 
 // list is a list of Stripe's, of the JSON objects.
 func list(path string, hasMore bool, objects ...string) string {
-	data := make([]json.RawMessage, len(objects))
-	for i, o := range objects {
-		data[i] = json.RawMessage(o)
-	}
-	b, err := json.Marshal(map[string]any{"object": "list", "url": path, "has_more": hasMore, "data": data})
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
+	return marshal(map[string]any{"object": "list", "url": path, "has_more": hasMore, "data": data(objects)})
 }
 
 // searchResult is a page of a search of Stripe's, of the JSON objects.
 func searchResult(nextPage string, objects ...string) string {
-	data := make([]json.RawMessage, len(objects))
-	for i, o := range objects {
-		data[i] = json.RawMessage(o)
-	}
 	m := map[string]any{"object": "search_result", "url": "/v1/payment_intents/search", "has_more": nextPage != "",
-		"next_page": nil, "data": data}
+		"next_page": nil, "data": data(objects)}
 	if nextPage != "" {
 		m["next_page"] = nextPage
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		panic(err)
+	return marshal(m)
+}
+
+// data is the data member of a list or a search page: the JSON objects.
+func data(objects []string) []json.RawMessage {
+	d := make([]json.RawMessage, len(objects))
+	for i, o := range objects {
+		d[i] = json.RawMessage(o)
 	}
-	return string(b)
+	return d
 }
 
 // ok is a 200 answer of body.
 func ok(body string) reply { return reply{status: http.StatusOK, body: body} }
 
-// replayed is a 200 answer of body replayed from Stripe's idempotency cache.
-func replayed(body string) reply {
-	return reply{status: http.StatusOK, body: body, header: map[string]string{"Idempotent-Replayed": "true"}}
+// replay is r as Stripe replays it from its idempotency cache, for a
+// request made again under the key.
+func (r reply) replay() reply {
+	r.header = map[string]string{"Idempotent-Replayed": "true"}
+	return r
 }
 
 // failure is an error answer.
